@@ -1,0 +1,120 @@
+// Public interface of the collectors library: everything that turns the kernel's RDMA sysfs tree
+// into Prometheus metric families. Knows nothing about HTTP.
+#pragma once
+
+#include <prometheus/metric_family.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ibprobe::collectors {
+
+// Why one input could not be turned into a series. Each maps to one `reason` label value.
+enum class ReadError {
+  kNotFound,        // ENOENT: file or device vanished
+  kPermission,      // EPERM / EACCES
+  kInvalid,         // EINVAL: the driver refused the read (common on unsupported counters)
+  kNotSupported,    // EOPNOTSUPP
+  kNotImplemented,  // ENOSYS
+  kNoPma,           // old kernels print "N/A (no PMA)"
+  kMalformed,       // text that is not a number of the expected form
+  kIo,              // any other errno (EIO, EISDIR, ...)
+};
+std::string_view to_string(ReadError error);
+
+// Selects devices by name. An empty include pattern accepts every device.
+class DeviceFilter {
+ public:
+  DeviceFilter() = default;
+  // Throws std::regex_error on an invalid pattern.
+  DeviceFilter(const std::string& include, const std::string& exclude);
+  bool accepts(std::string_view device) const;
+
+ private:
+  std::optional<std::regex> include_;
+  std::optional<std::regex> exclude_;
+};
+
+struct Options {
+  std::filesystem::path sysfs_root = "/sys";
+  DeviceFilter devices;
+};
+
+// Receives every input a collector had to drop, so the scrape can count it.
+class ErrorSink {
+ public:
+  virtual ~ErrorSink() = default;
+  virtual void record(ReadError reason, const std::filesystem::path& path) = 0;
+};
+
+// Families under construction, kept in first-seen order with their samples grouped.
+class MetricSet {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  void add(std::string_view family, std::string_view help, prometheus::MetricType type,
+           const Labels& labels, double value);
+  // Appends every family of `other`, merging samples into families of the same name.
+  void merge(MetricSet&& other);
+  std::vector<prometheus::MetricFamily> take() &&;
+  bool empty() const { return families_.empty(); }
+
+ private:
+  prometheus::MetricFamily& family(std::string_view name, std::string_view help,
+                                   prometheus::MetricType type);
+  std::vector<prometheus::MetricFamily> families_;
+};
+
+// One source of metrics, like a node_exporter collector.
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual std::string_view name() const = 0;
+  virtual void collect(MetricSet& out, ErrorSink& errors) const = 0;
+};
+
+// Names of every collector the library provides, and whether each is on by default.
+struct CollectorInfo {
+  std::string_view name;
+  std::string_view description;
+  bool enabled_by_default;
+};
+const std::vector<CollectorInfo>& available_collectors();
+
+// Returns nullptr for an unknown name.
+std::unique_ptr<Collector> make_collector(std::string_view name, const Options& options);
+
+// Runs a set of collectors for one scrape and adds the exporter's own scrape metrics:
+// per-collector success and duration, and a running count of dropped inputs by reason.
+class Scraper {
+ public:
+  // Told of every dropped input, for logging which file failed and why.
+  using ErrorObserver =
+      std::function<void(std::string_view collector, ReadError, const std::filesystem::path&)>;
+
+  explicit Scraper(std::vector<std::unique_ptr<Collector>> collectors,
+                   ErrorObserver observer = nullptr);
+  std::vector<prometheus::MetricFamily> scrape();
+
+ private:
+  struct ErrorCount {
+    std::string collector;
+    ReadError reason;
+    double count;
+  };
+  std::vector<std::unique_ptr<Collector>> collectors_;
+  ErrorObserver observer_;
+  std::mutex error_counts_mutex_;
+  std::vector<ErrorCount> error_counts_;
+};
+
+}  // namespace ibprobe::collectors

@@ -1,0 +1,92 @@
+#include "counter_table.h"
+
+#include <array>
+
+namespace ibprobe::collectors {
+namespace {
+
+constexpr std::string_view kXmitData = "rdma_port_data_transmitted_bytes_total";
+constexpr std::string_view kRcvData = "rdma_port_data_received_bytes_total";
+constexpr std::string_view kXmitPackets = "rdma_port_packets_transmitted_total";
+constexpr std::string_view kRcvPackets = "rdma_port_packets_received_total";
+constexpr std::string_view kUnicastXmit = "rdma_port_unicast_packets_transmitted_total";
+constexpr std::string_view kUnicastRcv = "rdma_port_unicast_packets_received_total";
+constexpr std::string_view kMulticastXmit = "rdma_port_multicast_packets_transmitted_total";
+constexpr std::string_view kMulticastRcv = "rdma_port_multicast_packets_received_total";
+
+constexpr std::string_view kXmitDataHelp =
+    "Data octets transmitted on the port (PortXmitData x 4: the counter counts 32-bit words).";
+constexpr std::string_view kRcvDataHelp =
+    "Data octets received on the port (PortRcvData x 4: the counter counts 32-bit words).";
+constexpr std::string_view kXmitPacketsHelp = "Packets transmitted on the port (PortXmitPkts).";
+constexpr std::string_view kRcvPacketsHelp = "Packets received on the port (PortRcvPkts).";
+constexpr std::string_view kUnicastXmitHelp = "Unicast packets transmitted (PortUnicastXmitPkts).";
+constexpr std::string_view kUnicastRcvHelp = "Unicast packets received (PortUnicastRcvPkts).";
+constexpr std::string_view kMulticastXmitHelp =
+    "Multicast packets transmitted (PortMulticastXmitPkts).";
+constexpr std::string_view kMulticastRcvHelp = "Multicast packets received (PortMulticastRcvPkts).";
+constexpr std::string_view kErrorHelp =
+    "Error-class PortCounters, one series per counter: any increase is a finding.";
+
+using enum CounterClass;
+
+constexpr std::array kCounters = {
+    CounterSpec{"port_xmit_data", kXmitData, kXmitDataHelp, kInformative, kTableWidth, 4},
+    CounterSpec{"port_rcv_data", kRcvData, kRcvDataHelp, kInformative, kTableWidth, 4},
+    CounterSpec{"port_xmit_packets", kXmitPackets, kXmitPacketsHelp, kInformative, kTableWidth, 1},
+    CounterSpec{"port_rcv_packets", kRcvPackets, kRcvPacketsHelp, kInformative, kTableWidth, 1},
+    CounterSpec{"unicast_xmit_packets", kUnicastXmit, kUnicastXmitHelp, kInformative, 64, 1},
+    CounterSpec{"unicast_rcv_packets", kUnicastRcv, kUnicastRcvHelp, kInformative, 64, 1},
+    CounterSpec{"multicast_xmit_packets", kMulticastXmit, kMulticastXmitHelp, kInformative, 64, 1},
+    CounterSpec{"multicast_rcv_packets", kMulticastRcv, kMulticastRcvHelp, kInformative, 64, 1},
+    CounterSpec{"port_xmit_wait", "rdma_port_transmit_wait_ticks_total",
+                "Ticks during which the port had data to send but sent none (no credits or no "
+                "arbitration: PortXmitWait).",
+                kInformative, 32, 1},
+    CounterSpec{"symbol_error", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"link_error_recovery", kErrorFamily, kErrorHelp, kError, 8, 1},
+    CounterSpec{"link_downed", kErrorFamily, kErrorHelp, kError, 8, 1},
+    CounterSpec{"port_rcv_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_rcv_remote_physical_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_rcv_switch_relay_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_xmit_discards", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_xmit_constraint_errors", kErrorFamily, kErrorHelp, kError, 8, 1},
+    CounterSpec{"port_rcv_constraint_errors", kErrorFamily, kErrorHelp, kError, 8, 1},
+    CounterSpec{"local_link_integrity_errors", kErrorFamily, kErrorHelp, kError, 4, 1},
+    CounterSpec{"excessive_buffer_overrun_errors", kErrorFamily, kErrorHelp, kError, 4, 1},
+    CounterSpec{"VL15_dropped", kErrorFamily, kErrorHelp, kError, 16, 1},
+};
+
+// Pre-4.5 MLNX_OFED kernels put the 64-bit PortCountersExtended values in counters_ext/.
+constexpr std::array kLegacyExtCounters = {
+    CounterSpec{"port_xmit_data", kXmitData, kXmitDataHelp, kInformative, 64, 4},
+    CounterSpec{"port_rcv_data", kRcvData, kRcvDataHelp, kInformative, 64, 4},
+    CounterSpec{"port_xmit_packets", kXmitPackets, kXmitPacketsHelp, kInformative, 64, 1},
+    CounterSpec{"port_rcv_packets", kRcvPackets, kRcvPacketsHelp, kInformative, 64, 1},
+    CounterSpec{"unicast_xmit_packets", kUnicastXmit, kUnicastXmitHelp, kInformative, 64, 1},
+    CounterSpec{"unicast_rcv_packets", kUnicastRcv, kUnicastRcvHelp, kInformative, 64, 1},
+    CounterSpec{"multicast_xmit_packets", kMulticastXmit, kMulticastXmitHelp, kInformative, 64, 1},
+    CounterSpec{"multicast_rcv_packets", kMulticastRcv, kMulticastRcvHelp, kInformative, 64, 1},
+};
+constexpr std::array<std::string_view, kLegacyExtCounters.size()> kLegacyExtFiles = {
+    "port_xmit_data_64",           "port_rcv_data_64",           "port_xmit_packets_64",
+    "port_rcv_packets_64",         "port_unicast_xmit_packets",  "port_unicast_rcv_packets",
+    "port_multicast_xmit_packets", "port_multicast_rcv_packets",
+};
+
+}  // namespace
+
+const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir) {
+  if (legacy_ext_dir) {
+    for (std::size_t i = 0; i < kLegacyExtFiles.size(); ++i) {
+      if (kLegacyExtFiles[i] == file) return &kLegacyExtCounters[i];
+    }
+    return nullptr;
+  }
+  for (const auto& spec : kCounters) {
+    if (spec.counter == file) return &spec;
+  }
+  return nullptr;
+}
+
+}  // namespace ibprobe::collectors

@@ -1,0 +1,37 @@
+// What the kernel's PortCounters files mean: family, class, width and unit of each
+// (IBA PortCounters / PortCountersExtended as exposed in ports/N/counters and counters_ext).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ibprobe::collectors {
+
+enum class CounterClass { kInformative, kError };
+
+// Width of data/packet counters depends on which PMA table the kernel picked for the port.
+inline constexpr int kTableWidth = 0;
+
+struct CounterSpec {
+  std::string_view counter;  // canonical sysfs name, used as the `counter` label
+  std::string_view family;   // metric family; kErrorFamily for every error-class counter
+  std::string_view help;
+  CounterClass counter_class;
+  int width;     // bits, or kTableWidth
+  double scale;  // multiplier into the family's unit (4 for the data counters: 32-bit words)
+};
+
+inline constexpr std::string_view kErrorFamily = "rdma_port_errors_total";
+inline constexpr std::string_view kUnknownCounterFamily = "rdma_port_counter_total";
+inline constexpr std::string_view kSaturatedFamily = "rdma_port_counter_saturated";
+
+// Looks up a file of ports/N/counters/ (legacy == false) or ports/N/counters_ext/ (legacy).
+const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir);
+
+// All-ones value of a counter of `width` bits: where IB counters stop (they saturate, not wrap).
+constexpr std::uint64_t saturation_value(int width) {
+  return width >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
+}
+
+}  // namespace ibprobe::collectors

@@ -1,0 +1,87 @@
+// Driver hardware counters from hw_counters/ (per port and per device). Names differ per driver
+// and release, so whatever files exist are exported; nothing is a fixed list.
+#include <set>
+
+#include "collectors_internal.h"
+#include "devices.h"
+#include "sysfs.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+using prometheus::MetricType;
+
+constexpr std::string_view kLifespanFile = "lifespan";
+
+void emit_hw_counters(const std::filesystem::path& dir, const MetricSet::Labels& owner,
+                      std::string_view counter_family, std::string_view lifespan_family,
+                      MetricSet& out, ErrorSink& errors) {
+  std::set<std::string> used_names;
+  for (const auto& file : list_entries(dir)) {
+    const auto value = read_counter_or_record(dir / file, errors);
+    if (!value) continue;
+    if (file == kLifespanFile) {
+      out.add(lifespan_family,
+              "How long the driver caches hw_counters values, in seconds (sysfs lifespan).",
+              MetricType::Gauge, owner, static_cast<double>(*value) / 1000.0);
+      continue;
+    }
+    std::string counter = sanitize_counter_name(file);
+    for (int suffix = 2; !used_names.insert(counter).second; ++suffix) {
+      counter = sanitize_counter_name(file) + "_" + std::to_string(suffix);
+    }
+    auto labels = owner;
+    labels.emplace_back("counter", counter);
+    out.add(counter_family,
+            "Driver hardware counter from hw_counters/, named as the driver names it "
+            "(characters outside [A-Za-z0-9_] replaced by _).",
+            MetricType::Counter, labels, static_cast<double>(*value));
+  }
+}
+
+class HwCountersCollector final : public Collector {
+ public:
+  explicit HwCountersCollector(Options options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "hw_counters"; }
+
+  void collect(MetricSet& out, ErrorSink& errors) const override {
+    for_each_device(
+        options_, out, errors,
+        [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
+          emit_hw_counters(device.dir / "hw_counters", {{"device", device.name}},
+                           "rdma_device_hw_counter_total",
+                           "rdma_device_hw_counter_lifespan_seconds", device_out, device_errors);
+          for (const auto& port : list_ports(device)) {
+            emit_hw_counters(device.dir / "ports" / port / "hw_counters",
+                             {{"device", device.name}, {"port", port}}, "rdma_hw_counter_total",
+                             "rdma_hw_counter_lifespan_seconds", device_out, device_errors);
+          }
+        });
+  }
+
+ private:
+  Options options_;
+};
+
+}  // namespace
+
+std::string sanitize_counter_name(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (keep) {
+      out.push_back(c);
+    } else if (!out.empty() && out.back() != '_') {
+      out.push_back('_');
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "_" : out;
+}
+
+std::unique_ptr<Collector> make_hw_counters_collector(const Options& options) {
+  return std::make_unique<HwCountersCollector>(options);
+}
+
+}  // namespace ibprobe::collectors

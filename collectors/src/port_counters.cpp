@@ -1,0 +1,110 @@
+// PortCounters from ports/N/counters/ (and legacy counters_ext/): data counters scaled into
+// bytes, error-class counters in one family, and a saturation flag for fixed-width counters.
+#include <map>
+
+#include "collectors_internal.h"
+#include "counter_table.h"
+#include "devices.h"
+#include "sysfs.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+using prometheus::MetricType;
+
+struct Sample {
+  const CounterSpec* spec;  // nullptr for a file the table does not know
+  std::string counter;
+  std::uint64_t raw;
+  int width;
+};
+
+// The kernel exposes the extended (64-bit) table when the PMA advertises it; that table, and only
+// that one, has the unicast/multicast files. A value above 32 bits also proves 64-bit width (the
+// "no IETF" extended table has no unicast files).
+bool uses_extended_table(const std::map<std::string, Sample>& samples) {
+  if (samples.contains("unicast_xmit_packets") || samples.contains("unicast_rcv_packets")) {
+    return true;
+  }
+  for (const auto& [name, sample] : samples) {
+    if (sample.spec && sample.spec->width == kTableWidth && sample.raw > saturation_value(32)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void read_counter_dir(const std::filesystem::path& dir, bool legacy_ext_dir,
+                      std::map<std::string, Sample>& samples, ErrorSink& errors) {
+  for (const auto& file : list_entries(dir)) {
+    const auto value = read_counter_or_record(dir / file, errors);
+    if (!value) continue;
+    const CounterSpec* spec = find_port_counter(file, legacy_ext_dir);
+    std::string counter = spec ? std::string(spec->counter) : file;
+    Sample sample{spec, std::string(counter), *value, spec ? spec->width : 64};
+    if (!legacy_ext_dir) {
+      samples.emplace(std::move(counter), std::move(sample));
+      continue;
+    }
+    // A 64-bit counters_ext value supersedes the 32-bit counters/ one; never export both.
+    auto [it, inserted] = samples.try_emplace(counter, sample);
+    if (!inserted && it->second.width < 64) it->second = std::move(sample);
+  }
+}
+
+void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
+  const auto port_dir = device.dir / "ports" / port;
+  std::map<std::string, Sample> samples;
+  read_counter_dir(port_dir / "counters", false, samples, errors);
+  const int table_width = uses_extended_table(samples) ? 64 : 32;
+  read_counter_dir(port_dir / "counters_ext", true, samples, errors);
+
+  for (auto& [counter, sample] : samples) {
+    if (sample.width == kTableWidth) sample.width = table_width;
+    if (!sample.spec) {
+      out.add(kUnknownCounterFamily,
+              "PortCounters files this exporter has no specific family for, by file name.",
+              MetricType::Counter, {{"device", device.name}, {"port", port}, {"counter", counter}},
+              static_cast<double>(sample.raw));
+      continue;
+    }
+    MetricSet::Labels labels{{"device", device.name}, {"port", port}};
+    if (sample.spec->family == kErrorFamily) labels.emplace_back("counter", counter);
+    out.add(sample.spec->family, sample.spec->help, MetricType::Counter, labels,
+            static_cast<double>(sample.raw) * sample.spec->scale);
+  }
+  for (const auto& [counter, sample] : samples) {
+    if (!sample.spec || sample.width >= 64) continue;
+    out.add(kSaturatedFamily,
+            "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer "
+            "counts, so rates and deltas from it are meaningless until it is reset.",
+            MetricType::Gauge, {{"device", device.name}, {"port", port}, {"counter", counter}},
+            sample.raw == saturation_value(sample.width) ? 1 : 0);
+  }
+}
+
+class PortCountersCollector final : public Collector {
+ public:
+  explicit PortCountersCollector(Options options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "port_counters"; }
+
+  void collect(MetricSet& out, ErrorSink& errors) const override {
+    for_each_device(options_, out, errors,
+                    [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
+                      for (const auto& port : list_ports(device)) {
+                        emit_port(device, port, device_out, device_errors);
+                      }
+                    });
+  }
+
+ private:
+  Options options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collector> make_port_counters_collector(const Options& options) {
+  return std::make_unique<PortCountersCollector>(options);
+}
+
+}  // namespace ibprobe::collectors

@@ -1,0 +1,183 @@
+// Device identity and port state: what every dashboard joins on, and the pre-flight facts a
+// probe checks (state, physical state, rate, LIDs).
+#include <cerrno>
+#include <charconv>
+
+#include "collectors_internal.h"
+#include "devices.h"
+#include "sysfs.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+using prometheus::MetricType;
+
+// Attributes that some drivers simply do not have (rxe has no hca_type or board_id): absence is
+// not an error, anything else is.
+std::string read_optional(const std::filesystem::path& file, ErrorSink& errors) {
+  auto text = read_text(file);
+  if (text) return std::move(*text.value);
+  if (text.error != ReadError::kNotFound) errors.record(text.error, file);
+  return {};
+}
+
+// A RoCE port's netdev: the one behind GID 0, else the PCI function's only netdev.
+std::string port_netdev(const Device& device, const std::filesystem::path& port_dir,
+                        ErrorSink& errors) {
+  const auto ndev_file = port_dir / "gid_attrs" / "ndevs" / "0";
+  if (std::filesystem::exists(ndev_file)) {
+    auto ndev = read_text(ndev_file);
+    if (ndev) return std::move(*ndev.value);
+    // EINVAL here means "GID 0 has no netdev" (InfiniBand ports): nothing to report.
+    if (ndev.error != ReadError::kInvalid) errors.record(ndev.error, ndev_file);
+  }
+  const auto netdevs = list_entries(device.dir / "device" / "net");
+  return netdevs.size() == 1 ? netdevs.front() : std::string();
+}
+
+void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
+  out.add("rdma_device_info",
+          "RDMA device identity; value is always 1. numa_node is the HCA's NUMA node (-1: none).",
+          MetricType::Gauge,
+          {{"device", device.name},
+           {"hca_type", read_optional(device.dir / "hca_type", errors)},
+           {"fw_ver", read_optional(device.dir / "fw_ver", errors)},
+           {"board_id", read_optional(device.dir / "board_id", errors)},
+           {"node_guid", read_optional(device.dir / "node_guid", errors)},
+           {"node_type", read_optional(device.dir / "node_type", errors)},
+           {"numa_node", read_optional(device.dir / "device" / "numa_node", errors)}},
+          1);
+}
+
+void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
+  const auto dir = device.dir / "ports" / port;
+  const MetricSet::Labels labels{{"device", device.name}, {"port", port}};
+
+  auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
+    const auto text = read_text_or_record(dir / file, errors);
+    if (!text) return;
+    const auto value = parse_enum_prefix(*text);
+    if (!value) {
+      errors.record(ReadError::kMalformed, dir / file);
+      return;
+    }
+    out.add(family, help, MetricType::Gauge, labels, *value);
+  };
+  enum_gauge("state", "rdma_port_state",
+             "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.");
+  enum_gauge("phys_state", "rdma_port_physical_state",
+             "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
+             "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.");
+
+  auto hex_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
+    const auto text = read_text_or_record(dir / file, errors);
+    if (!text) return;
+    const auto value = parse_hex(*text);
+    if (!value) {
+      errors.record(ReadError::kMalformed, dir / file);
+      return;
+    }
+    out.add(family, help, MetricType::Gauge, labels, *value);
+  };
+  hex_gauge("lid", "rdma_port_lid", "Port LID (0 on RoCE, and on IB until the SM assigns one).");
+  hex_gauge("sm_lid", "rdma_port_sm_lid", "LID of the subnet manager the port reports (0: none).");
+
+  PortRate rate;
+  if (const auto text = read_text_or_record(dir / "rate", errors)) {
+    if (const auto parsed = parse_rate(*text)) {
+      rate = *parsed;
+      out.add("rdma_port_rate_bytes_per_second",
+              "Port rate from sysfs (active width x active speed, signalling rate) in bytes/s.",
+              MetricType::Gauge, labels, rate.gigabits_per_second * 1e9 / 8);
+      if (rate.lanes > 0) {
+        out.add("rdma_port_link_width_lanes", "Active link width in lanes (1X, 2X, 4X, 8X, 12X).",
+                MetricType::Gauge, labels, rate.lanes);
+      }
+    } else {
+      errors.record(ReadError::kMalformed, dir / "rate");
+    }
+  }
+
+  auto info = labels;
+  info.emplace_back("link_layer", read_optional(dir / "link_layer", errors));
+  info.emplace_back("netdev", port_netdev(device, dir, errors));
+  info.emplace_back("speed", rate.speed);
+  out.add("rdma_port_info",
+          "Port identity; value is always 1. netdev is set on RoCE ports, speed is the IB speed "
+          "name from the rate file.",
+          MetricType::Gauge, info, 1);
+}
+
+class PortInfoCollector final : public Collector {
+ public:
+  explicit PortInfoCollector(Options options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "port_info"; }
+
+  void collect(MetricSet& out, ErrorSink& errors) const override {
+    for_each_device(options_, out, errors,
+                    [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
+                      emit_device(device, device_out, device_errors);
+                      for (const auto& port : list_ports(device)) {
+                        emit_port(device, port, device_out, device_errors);
+                      }
+                    });
+  }
+
+ private:
+  Options options_;
+};
+
+bool parse_double(std::string_view text, double& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+std::optional<PortRate> parse_rate(std::string_view text) {
+  constexpr std::string_view kUnit = " Gb/sec";
+  const auto unit = text.find(kUnit);
+  if (unit == std::string_view::npos || unit == 0) return std::nullopt;
+  PortRate rate;
+  if (!parse_double(text.substr(0, unit), rate.gigabits_per_second) ||
+      rate.gigabits_per_second < 0) {
+    return std::nullopt;
+  }
+  auto rest = text.substr(unit + kUnit.size());
+  if (rest.empty()) return rate;
+  // " (4X HDR)" or " (4X)"
+  if (!rest.starts_with(" (") || !rest.ends_with(")")) return std::nullopt;
+  rest = rest.substr(2, rest.size() - 3);
+  const auto x = rest.find('X');
+  if (x == std::string_view::npos) return std::nullopt;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + x, rate.lanes);
+  if (ec != std::errc() || end != rest.data() + x || rate.lanes <= 0) return std::nullopt;
+  rest = rest.substr(x + 1);
+  if (rest.starts_with(" ")) rest.remove_prefix(1);
+  rate.speed = std::string(rest);
+  return rate;
+}
+
+std::optional<int> parse_enum_prefix(std::string_view text) {
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + colon, value);
+  if (ec != std::errc() || end != text.data() + colon) return std::nullopt;
+  return value;
+}
+
+std::optional<unsigned> parse_hex(std::string_view text) {
+  if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
+  if (text.empty()) return std::nullopt;
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::unique_ptr<Collector> make_port_info_collector(const Options& options) {
+  return std::make_unique<PortInfoCollector>(options);
+}
+
+}  // namespace ibprobe::collectors

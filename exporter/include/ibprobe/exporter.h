@@ -1,0 +1,82 @@
+// The exporter: flags, HTTP routes and the civetweb server. The only layer that speaks HTTP.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ibprobe/collectors.h"
+
+namespace ibprobe::exporter {
+
+struct Config {
+  std::string listen_address = ":9470";
+  std::string telemetry_path = "/metrics";
+  std::string sysfs_root = "/sys";
+  std::string device_include;
+  std::string device_exclude;
+  std::vector<std::string> enabled_collectors;
+  std::string log_level = "info";
+  int http_threads = 8;
+};
+
+// Parses the command line. Returns the exit code when the process should stop right away
+// (--help, --version, or a usage error, which is printed).
+std::optional<int> parse_flags(int argc, const char* const argv[], Config& config);
+
+// civetweb's "listening_ports" value for a Prometheus-style address (":9470", "host:port",
+// "[::1]:9470"); throws std::invalid_argument with the reason for anything else.
+std::string civetweb_listening_port(const std::string& listen_address);
+
+struct HttpRequest {
+  std::string method;
+  std::string path;
+  std::string query;
+  std::map<std::string, std::string> headers;  // lower-cased names
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Maps requests to handlers; independent of the server so it can be tested without sockets.
+class Routes {
+ public:
+  Routes(const Config& config, collectors::Scraper& scraper);
+  HttpResponse handle(const HttpRequest& request) const;
+  void set_ready(bool ready) { ready_ = ready; }
+
+ private:
+  HttpResponse metrics() const;
+  HttpResponse landing_page() const;
+
+  const Config& config_;
+  collectors::Scraper& scraper_;
+  std::atomic<bool> ready_ = false;
+};
+
+class HttpServer {
+ public:
+  // Starts serving at once; throws std::runtime_error when the address cannot be bound.
+  HttpServer(const std::string& listen_address, int threads, const Routes& routes);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  // The bound port (useful with port 0, which asks the kernel for a free one).
+  int port() const;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+extern const char* const kVersion;
+extern const char* const kRevision;
+
+}  // namespace ibprobe::exporter

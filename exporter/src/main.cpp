@@ -1,0 +1,69 @@
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <exception>
+
+#include "ibprobe/exporter.h"
+
+namespace {
+
+using namespace ibprobe;
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_logger_mt("ibprobe");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
+  logger->set_level(spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+}
+
+std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
+    const exporter::Config& config) {
+  collectors::Options options;
+  options.sysfs_root = config.sysfs_root;
+  options.devices = collectors::DeviceFilter(config.device_include, config.device_exclude);
+  std::vector<std::unique_ptr<collectors::Collector>> result;
+  for (const auto& name : config.enabled_collectors) {
+    result.push_back(collectors::make_collector(name, options));
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  exporter::Config config;
+  if (const auto exit_code = exporter::parse_flags(argc, argv, config)) return *exit_code;
+  setup_logging(config.log_level);
+
+  // Block the stop signals before any server thread starts, so only sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    collectors::Scraper scraper(
+        make_collectors(config), [](std::string_view collector, collectors::ReadError reason,
+                                    const std::filesystem::path& path) {
+          spdlog::debug("collector={} dropped input path={} reason={}", collector, path.string(),
+                        collectors::to_string(reason));
+        });
+    exporter::Routes routes(config, scraper);
+    exporter::HttpServer server(config.listen_address, config.http_threads, routes);
+    routes.set_ready(true);
+    spdlog::info("ibprobe_exporter {} listening on {} (metrics at {}, sysfs at {}, collectors: {})",
+                 exporter::kVersion, config.listen_address, config.telemetry_path,
+                 config.sysfs_root, fmt::join(config.enabled_collectors, ","));
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    spdlog::info("received signal {}, shutting down", signal);
+    routes.set_ready(false);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Runs collectors against generated trees and looks up samples by family and exact label set.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ibprobe/collectors.h"
+
+namespace ibprobe::testing {
+
+using Families = std::vector<prometheus::MetricFamily>;
+using LabelMap = std::map<std::string, std::string>;
+
+struct RecordedError {
+  collectors::ReadError reason;
+  std::filesystem::path path;
+};
+
+class RecordingErrors final : public collectors::ErrorSink {
+ public:
+  void record(collectors::ReadError reason, const std::filesystem::path& path) override {
+    errors.push_back({reason, path});
+  }
+  std::vector<RecordedError> errors;
+};
+
+struct Collected {
+  Families families;
+  std::vector<RecordedError> errors;
+};
+
+inline Collected collect(const std::string& collector, const std::filesystem::path& sysfs_root,
+                         collectors::DeviceFilter filter = {}) {
+  collectors::Options options;
+  options.sysfs_root = sysfs_root;
+  options.devices = std::move(filter);
+  auto instance = collectors::make_collector(collector, options);
+  EXPECT_NE(instance, nullptr) << collector;
+  collectors::MetricSet out;
+  RecordingErrors errors;
+  instance->collect(out, errors);
+  return {std::move(out).take(), std::move(errors.errors)};
+}
+
+inline const prometheus::MetricFamily* find_family(const Families& families,
+                                                   const std::string& name) {
+  for (const auto& family : families) {
+    if (family.name == name) return &family;
+  }
+  return nullptr;
+}
+
+inline LabelMap labels_of(const prometheus::ClientMetric& metric) {
+  LabelMap labels;
+  for (const auto& label : metric.label) labels[label.name] = label.value;
+  return labels;
+}
+
+inline double value_of(const prometheus::MetricFamily& family,
+                       const prometheus::ClientMetric& metric) {
+  switch (family.type) {
+    case prometheus::MetricType::Counter:
+      return metric.counter.value;
+    case prometheus::MetricType::Gauge:
+      return metric.gauge.value;
+    default:
+      return metric.untyped.value;
+  }
+}
+
+// The value of the one sample of `name` whose labels are exactly `labels`; nullopt when there is
+// none. A duplicate series fails the test.
+inline std::optional<double> sample(const Families& families, const std::string& name,
+                                    const LabelMap& labels) {
+  const auto* family = find_family(families, name);
+  if (!family) return std::nullopt;
+  std::optional<double> found;
+  for (const auto& metric : family->metric) {
+    if (labels_of(metric) != labels) continue;
+    EXPECT_FALSE(found.has_value()) << "duplicate series " << name;
+    found = value_of(*family, metric);
+  }
+  return found;
+}
+
+inline std::size_t series_count(const Families& families, const std::string& name) {
+  const auto* family = find_family(families, name);
+  return family ? family->metric.size() : 0;
+}
+
+}  // namespace ibprobe::testing

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include "ibprobe/exporter.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+std::optional<int> parse(std::vector<std::string> args, Config& config) {
+  args.insert(args.begin(), "ibprobe_exporter");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_flags(static_cast<int>(argv.size()), argv.data(), config);
+}
+
+TEST(Flags, Defaults) {
+  Config config;
+  EXPECT_FALSE(parse({}, config));
+  EXPECT_EQ(config.listen_address, ":9470");
+  EXPECT_EQ(config.telemetry_path, "/metrics");
+  EXPECT_EQ(config.sysfs_root, "/sys");
+  EXPECT_EQ(config.enabled_collectors,
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+}
+
+TEST(Flags, PrometheusStyleOptions) {
+  Config config;
+  EXPECT_FALSE(parse(
+      {"--web.listen-address=127.0.0.1:9999", "--web.telemetry-path", "/m", "--path.sysfs=/tmp/sys",
+       "--no-collector.gids", "--device.exclude=rxe.*", "--log.level=debug"},
+      config));
+  EXPECT_EQ(config.listen_address, "127.0.0.1:9999");
+  EXPECT_EQ(config.telemetry_path, "/m");
+  EXPECT_EQ(config.sysfs_root, "/tmp/sys");
+  EXPECT_EQ(config.device_exclude, "rxe.*");
+  EXPECT_EQ(config.log_level, "debug");
+  EXPECT_EQ(config.enabled_collectors,
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info"}));
+}
+
+TEST(Flags, RejectsBadInputWithExitCode) {
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--web.listen-address=9470"},
+                                                               {"--web.listen-address=:99999"},
+                                                               {"--web.listen-address=:http"},
+                                                               {"--web.telemetry-path=metrics"},
+                                                               {"--log.level=verbose"},
+                                                               {"--collector.nonexistent"},
+                                                               {"--device.include=("},
+                                                               {"--unknown-flag"}}) {
+    Config config;
+    const auto exit_code = parse(bad, config);
+    ASSERT_TRUE(exit_code) << bad[0];
+    EXPECT_NE(*exit_code, 0) << bad[0];
+  }
+}
+
+TEST(Flags, HelpAndVersionExitZero) {
+  Config config;
+  EXPECT_EQ(parse({"--help"}, config), 0);
+  EXPECT_EQ(parse({"--version"}, config), 0);
+}
+
+TEST(ListenAddress, CivetwebForms) {
+  EXPECT_EQ(civetweb_listening_port(":9470"), "9470");
+  EXPECT_EQ(civetweb_listening_port("0.0.0.0:80"), "0.0.0.0:80");
+  EXPECT_EQ(civetweb_listening_port("[::1]:9470"), "[::1]:9470");
+  EXPECT_THROW(civetweb_listening_port("::1:9470"), std::invalid_argument);
+  EXPECT_THROW(civetweb_listening_port("host"), std::invalid_argument);
+  EXPECT_EQ(civetweb_listening_port("127.0.0.1:0"), "127.0.0.1:0");
+  EXPECT_THROW(civetweb_listening_port("host:-1"), std::invalid_argument);
+  EXPECT_THROW(civetweb_listening_port("[::1:9470"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ibprobe::exporter
