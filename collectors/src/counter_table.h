@@ -23,8 +23,8 @@ struct CounterSpec {
 };
 
 inline constexpr std::string_view kErrorFamily = "rdma_port_errors_total";
-inline constexpr std::string_view kUnknownCounterFamily = "rdma_port_counter_total";
-inline constexpr std::string_view kSaturatedFamily = "rdma_port_counter_saturated";
+inline constexpr std::string_view kUnknownCounterFamily = "rdma_port_pma_other_total";
+inline constexpr std::string_view kSaturatedFamily = "rdma_port_pma_saturated";
 
 // Looks up a file of ports/N/counters/ (legacy == false) or ports/N/counters_ext/ (legacy).
 const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir);

@@ -49,12 +49,12 @@ class HwCountersCollector final : public Collector {
         options_, out, errors,
         [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
           emit_hw_counters(device.dir / "hw_counters", {{"device", device.name}},
-                           "rdma_device_hw_counter_total",
-                           "rdma_device_hw_counter_lifespan_seconds", device_out, device_errors);
+                           "rdma_device_hw_stat_total",
+                           "rdma_device_hw_stats_lifespan_seconds", device_out, device_errors);
           for (const auto& port : list_ports(device)) {
             emit_hw_counters(device.dir / "ports" / port / "hw_counters",
-                             {{"device", device.name}, {"port", port}}, "rdma_hw_counter_total",
-                             "rdma_hw_counter_lifespan_seconds", device_out, device_errors);
+                             {{"device", device.name}, {"port", port}}, "rdma_port_hw_stat_total",
+                             "rdma_port_hw_stats_lifespan_seconds", device_out, device_errors);
           }
         });
   }

@@ -54,9 +54,10 @@ int main(int argc, char** argv) {
     exporter::Routes routes(config, scraper);
     exporter::HttpServer server(config.listen_address, config.http_threads, routes);
     routes.set_ready(true);
-    spdlog::info("ibprobe_exporter {} listening on {} (metrics at {}, sysfs at {}, collectors: {})",
-                 exporter::kVersion, config.listen_address, config.telemetry_path,
-                 config.sysfs_root, fmt::join(config.enabled_collectors, ","));
+    spdlog::info(
+        "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: {})",
+        exporter::kVersion, config.listen_address, server.port(), config.telemetry_path,
+        config.sysfs_root, fmt::join(config.enabled_collectors, ","));
     int signal = 0;
     sigwait(&stop_signals, &signal);
     spdlog::info("received signal {}, shutting down", signal);

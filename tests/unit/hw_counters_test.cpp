@@ -34,15 +34,15 @@ TEST(HwCounters, RxePortCountersAllExported) {
   const auto result = collect("hw_counters", tree.root());
   EXPECT_TRUE(result.errors.empty());
   const LabelMap owner{{"device", "rxe0"}, {"port", "1"}};
-  expect_counters(result.families, "rdma_hw_counter_total", owner, *device.ports.at(1).hw_counters);
+  expect_counters(result.families, "rdma_port_hw_stat_total", owner, *device.ports.at(1).hw_counters);
   // lifespan is a cache setting, not a counter: 10 ms as a gauge in seconds.
-  EXPECT_EQ(sample(result.families, "rdma_hw_counter_lifespan_seconds", owner), 0.010);
-  EXPECT_FALSE(sample(result.families, "rdma_hw_counter_total",
+  EXPECT_EQ(sample(result.families, "rdma_port_hw_stats_lifespan_seconds", owner), 0.010);
+  EXPECT_FALSE(sample(result.families, "rdma_port_hw_stat_total",
                       {{"device", "rxe0"}, {"port", "1"}, {"counter", "lifespan"}}));
-  const auto* family = find_family(result.families, "rdma_hw_counter_total");
+  const auto* family = find_family(result.families, "rdma_port_hw_stat_total");
   ASSERT_NE(family, nullptr);
   EXPECT_EQ(family->type, prometheus::MetricType::Counter);
-  EXPECT_EQ(find_family(result.families, "rdma_hw_counter_lifespan_seconds")->type,
+  EXPECT_EQ(find_family(result.families, "rdma_port_hw_stats_lifespan_seconds")->type,
             prometheus::MetricType::Gauge);
 }
 
@@ -52,11 +52,11 @@ TEST(HwCounters, Mlx5CountersPerPort) {
   tree.add(device);
   const auto result = collect("hw_counters", tree.root());
   for (int port : {1, 2}) {
-    expect_counters(result.families, "rdma_hw_counter_total",
+    expect_counters(result.families, "rdma_port_hw_stat_total",
                     {{"device", "mlx5_0"}, {"port", std::to_string(port)}},
                     *device.ports.at(port).hw_counters);
   }
-  EXPECT_EQ(sample(result.families, "rdma_hw_counter_total",
+  EXPECT_EQ(sample(result.families, "rdma_port_hw_stat_total",
                    {{"device", "mlx5_0"}, {"port", "2"}, {"counter", "out_of_buffer"}}),
             static_cast<double>(device.ports.at(2).hw_counters->at("out_of_buffer")));
 }
@@ -72,18 +72,18 @@ TEST(HwCounters, Hfi1NamesAreSanitizedAndCollisionsKeptApart) {
   auto value = [&](const std::string& counter) {
     auto labels = owner;
     labels["counter"] = counter;
-    return sample(result.families, "rdma_hw_counter_total", labels);
+    return sample(result.families, "rdma_port_hw_stat_total", labels);
   };
   EXPECT_EQ(value("DRAM_ECC_Corr_Bank_0"), static_cast<double>(port.at("DRAM ECC Corr,Bank 0")));
   EXPECT_EQ(value("DRAM_ECC_Corr_Bank_0_2"), static_cast<double>(port.at("DRAM-ECC-Corr Bank 0")));
   EXPECT_EQ(value("tx_wait_vl_0"), static_cast<double>(port.at("tx_wait (vl 0)")));
   EXPECT_EQ(value("RxDroppedPkt"), static_cast<double>(port.at("RxDroppedPkt")));
   // Device-level hw_counters have their own family, without a port label.
-  EXPECT_EQ(sample(result.families, "rdma_device_hw_counter_total",
+  EXPECT_EQ(sample(result.families, "rdma_device_hw_stat_total",
                    {{"device", "hfi1_0"}, {"counter", "TxFlitVL0"}}),
             static_cast<double>(device.hw_counters->at("TxFlitVL0")));
   EXPECT_EQ(
-      sample(result.families, "rdma_device_hw_counter_lifespan_seconds", {{"device", "hfi1_0"}}),
+      sample(result.families, "rdma_device_hw_stats_lifespan_seconds", {{"device", "hfi1_0"}}),
       0.010);
 }
 
@@ -96,9 +96,9 @@ TEST(HwCounters, BrokenFileCostsOneSeries) {
   const auto result = collect("hw_counters", tree.root());
   ASSERT_EQ(result.errors.size(), 1u);
   EXPECT_EQ(result.errors[0].reason, collectors::ReadError::kMalformed);
-  EXPECT_FALSE(sample(result.families, "rdma_hw_counter_total",
+  EXPECT_FALSE(sample(result.families, "rdma_port_hw_stat_total",
                       {{"device", "rxe0"}, {"port", "1"}, {"counter", "rcvd_pkts"}}));
-  EXPECT_EQ(sample(result.families, "rdma_hw_counter_total",
+  EXPECT_EQ(sample(result.families, "rdma_port_hw_stat_total",
                    {{"device", "rxe0"}, {"port", "1"}, {"counter", "sent_pkts"}}),
             static_cast<double>(device.ports.at(1).hw_counters->at("sent_pkts")));
 }

@@ -81,14 +81,14 @@ TEST(PortCounters, ConnectXInfiniBandExtendedCounters) {
   EXPECT_EQ(series_count(result.families, "rdma_port_errors_total"), 2 * kErrorCounters.size());
   // Extended table: data and packet counters are 64-bit and cannot saturate; the fixed-width
   // error counters and PortXmitWait are flagged (here: none at maximum).
-  EXPECT_EQ(series_count(result.families, "rdma_port_counter_saturated"),
+  EXPECT_EQ(series_count(result.families, "rdma_port_pma_saturated"),
             2 * (kErrorCounters.size() + 1));
-  EXPECT_FALSE(sample(result.families, "rdma_port_counter_saturated",
+  EXPECT_FALSE(sample(result.families, "rdma_port_pma_saturated",
                       with_counter(port_labels("mlx5_0", 1), "port_xmit_data")));
-  EXPECT_EQ(sample(result.families, "rdma_port_counter_saturated",
+  EXPECT_EQ(sample(result.families, "rdma_port_pma_saturated",
                    with_counter(port_labels("mlx5_0", 1), "symbol_error")),
             0);
-  EXPECT_EQ(series_count(result.families, "rdma_port_counter_total"), 0u);
+  EXPECT_EQ(series_count(result.families, "rdma_port_pma_other_total"), 0u);
 }
 
 TEST(PortCounters, FamiliesCarryTypesAndHelp) {
@@ -97,7 +97,7 @@ TEST(PortCounters, FamiliesCarryTypesAndHelp) {
   const auto result = collect("port_counters", tree.root());
   for (const auto& family : result.families) {
     EXPECT_FALSE(family.help.empty()) << family.name;
-    if (family.name == "rdma_port_counter_saturated") {
+    if (family.name == "rdma_port_pma_saturated") {
       EXPECT_EQ(family.type, prometheus::MetricType::Gauge);
     } else {
       EXPECT_EQ(family.type, prometheus::MetricType::Counter) << family.name;
@@ -134,20 +134,20 @@ TEST(PortCounters, BasicTableFlagsSaturatedCounters) {
   // Stuck at 0xFFFFFFFF: still exported (x 4), and flagged.
   EXPECT_EQ(sample(result.families, "rdma_port_data_transmitted_bytes_total", labels),
             4294967295.0 * 4);
-  EXPECT_EQ(sample(result.families, "rdma_port_counter_saturated",
+  EXPECT_EQ(sample(result.families, "rdma_port_pma_saturated",
                    with_counter(labels, "port_xmit_data")),
             1);
   EXPECT_EQ(
-      sample(result.families, "rdma_port_counter_saturated", with_counter(labels, "symbol_error")),
+      sample(result.families, "rdma_port_pma_saturated", with_counter(labels, "symbol_error")),
       1);
   EXPECT_EQ(
-      sample(result.families, "rdma_port_counter_saturated", with_counter(labels, "port_rcv_data")),
+      sample(result.families, "rdma_port_pma_saturated", with_counter(labels, "port_rcv_data")),
       0);
   EXPECT_EQ(
-      sample(result.families, "rdma_port_counter_saturated", with_counter(labels, "link_downed")),
+      sample(result.families, "rdma_port_pma_saturated", with_counter(labels, "link_downed")),
       0);
   // 17 files, all of fixed width in the basic table.
-  EXPECT_EQ(series_count(result.families, "rdma_port_counter_saturated"), fixture.size());
+  EXPECT_EQ(series_count(result.families, "rdma_port_pma_saturated"), fixture.size());
 }
 
 TEST(PortCounters, EightAndFourBitCountersSaturateAtTheirOwnWidth) {
@@ -162,7 +162,7 @@ TEST(PortCounters, EightAndFourBitCountersSaturateAtTheirOwnWidth) {
   const auto result = collect("port_counters", tree.root());
   const auto labels = port_labels("mlx5_0", 1);
   auto saturated = [&](const std::string& counter) {
-    return sample(result.families, "rdma_port_counter_saturated", with_counter(labels, counter));
+    return sample(result.families, "rdma_port_pma_saturated", with_counter(labels, counter));
   };
   EXPECT_EQ(saturated("link_downed"), 1);
   EXPECT_EQ(saturated("local_link_integrity_errors"), 1);
@@ -183,7 +183,7 @@ TEST(PortCounters, LargeValueProvesExtendedWidthWithoutUnicastFiles) {
   counters["port_rcv_data"] = 4294967295;  // would read as saturated in a 32-bit table
   tree.add(device);
   const auto result = collect("port_counters", tree.root());
-  EXPECT_FALSE(sample(result.families, "rdma_port_counter_saturated",
+  EXPECT_FALSE(sample(result.families, "rdma_port_pma_saturated",
                       with_counter(port_labels("mlx5_0", 1), "port_rcv_data")));
 }
 
@@ -212,7 +212,7 @@ TEST(PortCounters, LegacyCountersExtReplaceThe32BitValues) {
   EXPECT_EQ(sample(result.families, "rdma_port_multicast_packets_received_total", labels),
             2'000'008.0);
   // The saturated 32-bit port_xmit_data was superseded by the 64-bit value: no flag any more.
-  EXPECT_FALSE(sample(result.families, "rdma_port_counter_saturated",
+  EXPECT_FALSE(sample(result.families, "rdma_port_pma_saturated",
                       with_counter(labels, "port_xmit_data")));
   EXPECT_EQ(series_count(result.families, "rdma_port_data_transmitted_bytes_total"), 1u);
 }
@@ -224,7 +224,7 @@ TEST(PortCounters, UnknownCounterFilesAreKept) {
                  "port_rcv_future_errors",
              "77");
   const auto result = collect("port_counters", tree.root());
-  EXPECT_EQ(sample(result.families, "rdma_port_counter_total",
+  EXPECT_EQ(sample(result.families, "rdma_port_pma_other_total",
                    with_counter(port_labels("mlx5_0", 1), "port_rcv_future_errors")),
             77);
 }
@@ -266,7 +266,7 @@ TEST_P(PortCountersBrokenFile, DropsOnlyThatSeries) {
   EXPECT_FALSE(
       sample(result.families, "rdma_port_errors_total", with_counter(labels, "symbol_error")));
   EXPECT_FALSE(
-      sample(result.families, "rdma_port_counter_saturated", with_counter(labels, "symbol_error")));
+      sample(result.families, "rdma_port_pma_saturated", with_counter(labels, "symbol_error")));
   EXPECT_EQ(series_count(result.families, "rdma_port_errors_total"), 2 * kErrorCounters.size() - 1);
   auto fixture = *device.ports.at(1).counters;
   EXPECT_EQ(sample(result.families, "rdma_port_data_transmitted_bytes_total", labels),
