@@ -12,22 +12,26 @@ bool is_unset_gid(std::string_view gid) {
 }
 
 // Empty table entries read as all zeros on old kernels and fail with EINVAL on new ones.
-std::optional<std::string> read_gid_attr(const std::filesystem::path& file, ErrorSink& errors) {
-  auto text = read_text(file);
+std::optional<std::string> read_gid_attr(const SysfsDir& dir, const std::string& index,
+                                         ErrorSink& errors) {
+  auto text = dir.read_text(index);
   if (text) return std::move(text.value);
   if (text.error != ReadError::kInvalid && text.error != ReadError::kNotFound) {
-    errors.record(text.error, file);
+    errors.record(text.error, dir.path() / index);
   }
   return std::nullopt;
 }
 
 void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const auto dir = device.dir / "ports" / port;
-  for (const auto& index : list_entries(dir / "gids")) {
-    const auto gid = read_gid_attr(dir / "gids" / index, errors);
+  const SysfsDir port_dir(device.dir, "ports/" + port);
+  const SysfsDir gids(port_dir, "gids");
+  const SysfsDir types(port_dir, "gid_attrs/types");
+  const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
+  for (const auto& index : gids.entries()) {
+    const auto gid = read_gid_attr(gids, index, errors);
     if (!gid || is_unset_gid(*gid)) continue;
-    const auto type = read_gid_attr(dir / "gid_attrs" / "types" / index, errors);
-    const auto netdev = read_gid_attr(dir / "gid_attrs" / "ndevs" / index, errors);
+    const auto type = read_gid_attr(types, index, errors);
+    const auto netdev = read_gid_attr(ndevs, index, errors);
     out.add("rdma_port_gid_info",
             "Populated GID table entry; value is always 1. type is the GID type (IB/RoCE v1, "
             "RoCE v2), netdev the interface it belongs to on RoCE.",
@@ -44,26 +48,17 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
 
 class GidsCollector final : public Collector {
  public:
-  explicit GidsCollector(Options options) : options_(std::move(options)) {}
   std::string_view name() const override { return "gids"; }
 
-  void collect(MetricSet& out, ErrorSink& errors) const override {
-    for_each_device(options_, out, errors,
-                    [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
-                      for (const auto& port : list_ports(device)) {
-                        emit_port(device, port, device_out, device_errors);
-                      }
-                    });
+  void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
+    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
   }
-
- private:
-  Options options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Collector> make_gids_collector(const Options& options) {
-  return std::make_unique<GidsCollector>(options);
+std::unique_ptr<Collector> make_gids_collector() {
+  return std::make_unique<GidsCollector>();
 }
 
 }  // namespace ibprobe::collectors

@@ -13,12 +13,12 @@ using prometheus::MetricType;
 
 constexpr std::string_view kLifespanFile = "lifespan";
 
-void emit_hw_counters(const std::filesystem::path& dir, const MetricSet::Labels& owner,
+void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
                       std::string_view counter_family, std::string_view lifespan_family,
                       MetricSet& out, ErrorSink& errors) {
   std::set<std::string> used_names;
-  for (const auto& file : list_entries(dir)) {
-    const auto value = read_counter_or_record(dir / file, errors);
+  for (const auto& file : dir.entries()) {
+    const auto value = dir.read_counter(file, errors);
     if (!value) continue;
     if (file == kLifespanFile) {
       out.add(lifespan_family,
@@ -41,26 +41,18 @@ void emit_hw_counters(const std::filesystem::path& dir, const MetricSet::Labels&
 
 class HwCountersCollector final : public Collector {
  public:
-  explicit HwCountersCollector(Options options) : options_(std::move(options)) {}
   std::string_view name() const override { return "hw_counters"; }
 
-  void collect(MetricSet& out, ErrorSink& errors) const override {
-    for_each_device(
-        options_, out, errors,
-        [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
-          emit_hw_counters(device.dir / "hw_counters", {{"device", device.name}},
-                           "rdma_device_hw_stat_total",
-                           "rdma_device_hw_stats_lifespan_seconds", device_out, device_errors);
-          for (const auto& port : list_ports(device)) {
-            emit_hw_counters(device.dir / "ports" / port / "hw_counters",
-                             {{"device", device.name}, {"port", port}}, "rdma_port_hw_stat_total",
-                             "rdma_port_hw_stats_lifespan_seconds", device_out, device_errors);
-          }
-        });
+  void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
+    emit_hw_counters(SysfsDir(device.dir, "hw_counters"), {{"device", device.name}},
+                     "rdma_device_hw_stat_total", "rdma_device_hw_stats_lifespan_seconds", out,
+                     errors);
+    for (const auto& port : list_ports(device)) {
+      emit_hw_counters(SysfsDir(device.dir, "ports/" + port + "/hw_counters"),
+                       {{"device", device.name}, {"port", port}}, "rdma_port_hw_stat_total",
+                       "rdma_port_hw_stats_lifespan_seconds", out, errors);
+    }
   }
-
- private:
-  Options options_;
 };
 
 }  // namespace
@@ -80,8 +72,8 @@ std::string sanitize_counter_name(std::string_view name) {
   return out.empty() ? "_" : out;
 }
 
-std::unique_ptr<Collector> make_hw_counters_collector(const Options& options) {
-  return std::make_unique<HwCountersCollector>(options);
+std::unique_ptr<Collector> make_hw_counters_collector() {
+  return std::make_unique<HwCountersCollector>();
 }
 
 }  // namespace ibprobe::collectors

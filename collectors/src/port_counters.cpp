@@ -34,10 +34,10 @@ bool uses_extended_table(const std::map<std::string, Sample>& samples) {
   return false;
 }
 
-void read_counter_dir(const std::filesystem::path& dir, bool legacy_ext_dir,
+void read_counter_dir(const SysfsDir& dir, bool legacy_ext_dir,
                       std::map<std::string, Sample>& samples, ErrorSink& errors) {
-  for (const auto& file : list_entries(dir)) {
-    const auto value = read_counter_or_record(dir / file, errors);
+  for (const auto& file : dir.entries()) {
+    const auto value = dir.read_counter(file, errors);
     if (!value) continue;
     const CounterSpec* spec = find_port_counter(file, legacy_ext_dir);
     std::string counter = spec ? std::string(spec->counter) : file;
@@ -53,11 +53,11 @@ void read_counter_dir(const std::filesystem::path& dir, bool legacy_ext_dir,
 }
 
 void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const auto port_dir = device.dir / "ports" / port;
+  const SysfsDir port_dir(device.dir, "ports/" + port);
   std::map<std::string, Sample> samples;
-  read_counter_dir(port_dir / "counters", false, samples, errors);
+  read_counter_dir(SysfsDir(port_dir, "counters"), false, samples, errors);
   const int table_width = uses_extended_table(samples) ? 64 : 32;
-  read_counter_dir(port_dir / "counters_ext", true, samples, errors);
+  read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, samples, errors);
 
   for (auto& [counter, sample] : samples) {
     if (sample.width == kTableWidth) sample.width = table_width;
@@ -85,26 +85,17 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
 
 class PortCountersCollector final : public Collector {
  public:
-  explicit PortCountersCollector(Options options) : options_(std::move(options)) {}
   std::string_view name() const override { return "port_counters"; }
 
-  void collect(MetricSet& out, ErrorSink& errors) const override {
-    for_each_device(options_, out, errors,
-                    [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
-                      for (const auto& port : list_ports(device)) {
-                        emit_port(device, port, device_out, device_errors);
-                      }
-                    });
+  void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
+    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
   }
-
- private:
-  Options options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Collector> make_port_counters_collector(const Options& options) {
-  return std::make_unique<PortCountersCollector>(options);
+std::unique_ptr<Collector> make_port_counters_collector() {
+  return std::make_unique<PortCountersCollector>();
 }
 
 }  // namespace ibprobe::collectors

@@ -14,24 +14,23 @@ using prometheus::MetricType;
 
 // Attributes that some drivers simply do not have (rxe has no hca_type or board_id): absence is
 // not an error, anything else is.
-std::string read_optional(const std::filesystem::path& file, ErrorSink& errors) {
-  auto text = read_text(file);
+std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink& errors) {
+  auto text = dir.read_text(name);
   if (text) return std::move(*text.value);
-  if (text.error != ReadError::kNotFound) errors.record(text.error, file);
+  if (text.error != ReadError::kNotFound) errors.record(text.error, dir.path() / name);
   return {};
 }
 
 // A RoCE port's netdev: the one behind GID 0, else the PCI function's only netdev.
-std::string port_netdev(const Device& device, const std::filesystem::path& port_dir,
-                        ErrorSink& errors) {
-  const auto ndev_file = port_dir / "gid_attrs" / "ndevs" / "0";
-  if (std::filesystem::exists(ndev_file)) {
-    auto ndev = read_text(ndev_file);
-    if (ndev) return std::move(*ndev.value);
-    // EINVAL here means "GID 0 has no netdev" (InfiniBand ports): nothing to report.
-    if (ndev.error != ReadError::kInvalid) errors.record(ndev.error, ndev_file);
+std::string port_netdev(const Device& device, const SysfsDir& port_dir, ErrorSink& errors) {
+  const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
+  auto ndev = ndevs.read_text("0");
+  if (ndev) return std::move(*ndev.value);
+  // EINVAL means "GID 0 has no netdev" (InfiniBand ports); ENOENT, no GID attributes at all.
+  if (ndev.error != ReadError::kInvalid && ndev.error != ReadError::kNotFound) {
+    errors.record(ndev.error, ndevs.path() / "0");
   }
-  const auto netdevs = list_entries(device.dir / "device" / "net");
+  const auto netdevs = SysfsDir(device.dir, "device/net").entries();
   return netdevs.size() == 1 ? netdevs.front() : std::string();
 }
 
@@ -40,25 +39,25 @@ void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
           "RDMA device identity; value is always 1. numa_node is the HCA's NUMA node (-1: none).",
           MetricType::Gauge,
           {{"device", device.name},
-           {"hca_type", read_optional(device.dir / "hca_type", errors)},
-           {"fw_ver", read_optional(device.dir / "fw_ver", errors)},
-           {"board_id", read_optional(device.dir / "board_id", errors)},
-           {"node_guid", read_optional(device.dir / "node_guid", errors)},
-           {"node_type", read_optional(device.dir / "node_type", errors)},
-           {"numa_node", read_optional(device.dir / "device" / "numa_node", errors)}},
+           {"hca_type", read_optional(device.dir, "hca_type", errors)},
+           {"fw_ver", read_optional(device.dir, "fw_ver", errors)},
+           {"board_id", read_optional(device.dir, "board_id", errors)},
+           {"node_guid", read_optional(device.dir, "node_guid", errors)},
+           {"node_type", read_optional(device.dir, "node_type", errors)},
+           {"numa_node", read_optional(device.dir, "device/numa_node", errors)}},
           1);
 }
 
 void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const auto dir = device.dir / "ports" / port;
+  const SysfsDir dir(device.dir, "ports/" + port);
   const MetricSet::Labels labels{{"device", device.name}, {"port", port}};
 
   auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
-    const auto text = read_text_or_record(dir / file, errors);
+    const auto text = dir.read_text(file, errors);
     if (!text) return;
     const auto value = parse_enum_prefix(*text);
     if (!value) {
-      errors.record(ReadError::kMalformed, dir / file);
+      errors.record(ReadError::kMalformed, dir.path() / file);
       return;
     }
     out.add(family, help, MetricType::Gauge, labels, *value);
@@ -70,11 +69,11 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
              "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.");
 
   auto hex_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
-    const auto text = read_text_or_record(dir / file, errors);
+    const auto text = dir.read_text(file, errors);
     if (!text) return;
     const auto value = parse_hex(*text);
     if (!value) {
-      errors.record(ReadError::kMalformed, dir / file);
+      errors.record(ReadError::kMalformed, dir.path() / file);
       return;
     }
     out.add(family, help, MetricType::Gauge, labels, *value);
@@ -83,7 +82,7 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
   hex_gauge("sm_lid", "rdma_port_sm_lid", "LID of the subnet manager the port reports (0: none).");
 
   PortRate rate;
-  if (const auto text = read_text_or_record(dir / "rate", errors)) {
+  if (const auto text = dir.read_text("rate", errors)) {
     if (const auto parsed = parse_rate(*text)) {
       rate = *parsed;
       out.add("rdma_port_rate_bytes_per_second",
@@ -94,12 +93,12 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
                 MetricType::Gauge, labels, rate.lanes);
       }
     } else {
-      errors.record(ReadError::kMalformed, dir / "rate");
+      errors.record(ReadError::kMalformed, dir.path() / "rate");
     }
   }
 
   auto info = labels;
-  info.emplace_back("link_layer", read_optional(dir / "link_layer", errors));
+  info.emplace_back("link_layer", read_optional(dir, "link_layer", errors));
   info.emplace_back("netdev", port_netdev(device, dir, errors));
   info.emplace_back("speed", rate.speed);
   out.add("rdma_port_info",
@@ -110,21 +109,12 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
 
 class PortInfoCollector final : public Collector {
  public:
-  explicit PortInfoCollector(Options options) : options_(std::move(options)) {}
   std::string_view name() const override { return "port_info"; }
 
-  void collect(MetricSet& out, ErrorSink& errors) const override {
-    for_each_device(options_, out, errors,
-                    [](const Device& device, MetricSet& device_out, ErrorSink& device_errors) {
-                      emit_device(device, device_out, device_errors);
-                      for (const auto& port : list_ports(device)) {
-                        emit_port(device, port, device_out, device_errors);
-                      }
-                    });
+  void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
+    emit_device(device, out, errors);
+    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
   }
-
- private:
-  Options options_;
 };
 
 bool parse_double(std::string_view text, double& value) {
@@ -176,8 +166,8 @@ std::optional<unsigned> parse_hex(std::string_view text) {
   return value;
 }
 
-std::unique_ptr<Collector> make_port_info_collector(const Options& options) {
-  return std::make_unique<PortInfoCollector>(options);
+std::unique_ptr<Collector> make_port_info_collector() {
+  return std::make_unique<PortInfoCollector>();
 }
 
 }  // namespace ibprobe::collectors

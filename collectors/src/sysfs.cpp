@@ -1,12 +1,12 @@
 #include "sysfs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <system_error>
 
 namespace ibprobe::collectors {
 namespace {
@@ -20,20 +20,40 @@ std::string_view trim(std::string_view text) {
   return text.substr(first, last - first + 1);
 }
 
-// Closes the descriptor on every path out of read_text.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
+// sysfs attributes are at most one page; anything longer is not a value we understand.
+constexpr std::size_t kMaxAttributeSize = 4096;
 
- private:
-  int fd_;
+struct RawRead {
+  std::size_t size = 0;
+  int error = 0;
 };
+
+// Reads a whole attribute into `buffer` (kMaxAttributeSize + 1 bytes) through `dir_fd`.
+RawRead read_attribute(int dir_fd, const char* name, char* buffer) {
+  const int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return {0, errno};
+  RawRead result;
+  while (result.size <= kMaxAttributeSize) {
+    const std::size_t space = kMaxAttributeSize + 1 - result.size;
+    const ssize_t n = ::read(fd, buffer + result.size, space);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      result.error = errno;
+      break;
+    }
+    result.size += static_cast<std::size_t>(n);
+    // sysfs hands out the whole attribute in the first read; a short read means we have it all.
+    if (n == 0 || static_cast<std::size_t>(n) < space) break;
+  }
+  ::close(fd);
+  return result;
+}
+
+template <class T>
+Read<T> attribute_failure(const RawRead& raw) {
+  if (raw.error != 0) return Read<T>::fail(classify_errno(raw.error));
+  return Read<T>::fail(ReadError::kMalformed);
+}
 
 }  // namespace
 
@@ -79,25 +99,6 @@ ReadError classify_errno(int err) {
   }
 }
 
-Read<std::string> read_text(const std::filesystem::path& file) {
-  FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) return Read<std::string>::fail(classify_errno(errno));
-  // sysfs attributes are at most one page; anything longer is not a value we understand.
-  char buffer[4096];
-  std::size_t used = 0;
-  while (used < sizeof(buffer)) {
-    const ssize_t n = ::read(fd.get(), buffer + used, sizeof(buffer) - used);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Read<std::string>::fail(classify_errno(errno));
-    }
-    if (n == 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  if (used == sizeof(buffer)) return Read<std::string>::fail(ReadError::kMalformed);
-  return Read<std::string>::ok(std::string(trim(std::string_view(buffer, used))));
-}
-
 Read<std::uint64_t> parse_counter(std::string_view text) {
   text = trim(text);
   if (text.starts_with("N/A")) return Read<std::uint64_t>::fail(ReadError::kNoPma);
@@ -113,40 +114,85 @@ Read<std::uint64_t> parse_counter(std::string_view text) {
   return Read<std::uint64_t>::ok(value);
 }
 
-Read<std::uint64_t> read_counter(const std::filesystem::path& file) {
-  auto text = read_text(file);
-  if (!text) return Read<std::uint64_t>::fail(text.error);
-  return parse_counter(*text.value);
+SysfsDir::SysfsDir(std::filesystem::path path)
+    : fd_(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), path_(std::move(path)) {}
+
+SysfsDir::SysfsDir(const SysfsDir& parent, std::string_view name)
+    : fd_(-1), path_(parent.path_ / name) {
+  if (parent.fd_ >= 0) {
+    fd_ = ::openat(parent.fd_, std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
 }
 
-std::vector<std::string> list_entries(const std::filesystem::path& dir) {
+SysfsDir::SysfsDir(SysfsDir&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+SysfsDir::~SysfsDir() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Read<std::string> SysfsDir::read_text(std::string_view name) const {
+  if (fd_ < 0) return Read<std::string>::fail(ReadError::kNotFound);
+  char buffer[kMaxAttributeSize + 1];
+  const auto raw = read_attribute(fd_, std::string(name).c_str(), buffer);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::string>(raw);
+  return Read<std::string>::ok(std::string(trim(std::string_view(buffer, raw.size))));
+}
+
+Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
+  if (fd_ < 0) return Read<std::uint64_t>::fail(ReadError::kNotFound);
+  char buffer[kMaxAttributeSize + 1];
+  const auto raw = read_attribute(fd_, std::string(name).c_str(), buffer);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::uint64_t>(raw);
+  return parse_counter(std::string_view(buffer, raw.size));
+}
+
+std::vector<std::string> SysfsDir::entries() const {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    names.push_back(it->path().filename().string());
+  if (fd_ < 0) return names;
+  // fdopendir takes ownership of the descriptor it is given, so hand it a duplicate.
+  const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return names;
+  DIR* dir = ::fdopendir(fd);
+  if (!dir) {
+    ::close(fd);
+    return names;
   }
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
   std::sort(names.begin(), names.end());
   return names;
 }
 
-std::optional<std::string> read_text_or_record(const std::filesystem::path& file,
-                                               ErrorSink& errors) {
-  auto text = read_text(file);
+std::optional<std::string> SysfsDir::read_text(std::string_view name, ErrorSink& errors) const {
+  auto text = read_text(name);
   if (!text) {
-    errors.record(text.error, file);
+    errors.record(text.error, path_ / name);
     return std::nullopt;
   }
   return std::move(text.value);
 }
 
-std::optional<std::uint64_t> read_counter_or_record(const std::filesystem::path& file,
-                                                    ErrorSink& errors) {
-  auto value = read_counter(file);
+std::optional<std::uint64_t> SysfsDir::read_counter(std::string_view name,
+                                                    ErrorSink& errors) const {
+  auto value = read_counter(name);
   if (!value) {
-    errors.record(value.error, file);
+    errors.record(value.error, path_ / name);
     return std::nullopt;
   }
   return value.value;
+}
+
+Read<std::string> read_text(const std::filesystem::path& file) {
+  return SysfsDir(file.parent_path()).read_text(file.filename().native());
+}
+
+Read<std::uint64_t> read_counter(const std::filesystem::path& file) {
+  return SysfsDir(file.parent_path()).read_counter(file.filename().native());
 }
 
 }  // namespace ibprobe::collectors

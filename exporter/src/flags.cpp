@@ -58,6 +58,10 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--web.threads", config.http_threads, "HTTP worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--scrape.parallelism", config.scrape_parallelism,
+                 "Devices collected concurrently during one scrape")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--path.sysfs", config.sysfs_root, "sysfs mount point")->capture_default_str();
   app.add_option("--device.include", config.device_include,
                  "Regular expression of RDMA device names to export (whole name)");

@@ -17,14 +17,19 @@ void setup_logging(const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
-std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
-    const exporter::Config& config) {
+collectors::Options collector_options(const exporter::Config& config) {
   collectors::Options options;
   options.sysfs_root = config.sysfs_root;
   options.devices = collectors::DeviceFilter(config.device_include, config.device_exclude);
+  options.parallelism = config.scrape_parallelism;
+  return options;
+}
+
+std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
+    const exporter::Config& config) {
   std::vector<std::unique_ptr<collectors::Collector>> result;
   for (const auto& name : config.enabled_collectors) {
-    result.push_back(collectors::make_collector(name, options));
+    result.push_back(collectors::make_collector(name));
   }
   return result;
 }
@@ -45,12 +50,13 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
-    collectors::Scraper scraper(
-        make_collectors(config), [](std::string_view collector, collectors::ReadError reason,
-                                    const std::filesystem::path& path) {
-          spdlog::debug("collector={} dropped input path={} reason={}", collector, path.string(),
-                        collectors::to_string(reason));
-        });
+    collectors::Scraper scraper(collector_options(config), make_collectors(config),
+                                [](std::string_view collector, collectors::ReadError reason,
+                                   const std::filesystem::path& path) {
+                                  spdlog::debug("collector={} dropped input path={} reason={}",
+                                                collector, path.string(),
+                                                collectors::to_string(reason));
+                                });
     exporter::Routes routes(config, scraper);
     exporter::HttpServer server(config.listen_address, config.http_threads, routes);
     routes.set_ready(true);

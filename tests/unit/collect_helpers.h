@@ -22,30 +22,32 @@ struct RecordedError {
   std::filesystem::path path;
 };
 
-class RecordingErrors final : public collectors::ErrorSink {
- public:
-  void record(collectors::ReadError reason, const std::filesystem::path& path) override {
-    errors.push_back({reason, path});
-  }
-  std::vector<RecordedError> errors;
-};
-
 struct Collected {
   Families families;
   std::vector<RecordedError> errors;
 };
 
+// One scrape with one collector, through the real Scraper; its own ibprobe_* families are left
+// out so tests see only what the collector produced.
 inline Collected collect(const std::string& collector, const std::filesystem::path& sysfs_root,
                          collectors::DeviceFilter filter = {}) {
   collectors::Options options;
   options.sysfs_root = sysfs_root;
   options.devices = std::move(filter);
-  auto instance = collectors::make_collector(collector, options);
+  auto instance = collectors::make_collector(collector);
   EXPECT_NE(instance, nullptr) << collector;
-  collectors::MetricSet out;
-  RecordingErrors errors;
-  instance->collect(out, errors);
-  return {std::move(out).take(), std::move(errors.errors)};
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(std::move(instance));
+  Collected result;
+  collectors::Scraper scraper(
+      std::move(options), std::move(list),
+      [&](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
+        result.errors.push_back({reason, path});
+      });
+  for (auto& family : scraper.scrape()) {
+    if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
+  }
+  return result;
 }
 
 inline const prometheus::MetricFamily* find_family(const Families& families,

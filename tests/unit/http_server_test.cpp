@@ -17,9 +17,9 @@ class HttpServerTest : public ::testing::Test {
     options.sysfs_root = tree_.root();
     std::vector<std::unique_ptr<collectors::Collector>> list;
     for (const auto& info : collectors::available_collectors()) {
-      list.push_back(collectors::make_collector(info.name, options));
+      list.push_back(collectors::make_collector(info.name));
     }
-    scraper_ = std::make_unique<collectors::Scraper>(std::move(list));
+    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_);
     server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_);
   }
@@ -78,7 +78,7 @@ TEST_F(HttpServerTest, ConcurrentScrapesAllSucceed) {
 TEST(HttpServer, BusyPortIsAClearError) {
   exporter::Config config;
   SysfsTree tree;
-  collectors::Scraper scraper({});
+  collectors::Scraper scraper(collectors::Options{}, {});
   exporter::Routes routes(config, scraper);
   exporter::HttpServer first("127.0.0.1:0", 1, routes);
   try {

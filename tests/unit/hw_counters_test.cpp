@@ -34,7 +34,8 @@ TEST(HwCounters, RxePortCountersAllExported) {
   const auto result = collect("hw_counters", tree.root());
   EXPECT_TRUE(result.errors.empty());
   const LabelMap owner{{"device", "rxe0"}, {"port", "1"}};
-  expect_counters(result.families, "rdma_port_hw_stat_total", owner, *device.ports.at(1).hw_counters);
+  expect_counters(result.families, "rdma_port_hw_stat_total", owner,
+                  *device.ports.at(1).hw_counters);
   // lifespan is a cache setting, not a counter: 10 ms as a gauge in seconds.
   EXPECT_EQ(sample(result.families, "rdma_port_hw_stats_lifespan_seconds", owner), 0.010);
   EXPECT_FALSE(sample(result.families, "rdma_port_hw_stat_total",

@@ -16,8 +16,8 @@ class RoutesTest : public ::testing::Test {
     collectors::Options options;
     options.sysfs_root = tree_.root();
     std::vector<std::unique_ptr<collectors::Collector>> list;
-    list.push_back(collectors::make_collector("port_counters", options));
-    scraper_ = std::make_unique<collectors::Scraper>(std::move(list));
+    list.push_back(collectors::make_collector("port_counters"));
+    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_);
   }
 

@@ -12,20 +12,25 @@ using collectors::Device;
 using collectors::ErrorSink;
 using collectors::MetricSet;
 
-std::vector<std::unique_ptr<Collector>> all_collectors(const std::filesystem::path& root) {
-  collectors::Options options;
-  options.sysfs_root = root;
+std::vector<std::unique_ptr<Collector>> all_collectors() {
   std::vector<std::unique_ptr<Collector>> result;
   for (const auto& info : collectors::available_collectors()) {
-    result.push_back(collectors::make_collector(info.name, options));
+    result.push_back(collectors::make_collector(info.name));
   }
   return result;
+}
+
+collectors::Options options_for(const SysfsTree& tree, int parallelism = 2) {
+  collectors::Options options;
+  options.sysfs_root = tree.root();
+  options.parallelism = parallelism;
+  return options;
 }
 
 TEST(Scraper, ReportsCollectorSuccessAndDuration) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
-  collectors::Scraper scraper(all_collectors(tree.root()));
+  collectors::Scraper scraper(options_for(tree), all_collectors());
   const auto families = scraper.scrape();
   for (const auto& info : collectors::available_collectors()) {
     const LabelMap labels{{"collector", std::string(info.name)}};
@@ -37,6 +42,34 @@ TEST(Scraper, ReportsCollectorSuccessAndDuration) {
   EXPECT_EQ(series_count(families, "ibprobe_scrape_errors_total"), 0u);
 }
 
+// The same tree gives the same exposition whatever the number of threads: order is by collector,
+// then device, never by which thread finished first.
+TEST(Scraper, ParallelScrapeMatchesSequential) {
+  SysfsTree tree;
+  for (int i = 0; i < 6; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 2, i));
+  tree.add(rxe_device("rxe0", "eth0", 9));
+  collectors::Scraper sequential(options_for(tree, 1), all_collectors());
+  collectors::Scraper parallel(options_for(tree, 4), all_collectors());
+  auto strip_self = [](std::vector<prometheus::MetricFamily> families) {
+    std::erase_if(families, [](const auto& f) { return f.name.starts_with("ibprobe_"); });
+    return families;
+  };
+  const auto expected = strip_self(sequential.scrape());
+  for (int round = 0; round < 5; ++round) {
+    const auto actual = strip_self(parallel.scrape());
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t f = 0; f < expected.size(); ++f) {
+      ASSERT_EQ(actual[f].name, expected[f].name);
+      ASSERT_EQ(actual[f].metric.size(), expected[f].metric.size()) << expected[f].name;
+      for (std::size_t m = 0; m < expected[f].metric.size(); ++m) {
+        EXPECT_EQ(labels_of(actual[f].metric[m]), labels_of(expected[f].metric[m]));
+        EXPECT_EQ(value_of(actual[f], actual[f].metric[m]),
+                  value_of(expected[f], expected[f].metric[m]));
+      }
+    }
+  }
+}
+
 TEST(Scraper, CountsDroppedInputsAcrossScrapes) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
@@ -45,12 +78,13 @@ TEST(Scraper, CountsDroppedInputsAcrossScrapes) {
   tree.write((counters / "link_downed").lexically_relative(tree.root()), "N/A (no PMA)");
   tree.write((counters / "port_rcv_errors").lexically_relative(tree.root()), "x");
   std::vector<std::string> observed;
-  collectors::Scraper scraper(
-      all_collectors(tree.root()), [&](std::string_view collector, collectors::ReadError reason,
-                                       const std::filesystem::path& path) {
-        observed.push_back(std::string(collector) + " " + std::string(to_string(reason)) + " " +
-                           path.filename().string());
-      });
+  collectors::Scraper scraper(options_for(tree), all_collectors(),
+                              [&](std::string_view collector, collectors::ReadError reason,
+                                  const std::filesystem::path& path) {
+                                observed.push_back(std::string(collector) + " " +
+                                                   std::string(to_string(reason)) + " " +
+                                                   path.filename().string());
+                              });
   scraper.scrape();
   const auto families = scraper.scrape();
   const LabelMap no_pma{{"collector", "port_counters"}, {"reason", "no_pma"}};
@@ -68,7 +102,7 @@ TEST(Scraper, CountsDroppedInputsAcrossScrapes) {
 class ThrowingCollector final : public Collector {
  public:
   std::string_view name() const override { return "throwing"; }
-  void collect(MetricSet& out, ErrorSink&) const override {
+  void collect(const Device&, MetricSet& out, ErrorSink&) const override {
     out.add("partial_metric", "never exported", prometheus::MetricType::Gauge, {}, 1);
     throw std::runtime_error("boom");
   }
@@ -77,47 +111,66 @@ class ThrowingCollector final : public Collector {
 TEST(Scraper, FailingCollectorCostsOnlyItself) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  auto collectors = all_collectors(tree.root());
+  auto collectors = all_collectors();
   collectors.insert(collectors.begin(), std::make_unique<ThrowingCollector>());
-  collectors::Scraper scraper(std::move(collectors));
+  collectors::Scraper scraper(options_for(tree), std::move(collectors));
   const auto families = scraper.scrape();
   EXPECT_EQ(sample(families, "ibprobe_scrape_collector_success", {{"collector", "throwing"}}), 0);
+  EXPECT_EQ(series_count(families, "partial_metric"), 0u);
   EXPECT_EQ(sample(families, "ibprobe_scrape_collector_success", {{"collector", "port_counters"}}),
             1);
   EXPECT_TRUE(sample(families, "rdma_port_data_transmitted_bytes_total",
                      {{"device", "mlx5_0"}, {"port", "1"}}));
 }
 
-// A device unplugged while its files are being read loses its partial series; the others stay.
-TEST(ForEachDevice, VanishedDeviceCostsOnlyThatDevice) {
+// Unplugs one device (removes its class entry, as the kernel does) while collecting it.
+class UnpluggingCollector final : public Collector {
+ public:
+  explicit UnpluggingCollector(std::string victim) : victim_(std::move(victim)) {}
+  std::string_view name() const override { return "unplugging"; }
+  void collect(const Device& device, MetricSet& out, ErrorSink&) const override {
+    out.add("seen", "devices seen", prometheus::MetricType::Gauge, {{"device", device.name}}, 1);
+    if (device.name == victim_) std::filesystem::remove(device.dir.path());
+  }
+
+ private:
+  std::string victim_;
+};
+
+TEST(Scraper, DeviceVanishingMidScrapeCostsOnlyThatDevice) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
   tree.add(mlx5_ib_device("mlx5_1", 1, 1));
   tree.add(mlx5_ib_device("mlx5_2", 1, 2));
-  collectors::Options options;
-  options.sysfs_root = tree.root();
-  MetricSet out;
-  RecordingErrors errors;
-  collectors::for_each_device(
-      options, out, errors, [&](const Device& device, MetricSet& device_out, ErrorSink&) {
-        device_out.add("seen", "devices seen", prometheus::MetricType::Gauge,
-                       {{"device", device.name}}, 1);
-        if (device.name == "mlx5_1") {
-          std::filesystem::remove(device.dir);  // the class symlink
-        }
-      });
-  const auto families = std::move(out).take();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<UnpluggingCollector>("mlx5_1"));
+  collectors.push_back(collectors::make_collector("port_counters"));
+  std::vector<std::string> errors;
+  collectors::Scraper scraper(options_for(tree, 1), std::move(collectors),
+                              [&](std::string_view collector, collectors::ReadError reason,
+                                  const std::filesystem::path& path) {
+                                errors.push_back(std::string(collector) + " " +
+                                                 std::string(to_string(reason)) + " " +
+                                                 path.filename().string());
+                              });
+  const auto families = scraper.scrape();
   EXPECT_EQ(sample(families, "seen", {{"device", "mlx5_0"}}), 1);
   EXPECT_FALSE(sample(families, "seen", {{"device", "mlx5_1"}}));
   EXPECT_EQ(sample(families, "seen", {{"device", "mlx5_2"}}), 1);
-  ASSERT_EQ(errors.errors.size(), 1u);
-  EXPECT_EQ(errors.errors[0].reason, collectors::ReadError::kNotFound);
+  EXPECT_TRUE(sample(families, "rdma_port_data_transmitted_bytes_total",
+                     {{"device", "mlx5_2"}, {"port", "1"}}));
+  EXPECT_FALSE(sample(families, "rdma_port_data_transmitted_bytes_total",
+                      {{"device", "mlx5_1"}, {"port", "1"}}));
+  EXPECT_EQ(errors, (std::vector<std::string>{"unplugging not_found mlx5_1",
+                                              "port_counters not_found mlx5_1"}));
+  EXPECT_EQ(sample(families, "ibprobe_scrape_errors_total",
+                   {{"collector", "port_counters"}, {"reason", "not_found"}}),
+            1);
 }
 
-TEST(ForEachDevice, VanishingDuringRealCollection) {
+TEST(Scraper, DanglingDeviceEntryIsReportedOnce) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  // A device whose class entry points at nothing any more: everything under it reads ENOENT.
   std::filesystem::create_directory_symlink(tree.root() / "devices" / "gone",
                                             tree.device_dir("mlx5_9"));
   const auto result = collect("port_counters", tree.root());

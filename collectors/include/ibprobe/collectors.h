@@ -47,7 +47,13 @@ class DeviceFilter {
 struct Options {
   std::filesystem::path sysfs_root = "/sys";
   DeviceFilter devices;
+  // Devices are collected concurrently by this many threads (1: one after the other). On real
+  // HCAs every PortCounters read is a MAD round trip to the port, so ports in parallel pay off.
+  int parallelism = 2;
 };
+
+// One RDMA device under <sysfs>/class/infiniband, as handed to collectors.
+struct Device;
 
 // Receives every input a collector had to drop, so the scrape can count it.
 class ErrorSink {
@@ -74,12 +80,13 @@ class MetricSet {
   std::vector<prometheus::MetricFamily> families_;
 };
 
-// One source of metrics, like a node_exporter collector.
+// One source of metrics, like a node_exporter collector. Called once per device per scrape,
+// possibly from several threads at once for different devices.
 class Collector {
  public:
   virtual ~Collector() = default;
   virtual std::string_view name() const = 0;
-  virtual void collect(MetricSet& out, ErrorSink& errors) const = 0;
+  virtual void collect(const Device& device, MetricSet& out, ErrorSink& errors) const = 0;
 };
 
 // Names of every collector the library provides, and whether each is on by default.
@@ -91,18 +98,20 @@ struct CollectorInfo {
 const std::vector<CollectorInfo>& available_collectors();
 
 // Returns nullptr for an unknown name.
-std::unique_ptr<Collector> make_collector(std::string_view name, const Options& options);
+std::unique_ptr<Collector> make_collector(std::string_view name);
 
-// Runs a set of collectors for one scrape and adds the exporter's own scrape metrics:
-// per-collector success and duration, and a running count of dropped inputs by reason.
+// Runs a set of collectors over every selected device for one scrape and adds the exporter's
+// own scrape metrics: per-collector success and duration, and a running count of dropped
+// inputs by reason. Devices are isolated: one that vanishes mid-scrape (hot-unplug, driver
+// unbind) loses its partial series and costs one not_found per collector; the rest is served.
 class Scraper {
  public:
   // Told of every dropped input, for logging which file failed and why.
   using ErrorObserver =
       std::function<void(std::string_view collector, ReadError, const std::filesystem::path&)>;
 
-  explicit Scraper(std::vector<std::unique_ptr<Collector>> collectors,
-                   ErrorObserver observer = nullptr);
+  Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
+          ErrorObserver observer = nullptr);
   std::vector<prometheus::MetricFamily> scrape();
 
  private:
@@ -111,6 +120,9 @@ class Scraper {
     ReadError reason;
     double count;
   };
+  void count_errors(std::string_view collector, const std::vector<double>& counts);
+
+  Options options_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   ErrorObserver observer_;
   std::mutex error_counts_mutex_;

@@ -21,6 +21,7 @@ struct Config {
   std::vector<std::string> enabled_collectors;
   std::string log_level = "info";
   int http_threads = 8;
+  int scrape_parallelism = 4;
 };
 
 // Parses the command line. Returns the exit code when the process should stop right away

@@ -1,0 +1,143 @@
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "devices.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+using prometheus::MetricType;
+
+constexpr std::size_t kReasonCount = static_cast<std::size_t>(ReadError::kIo) + 1;
+
+class BufferedErrors final : public ErrorSink {
+ public:
+  void record(ReadError reason, const std::filesystem::path& path) override {
+    entries.emplace_back(reason, path);
+  }
+  std::vector<std::pair<ReadError, std::filesystem::path>> entries;
+};
+
+// One collector over one device: the unit of work that runs in parallel.
+struct Task {
+  const Collector* collector;
+  const Device* device;
+  MetricSet metrics;
+  BufferedErrors errors;
+  bool failed = false;
+  std::chrono::steady_clock::duration elapsed{};
+
+  void run() {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      collector->collect(*device, metrics, errors);
+    } catch (const std::exception&) {
+      // A collector failing on a device costs its own series for that device, never the scrape.
+      failed = true;
+    }
+    elapsed = std::chrono::steady_clock::now() - start;
+  }
+};
+
+void run_all(std::vector<Task>& tasks, int parallelism) {
+  const auto workers = std::min<std::size_t>(std::max(parallelism, 1), tasks.size());
+  if (workers <= 1) {
+    for (auto& task : tasks) task.run();
+    return;
+  }
+  std::atomic<std::size_t> next = 0;
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) tasks[i].run();
+  };
+  std::vector<std::jthread> threads;
+  for (std::size_t i = 1; i < workers; ++i) threads.emplace_back(work);
+  work();
+}
+
+}  // namespace
+
+Scraper::Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
+                 ErrorObserver observer)
+    : options_(std::move(options)),
+      collectors_(std::move(collectors)),
+      observer_(std::move(observer)) {}
+
+std::vector<prometheus::MetricFamily> Scraper::scrape() {
+  const auto devices = list_devices(options_);
+  std::vector<Task> tasks;
+  tasks.reserve(collectors_.size() * devices.size());
+  for (const auto& collector : collectors_) {
+    for (const auto& device : devices) tasks.push_back(Task{collector.get(), &device, {}, {}});
+  }
+  run_all(tasks, options_.parallelism);
+
+  std::vector<bool> vanished;
+  for (const auto& device : devices) {
+    std::error_code ec;
+    vanished.push_back(!std::filesystem::exists(device.dir.path(), ec));
+  }
+
+  MetricSet out;
+  MetricSet self;
+  auto task = tasks.begin();
+  for (const auto& collector : collectors_) {
+    std::vector<double> error_counts(kReasonCount);
+    std::chrono::steady_clock::duration elapsed{};
+    bool success = true;
+    auto record = [&](ReadError reason, const std::filesystem::path& path) {
+      ++error_counts[static_cast<std::size_t>(reason)];
+      if (observer_) observer_(collector->name(), reason, path);
+    };
+    for (std::size_t d = 0; d < devices.size(); ++d, ++task) {
+      elapsed += task->elapsed;
+      if (vanished[d]) {
+        record(ReadError::kNotFound, devices[d].dir.path());
+        continue;
+      }
+      for (const auto& [reason, path] : task->errors.entries) record(reason, path);
+      if (task->failed) {
+        success = false;
+        continue;
+      }
+      out.merge(std::move(task->metrics));
+    }
+    const MetricSet::Labels labels{{"collector", std::string(collector->name())}};
+    self.add("ibprobe_scrape_collector_duration_seconds",
+             "Time the collector spent during this scrape, summed over devices.", MetricType::Gauge,
+             labels, std::chrono::duration<double>(elapsed).count());
+    self.add("ibprobe_scrape_collector_success",
+             "1 if the collector ran to completion on every device during this scrape.",
+             MetricType::Gauge, labels, success ? 1 : 0);
+    count_errors(collector->name(), error_counts);
+  }
+
+  std::lock_guard lock(error_counts_mutex_);
+  for (const auto& e : error_counts_) {
+    self.add("ibprobe_scrape_errors_total",
+             "sysfs inputs dropped since start (unreadable, vanished or malformed), by "
+             "collector and reason; each costs one series, never the scrape.",
+             MetricType::Counter,
+             {{"collector", e.collector}, {"reason", std::string(to_string(e.reason))}}, e.count);
+  }
+  out.merge(std::move(self));
+  return std::move(out).take();
+}
+
+void Scraper::count_errors(std::string_view collector, const std::vector<double>& counts) {
+  std::lock_guard lock(error_counts_mutex_);
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0) continue;
+    const auto reason = static_cast<ReadError>(r);
+    auto it = std::find_if(error_counts_.begin(), error_counts_.end(), [&](const auto& e) {
+      return e.collector == collector && e.reason == reason;
+    });
+    if (it == error_counts_.end()) {
+      it = error_counts_.insert(error_counts_.end(), ErrorCount{std::string(collector), reason, 0});
+    }
+    it->count += counts[r];
+  }
+}
+
+}  // namespace ibprobe::collectors
