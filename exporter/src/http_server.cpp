@@ -75,6 +75,8 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
     : impl_(std::make_unique<Impl>(routes)) {
   static const unsigned kLibraryInit = mg_init_library(MG_FEATURES_IPV6);
   (void)kLibraryInit;
+  // spdlog creates its registry on first use; do that here, before the worker threads exist.
+  spdlog::default_logger_raw();
   const std::string ports = civetweb_listening_port(listen_address);
   const std::string thread_count = std::to_string(threads);
   const char* options[] = {"listening_ports",
