@@ -1,0 +1,157 @@
+#!/bin/bash
+#
+# The exporter on real rxe devices, two-host mode: ibprobe_exporter runs in both VMs, a
+# Prometheus server on the host scrapes them through the forwarded ports while perftest's
+# ib_write_bw runs from B to A, and the rxe hw_counters must be seen rising during the run.
+# Also checks the exposition of a real device: promtool-clean, no dropped inputs, port ACTIVE,
+# and the exporter's values equal to what sysfs shows in the VM.
+#
+# Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+PROM_DIR=""
+PROM_PID=""
+
+stop_prometheus() {
+    [[ -n $PROM_PID ]] && kill "$PROM_PID" 2>/dev/null && wait "$PROM_PID" 2>/dev/null
+    [[ -n $PROM_DIR ]] && rm -rf "$PROM_DIR"
+    return 0
+}
+
+exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
+
+start_exporters() {
+    local host url deadline
+    for host in A B; do
+        lab spawn --name exporter "$host" -- "$EXPORTER" --web.listen-address=:9470 >/dev/null \
+            || fail "cannot start the exporter in VM $host"
+    done
+    for host in A B; do
+        url=$(exporter_url "$host")
+        deadline=$((SECONDS + 60))
+        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
+            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
+            sleep 0.5
+        done
+        note "exporter in VM $host serves $url/metrics"
+    done
+}
+
+# Value of one sample line of an exposition, by its exact series text.
+metric_value() { # EXPOSITION SERIES
+    awk -v s="$2" 'index($0, s " ") == 1 { print $NF; found = 1; exit } END { exit !found }' <<<"$1"
+}
+
+check_exposition() { # HOST
+    local host=$1 body gid
+    body=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "scrape of VM $host failed"
+    local lint
+    lint=$(promtool check metrics <<<"$body" 2>&1) || fail "promtool check metrics (VM $host): $lint"
+    [[ -z $lint ]] || fail "promtool check metrics (VM $host) reported: $lint"
+    [[ $(metric_value "$body" 'rdma_port_state{device="rxe0",port="1"}') == 4 ]] \
+        || fail "VM $host: rxe0 port 1 not ACTIVE in the exposition"
+    [[ $(metric_value "$body" 'rdma_port_physical_state{device="rxe0",port="1"}') == 5 ]] \
+        || fail "VM $host: rxe0 port 1 not LinkUp in the exposition"
+    grep -q '^rdma_port_info{device="rxe0",port="1",link_layer="Ethernet",netdev="eth0",' <<<"$body" \
+        || fail "VM $host: rdma_port_info does not name eth0: $(grep '^rdma_port_info' <<<"$body")"
+    gid=$(lab gid "$host")
+    grep -q "^rdma_port_gid_info{device=\"rxe0\",port=\"1\",index=\"$gid\",.*type=\"RoCE v2\",netdev=\"eth0\"} 1" <<<"$body" \
+        || fail "VM $host: RoCE v2 GID $gid missing: $(grep '^rdma_port_gid_info' <<<"$body")"
+    # A real device reads cleanly: empty GID entries (EINVAL) are not errors, and rxe simply has
+    # no counters/ directory.
+    ! grep -q '^ibprobe_scrape_errors_total' <<<"$body" \
+        || fail "VM $host dropped inputs: $(grep '^ibprobe_scrape_errors_total' <<<"$body")"
+    ! grep -q '^ibprobe_scrape_collector_success{.*} 0' <<<"$body" || fail "VM $host: a collector failed"
+    ! grep -q '^rdma_port_errors_total' <<<"$body" || fail "VM $host: rxe has no PortCounters"
+    note "VM $host: exposition promtool-clean, $(grep -c '^rdma_' <<<"$body") rdma_ series, no dropped inputs"
+}
+
+# On an idle link, the exporter reads exactly what sysfs holds.
+check_values_match_sysfs() { # HOST COUNTER
+    local host=$1 counter=$2 series body sysfs
+    series="rdma_port_hw_stat_total{device=\"rxe0\",port=\"1\",counter=\"$counter\"}"
+    body=$(curl -fsS "$(exporter_url "$host")/metrics")
+    sysfs=$(lab_hw_counter "$host" "$counter")
+    [[ $(metric_value "$body" "$series") == "$sysfs" ]] \
+        || fail "VM $host $counter: exporter $(metric_value "$body" "$series"), sysfs $sysfs"
+    note "VM $host $counter: exporter = sysfs = $sysfs"
+}
+
+start_prometheus() {
+    PROM_DIR=$(mktemp -d)
+    local port
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cat >"$PROM_DIR/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: lab
+    static_configs:
+      - targets: ["127.0.0.1:$(lab port A 9470)"]
+        labels: {lab_host: A}
+      - targets: ["127.0.0.1:$(lab port B 9470)"]
+        labels: {lab_host: B}
+YAML
+    prometheus --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/tsdb" \
+        --web.listen-address="127.0.0.1:$port" >"$PROM_DIR/log" 2>&1 &
+    PROM_PID=$!
+    PROM_API=http://127.0.0.1:$port/api/v1
+    local deadline=$((SECONDS + 60))
+    until [[ $(prom_query 'count(up{job="lab"} == 1)') == 2 ]]; do
+        ((SECONDS < deadline)) || fail "Prometheus did not scrape both lab exporters: $(tail -5 "$PROM_DIR/log")"
+        sleep 0.5
+    done
+    note "Prometheus scrapes both lab exporters"
+}
+
+prom_query() { # PROMQL -> the single value, or nothing
+    curl -fsS --get "$PROM_API/query" --data-urlencode "query=$1" 2>/dev/null | python3 -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)["data"]["result"]
+except ValueError:  # Prometheus not answering yet
+    r = []
+print(r[0]["value"][1] if len(r) == 1 else "")'
+}
+
+main() {
+    lab_test_begin
+    trap 'stop_prometheus; lab_test_end' EXIT
+    lab_test_up two --forward 9470
+    start_exporters
+    check_exposition A
+    check_exposition B
+    check_values_match_sysfs A rcvd_pkts
+    check_values_match_sysfs B sent_pkts
+
+    start_prometheus
+    local t
+    t=$(now_ms)
+    lab_perftest_pair A B ib_write_bw -F -D 4 >/dev/null
+    note "ib_write_bw -D 4 from B to A: $(seconds_since "$t") s"
+    sleep 3 # one more scrape after the run
+
+    local window=$((($(now_ms) - LAB_TEST_START_MS) / 1000 + 5))s host counter changes rise
+    for host in A B; do
+        for counter in sent_pkts rcvd_pkts; do
+            local sel="rdma_port_hw_stat_total{lab_host=\"$host\",device=\"rxe0\",counter=\"$counter\"}"
+            changes=$(prom_query "changes(${sel}[$window])")
+            rise=$(prom_query "max_over_time(${sel}[$window]) - min_over_time(${sel}[$window])")
+            [[ -n $changes && -n $rise ]] || fail "Prometheus has no $counter for VM $host"
+            # Rising on two or more scrapes: seen while the traffic ran, not just before/after.
+            ((changes >= 2)) || fail "VM $host $counter changed on $changes scrapes only"
+            python3 -c "import sys; sys.exit(0 if float('$rise') > 0 else 1)" \
+                || fail "VM $host $counter did not rise"
+            note "Prometheus: VM $host $counter rose by $rise over $changes scrapes during the run"
+        done
+    done
+    check_values_match_sysfs A rcvd_pkts
+    check_values_match_sysfs B sent_pkts
+}
+
+main "$@"

@@ -1,0 +1,113 @@
+# shellcheck shell=bash
+#
+# Shared helpers of the lab tests (sourced).
+#
+# Environment:
+#   IBPROBE_LAB_SH     lab.sh to use (default: deploy/lab/lab.sh of this tree)
+#   IBPROBE_LAB_STATE  lab state dir (default: $TMPDIR/ibprobe-lab-test)
+
+LAB_TEST_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
+LAB_SH=${IBPROBE_LAB_SH:-$LAB_TEST_ROOT/deploy/lab/lab.sh}
+export IBPROBE_LAB_STATE=${IBPROBE_LAB_STATE:-${TMPDIR:-/tmp}/ibprobe-lab-test}
+LAB_STARTED=0
+LAB_TEST_START_MS=0
+
+lab() { "$LAB_SH" "$@"; }
+
+now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
+
+seconds_since() { # START_MS
+    local ms=$(($(now_ms) - $1))
+    printf '%d.%01d' $((ms / 1000)) $((ms % 1000 / 100))
+}
+
+note() { printf '[%6ss] %s\n' "$(seconds_since "$LAB_TEST_START_MS")" "$*"; }
+
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    exit 1
+}
+
+lab_test_begin() {
+    LAB_TEST_START_MS=$(now_ms)
+    trap lab_test_end EXIT
+    [[ -x $LAB_SH ]] || fail "$LAB_SH not found"
+}
+
+lab_test_end() {
+    local rc=$?
+    if ((LAB_STARTED)); then
+        lab down >/dev/null 2>&1 || echo "warning: lab down failed" >&2
+    fi
+    if ((rc == 0)); then
+        note "PASS"
+    else
+        note "FAILED (exit $rc); console logs in $IBPROBE_LAB_STATE/logs"
+    fi
+    exit "$rc"
+}
+
+# Boots the lab; the EXIT trap takes it down again.
+lab_test_up() { # one|two [--forward PORT]...
+    local t
+    t=$(now_ms)
+    lab prepare || fail "lab.sh prepare failed"
+    note "prepare: $(seconds_since "$t") s"
+    if lab status >/dev/null 2>&1; then
+        fail "a lab is already up in $IBPROBE_LAB_STATE (lab.sh down, or set IBPROBE_LAB_STATE)"
+    fi
+    t=$(now_ms)
+    LAB_STARTED=1
+    lab up "$@" >/dev/null || fail "lab.sh up $* failed"
+    LAB_BOOT_SECONDS=$(seconds_since "$t")
+    note "boot ($1-host): $LAB_BOOT_SECONDS s"
+}
+
+# Waits until a TCP port listens inside a VM.
+lab_wait_listen() { # HOST PORT [TIMEOUT_SECS]
+    local tries=$((${3:-30} * 5))
+    # shellcheck disable=SC2016  # expanded in the VM
+    lab exec --timeout $((${3:-30} + 10)) "$1" -- bash -c '
+        for ((i = 0; i < $2; i++)); do
+            [[ -n $(ss -Htln "sport = :$1") ]] && exit 0
+            sleep 0.2
+        done
+        exit 1' _ "$2" "$tries" || fail "nothing listens on port $2 in VM $1"
+}
+
+lab_hw_counter() { # HOST COUNTER
+    lab exec --timeout 60 "$1" -- cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$2"
+}
+
+# Runs a perftest server in VM SERVER and its client in VM CLIENT (the same
+# VM in one-host mode: two QPs on one rxe device); prints the client's output.
+# Extra arguments go to both sides.
+lab_perftest_pair() { # SERVER CLIENT TOOL ARGS...
+    local srv=$1 cli=$2 tool=$3 gid_srv gid_cli job out rc=0
+    shift 3
+    gid_srv=$(lab gid "$srv") || fail "no RoCE v2 GID in VM $srv"
+    gid_cli=$(lab gid "$cli") || fail "no RoCE v2 GID in VM $cli"
+    job=$(lab spawn --timeout 120 "$srv" -- "$tool" -d rxe0 -x "$gid_srv" "$@") \
+        || fail "cannot start $tool server in VM $srv"
+    lab_wait_listen "$srv" 18515
+    out=$(lab exec --timeout 120 "$cli" -- "$tool" -d rxe0 -x "$gid_cli" "$@" "$(lab addr "$srv")") \
+        || rc=$?
+    if ((rc != 0)); then
+        {
+            echo "$out"
+            echo "--- $tool server in VM $srv:"
+            lab output "$srv" "$job"
+            lab output --stderr "$srv" "$job"
+        } >&2
+        fail "$tool client in VM $cli exited $rc"
+    fi
+    lab wait --timeout 60 "$srv" "$job" >/dev/null || fail "$tool server in VM $srv failed"
+    echo "$out"
+}
+
+positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }
+
+# perftest prints a header row, then the figures.
+perftest_field() { # OUTPUT HEADER_REGEX FIELD
+    awk -v re="$2" -v f="$3" '$0 ~ re { getline; print $f; exit }' <<<"$1"
+}
