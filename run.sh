@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs ibprobe_exporter. On a host with RDMA devices it
+# serves them on :9470. On a host without any, it starts the Soft-RoCE lab: two QEMU VMs with a
+# real rxe device and an exporter each, forwarded to ports on this host.
+# Arguments are passed to the exporter, e.g. ./run.sh --log.level=debug
+set -euo pipefail
+cd "$(dirname "$0")"
+root=$PWD
+
+./scripts/install-deps.sh all
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)" --target ibprobe_exporter >/dev/null
+exporter=$root/build/exporter/ibprobe_exporter
+
+if compgen -G "/sys/class/infiniband/*" >/dev/null; then
+  exec "$exporter" "$@"
+fi
+
+lab=$root/deploy/lab/lab.sh
+echo "No RDMA device under /sys/class/infiniband: starting the two-host Soft-RoCE lab." >&2
+"$lab" prepare
+"$lab" up two --forward 9470
+trap '"$lab" down' EXIT INT TERM
+for host in A B; do
+  "$lab" spawn "$host" -- "$exporter" --web.listen-address=:9470 "$@" >/dev/null
+done
+urls=()
+for host in A B; do
+  port=$("$lab" port "$host" 9470)
+  url=http://127.0.0.1:$port
+  deadline=$((SECONDS + 60))
+  until curl -fsS -o /dev/null "$url/-/ready"; do
+    ((SECONDS < deadline)) || { echo "exporter in lab host $host did not start" >&2; exit 1; }
+    sleep 0.5
+  done
+  urls+=("$url")
+done
+
+cat <<TEXT
+
+ibprobe lab is up: two VMs, each with rxe0 (Soft-RoCE) and an ibprobe exporter.
+  host A ($("$lab" addr A)): ${urls[0]}/metrics
+  host B ($("$lab" addr B)): ${urls[1]}/metrics
+
+Prometheus scrape config:
+  scrape_configs:
+    - job_name: ibprobe-lab
+      static_configs:
+        - targets: ["${urls[0]#http://}", "${urls[1]#http://}"]
+
+Make traffic (the rxe hw_counters on /metrics rise):
+  $lab spawn A -- ib_write_bw -d rxe0 -x $("$lab" gid A) -D 10
+  $lab exec B -- ib_write_bw -d rxe0 -x $("$lab" gid B) -D 10 $("$lab" addr A)
+
+Press Ctrl-C to stop the lab.
+TEXT
+while "$lab" status >/dev/null 2>&1; do sleep 5; done

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ibprobe needs to build, run and test. Idempotent: packages
+# already present are not fetched again. Needs root (or sudo).
+set -euo pipefail
+
+build_packages=(
+  cmake g++ make pkg-config git
+  libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
+  prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
+  libyaml-cpp-dev nlohmann-json3-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+)
+test_packages=(
+  prometheus prometheus-node-exporter curl python3 wrk perftest
+  qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2
+)
+
+case "${1:-all}" in
+  build) wanted=("${build_packages[@]}") ;;
+  all) wanted=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: $0 [build|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for package in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+    missing+=("$package")
+done
+((${#missing[@]} == 0)) && exit 0
+
+sudo=()
+((EUID == 0)) || sudo=(sudo)
+echo "installing: ${missing[*]}" >&2
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}" >/dev/null
