@@ -1,0 +1,236 @@
+// Public interface of the probes library: what a verbs probe is asked to do (ProbeSpec), the
+// bounds a responder puts on a peer's request, the statistics of a run with perftest's exact
+// semantics, and how port-counter deltas seen during a run are read. Hardware-free: nothing here
+// touches verbs or sysfs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ibprobe::probes {
+
+// ---------------------------------------------------------------------------------------------
+// Probe specification
+
+enum class Operation { kWrite, kRead, kSend };
+enum class TestKind { kBandwidth, kLatency };
+enum class NumaPolicy {
+  kAuto,  // bind CPU and memory to the HCA's node (device/numa_node)
+  kNone,  // leave placement to the scheduler
+  kNode,  // bind to ProbeSpec::numa_node
+};
+
+std::string_view to_string(Operation operation);
+std::string_view to_string(TestKind test);
+std::string_view to_string(NumaPolicy policy);
+std::optional<Operation> parse_operation(std::string_view text);
+std::optional<TestKind> parse_test_kind(std::string_view text);
+std::optional<NumaPolicy> parse_numa_policy(std::string_view text);
+
+// Reliable Connection QP attributes set on the INIT -> RTR -> RTS path.
+struct RcKnobs {
+  std::uint32_t timeout = 14;  // local ACK timeout exponent: 4.096 us * 2^timeout (14 ~ 67 ms)
+  std::uint32_t retry_cnt = 7;
+  std::uint32_t rnr_retry = 7;  // 7 means retry forever on RNR NAK (back-pressure, not an error)
+  std::uint32_t min_rnr_timer = 12;
+
+  bool operator==(const RcKnobs&) const = default;
+};
+
+// Path MTUs InfiniBand defines (RoCE uses the same set): 256, 512, 1024, 2048, 4096 bytes.
+bool is_ib_mtu(std::uint32_t bytes);
+
+// Everything both ends of a probe must agree on. The initiator sends it whole to the responder,
+// so "the same options on both sides" holds by construction.
+struct ProbeSpec {
+  Operation operation = Operation::kWrite;
+  TestKind test = TestKind::kBandwidth;
+  std::uint64_t message_size = 65536;
+  // Exactly one of iterations and duration_seconds is set.
+  std::optional<std::uint64_t> iterations = 5000;
+  std::optional<std::uint32_t> duration_seconds;
+  // Duration mode only: seconds excluded from the measurement at the start (warm-up) and again
+  // at the end (cool-down), as perftest's --margin.
+  std::uint32_t margin_seconds = 2;
+  std::uint32_t qps = 1;
+  std::uint32_t tx_depth = 128;
+  std::uint32_t rx_depth = 512;
+  std::uint32_t cq_moderation = 100;
+  std::uint32_t post_list = 1;
+  std::uint32_t inline_size = 0;
+  std::optional<std::uint32_t> mtu;        // bytes; unset: the port's active MTU
+  std::optional<std::uint32_t> gid_index;  // unset: prefer a RoCE v2 IPv4-mapped GID
+  RcKnobs rc;
+  bool use_srq = false;
+  NumaPolicy numa = NumaPolicy::kAuto;
+  std::optional<std::uint32_t> numa_node;  // with NumaPolicy::kNode only
+  std::uint32_t timeout_seconds = 30;      // whole run, connection to release
+
+  bool operator==(const ProbeSpec&) const = default;
+};
+
+// perftest's defaults for ib_<operation>_<test>: bandwidth 64 KiB messages, tx depth 128, CQ
+// moderation 100, 5000 iterations for write (1000 for read and send); latency 2-byte messages,
+// tx depth 1, 1000 iterations.
+ProbeSpec default_spec(Operation operation, TestKind test);
+
+// Every rule the spec breaks, each message saying why; empty when the spec is consistent.
+std::vector<std::string> validate(const ProbeSpec& spec);
+
+// Caps a responder enforces on peer-supplied numbers before it allocates anything.
+struct Limits {
+  std::uint64_t max_message_size = 8ull << 20;  // perftest's largest size with --all
+  std::uint32_t max_depth = 8192;               // tx and rx depth
+  std::uint32_t max_qps = 64;
+  std::uint32_t max_duration_seconds = 120;
+  // Iteration mode keeps two timestamps per message: iterations * qps * 16 bytes.
+  std::uint64_t max_iterations = 1'000'000;
+  std::uint64_t max_total_buffer_bytes = 1ull << 30;  // qps * max(tx, rx depth) * message size
+};
+
+// Every limit the spec exceeds; empty when it fits. Overflow-safe for any input.
+std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limits);
+
+// ---------------------------------------------------------------------------------------------
+// Statistics (perftest semantics; see stats.cpp for the exact formulas and their source)
+
+// Nanoseconds from a monotonic clock. perftest reads the CPU cycle counter and divides by the
+// CPU's MHz; a steady clock in nanoseconds needs no frequency calibration.
+using TimestampNs = std::uint64_t;
+TimestampNs steady_now_ns();
+
+// One-way latency: round trip / 2 for write and send; read is reported unhalved, as perftest
+// does. n = samples kept after dropping the two largest, d = all samples sorted.
+struct LatencyStats {
+  std::size_t samples = 0;  // n
+  double min_ns = 0;
+  double max_ns = 0;      // perftest's t_max, d[n]: the second largest sample of the run
+  double typical_ns = 0;  // median of the kept samples: the baseline, it resists warm-up outliers
+  double average_ns = 0;
+  double stdev_ns = 0;  // population deviation; perftest's truncates to whole microseconds
+  double p99_ns = 0;    // d[ceil(n * 0.99)]
+  double p99_9_ns = 0;  // d[ceil(n * 0.999)]
+};
+
+// From the post time of every ping-pong iteration, in order: sample i = t[i+1] - t[i].
+// Throws std::invalid_argument when fewer than 4 timestamps leave no sample after the two
+// dropped ones, or when the timestamps go backwards.
+LatencyStats latency_stats(std::span<const TimestampNs> post_times, Operation operation);
+
+// Duration-mode latency: perftest keeps no per-iteration samples there, only the average.
+struct DurationLatencyStats {
+  std::uint64_t iterations = 0;
+  double average_ns = 0;
+  double transactions_per_second = 0;
+};
+DurationLatencyStats duration_latency_stats(TimestampNs sample_start, TimestampNs sample_end,
+                                            std::uint64_t iterations, Operation operation);
+
+struct BandwidthStats {
+  std::uint64_t messages = 0;
+  double seconds = 0;  // last completion - first post, or the duration-mode sample window
+  double bytes_per_second = 0;
+  double messages_per_second = 0;
+  // Best per-message time over every post/completion pair perftest considers. Unset in duration
+  // mode (perftest turns it off there), above kPeakMaxIterations, or with a zero time.
+  std::optional<double> peak_bytes_per_second;
+};
+
+// perftest's report units: MiB/s (2^20 bytes) by default, decimal Gbit/s with --report_gbits.
+double mebibytes_per_second(double bytes_per_second);
+double gigabits_per_second(double bytes_per_second);
+
+// perftest skips its quadratic peak search when a run has more iterations per QP than this.
+inline constexpr std::uint64_t kPeakMaxIterations = 20000;
+
+// Iteration mode, for a bandwidth spec with iterations set. posted[i] is the post time of
+// message i (read at post-list heads only), completed[j] the time its completion was seen (read
+// only at every cq_moderation-th entry and the last, where perftest stores them). Both hold
+// iterations * qps entries. Throws std::invalid_argument on a spec without iterations, sizes
+// that do not match it, or a last completion not after the first post.
+BandwidthStats bandwidth_stats(std::span<const TimestampNs> posted,
+                               std::span<const TimestampNs> completed, const ProbeSpec& spec);
+
+// Duration mode: messages completed between the end of the warm-up margin and the start of the
+// cool-down margin. Throws std::invalid_argument when the window is empty.
+BandwidthStats bandwidth_stats_duration(TimestampNs sample_start, TimestampNs sample_end,
+                                        std::uint64_t messages, std::uint64_t message_size);
+
+// ---------------------------------------------------------------------------------------------
+// Counter deltas
+
+// One counter as read at one instant.
+struct CounterSample {
+  std::uint64_t value = 0;
+  std::uint32_t width_bits = 64;  // fixed-width IB counters saturate at all ones, never wrap
+  double scale = 1;               // 4 for PortXmitData/PortRcvData: they count 32-bit words
+  bool error_class = false;       // any increase is a finding
+
+  bool operator==(const CounterSample&) const = default;
+};
+using CounterSnapshot = std::map<std::string, CounterSample, std::less<>>;
+
+enum class DeltaStatus {
+  kValid,
+  kReset,      // went down: someone reset it during the window; the delta is unknown
+  kSaturated,  // at all ones before or after: the delta is unknown
+  kMissing,    // in only one of the two snapshots
+};
+std::string_view to_string(DeltaStatus status);
+
+struct CounterDelta {
+  std::string counter;
+  DeltaStatus status = DeltaStatus::kValid;
+  std::optional<double> delta;  // scaled (bytes for the data counters); only when kValid
+  bool error_class = false;
+
+  bool operator==(const CounterDelta&) const = default;
+};
+
+// One delta per counter name found in either snapshot, in name order.
+std::vector<CounterDelta> counter_deltas(const CounterSnapshot& before,
+                                         const CounterSnapshot& after);
+
+// DOMAIN.md section 4: what the probe bandwidth and the sending port's counters say together.
+enum class Diagnosis {
+  kInconclusive,          // a needed reading is missing, reset or saturated
+  kLinkSaturated,         // BW ~ line rate: expected ceiling
+  kHostSideBottleneck,    // BW << rate, no transmit wait: posting or receiver side
+  kCreditsOrArbitration,  // BW << rate, transmit wait rising: switch buffers, VL arbitration
+  kAggregatedPath,        // BW > rate: bidirectional or dual port, the port rate is no reference
+  kExtraLinkTraffic,      // link carried much more than the probe: retransmission or other traffic
+};
+std::string_view to_string(Diagnosis diagnosis);
+
+struct DiagnosisThresholds {
+  double saturated_ratio = 0.9;  // BW / rate at or above which the link counts as full
+  double aggregated_ratio = 1.05;
+  // Link bytes / probe bytes above which the port carried more than the probe. Headers alone
+  // add a few percent (more with small MTUs), hence the margin.
+  double extra_traffic_ratio = 1.25;
+  double wait_ticks = 1;  // transmit-wait delta at or above which waiting "rises"
+};
+
+struct LinkReading {
+  std::optional<double> link_bytes_per_second;    // data-counter delta / window
+  std::optional<double> line_rate_ratio;          // probe BW / line rate
+  std::vector<std::string> moved_error_counters;  // error-class counters that rose or are unknown
+  Diagnosis diagnosis = Diagnosis::kInconclusive;
+  std::string explanation;
+};
+
+// `sender` holds the deltas of the port that transmitted the probe's data (the initiator for
+// write and send, the responder for read); its port_xmit_data and port_xmit_wait are read.
+// `all_sides` are every delta seen during the run, scanned for moved error counters.
+LinkReading read_link(double window_seconds, double probe_bytes_per_second,
+                      double line_rate_bytes_per_second, const std::vector<CounterDelta>& sender,
+                      const std::vector<CounterDelta>& all_sides,
+                      const DiagnosisThresholds& thresholds = {});
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,164 @@
+// The control protocol between a probe initiator and a peer's responder, spoken over TCP (the
+// transport is separate from this codec).
+//
+// A frame is a fixed 12-byte binary header followed by a JSON body:
+//   magic "IBPR" | protocol version (u16, big endian) | message type (u16) | body length (u32)
+// The binary header lets a reader check magic, version, type and length - and refuse an
+// oversized frame - before it reads or allocates the body. The body is JSON because the control
+// path carries a handful of small messages per run, never data-path traffic: readable in a packet
+// capture, and a later version can add optional fields that older peers ignore. Every number a
+// peer sends is range-checked on decode; the spec's meaning is checked afterwards by validate()
+// and check_limits().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ibprobe/probes.h"
+
+namespace ibprobe::probes::protocol {
+
+inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kHeaderSize = 12;
+// Two counter snapshots of a device with a few hundred hw_counters fit with room to spare.
+inline constexpr std::uint32_t kMaxBodyBytes = 256 * 1024;
+
+enum class MessageType : std::uint16_t {
+  kHello = 1,
+  kProbeRequest = 2,
+  kProbeAccept = 3,
+  kProbeReject = 4,
+  kQpInfo = 5,
+  kReady = 6,
+  kResult = 7,
+  kError = 8,
+};
+
+using Bytes = std::vector<std::uint8_t>;
+
+// First message in each direction. With a shared secret, the responder's Hello carries a random
+// challenge and the initiator answers with an HMAC of it in challenge_response.
+struct Hello {
+  std::uint32_t protocol_version = kProtocolVersion;
+  std::string software_version;
+  std::optional<Bytes> challenge;
+  std::optional<Bytes> challenge_response;
+
+  bool operator==(const Hello&) const = default;
+};
+
+struct ProbeRequest {
+  ProbeSpec spec;
+
+  bool operator==(const ProbeRequest&) const = default;
+};
+
+struct ProbeAccept {
+  bool operator==(const ProbeAccept&) const = default;
+};
+
+struct ProbeReject {
+  std::string reason;
+
+  bool operator==(const ProbeReject&) const = default;
+};
+
+// What the other side needs to bring one RC QP to RTR and address its buffer.
+struct QpEndpoint {
+  std::uint32_t qpn = 0;  // 24 bits
+  std::uint32_t psn = 0;  // 24 bits
+  std::uint16_t lid = 0;
+  std::array<std::uint8_t, 16> gid{};
+  std::uint32_t rkey = 0;
+  std::uint64_t addr = 0;
+  std::uint32_t mtu = 0;  // bytes: 256, 512, 1024, 2048 or 4096
+
+  bool operator==(const QpEndpoint&) const = default;
+};
+
+struct QpInfo {
+  std::vector<QpEndpoint> qps;
+
+  bool operator==(const QpInfo&) const = default;
+};
+
+struct Ready {
+  bool operator==(const Ready&) const = default;
+};
+
+struct PreflightCheck {
+  std::string name;  // port_active, sm_lid, rate_match, ...
+  bool passed = false;
+  std::string detail;
+
+  bool operator==(const PreflightCheck&) const = default;
+};
+
+// The responder's side of a run: its pre-flight checks and its counters around the run. Raw
+// snapshots rather than deltas, so both sides' deltas come from the same code on the initiator.
+struct Result {
+  std::vector<PreflightCheck> checks;
+  CounterSnapshot before;
+  CounterSnapshot after;
+
+  bool operator==(const Result&) const = default;
+};
+
+enum class ErrorCode { kBadRequest, kLimitExceeded, kBusy, kUnauthorized, kTimeout, kInternal };
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string text;
+
+  bool operator==(const Error&) const = default;
+};
+
+using Message =
+    std::variant<Hello, ProbeRequest, ProbeAccept, ProbeReject, QpInfo, Ready, Result, Error>;
+
+// The whole frame. Throws std::length_error if the body would exceed kMaxBodyBytes.
+Bytes encode(const Message& message);
+
+enum class DecodeErrorKind {
+  kTruncated,           // fewer bytes than the header or its length announce
+  kBadMagic,            // not an ibprobe control frame
+  kUnsupportedVersion,  // a protocol version this build does not speak
+  kUnknownType,
+  kOversized,      // announced body longer than the limit: refused before reading it
+  kTrailingBytes,  // more bytes than the header announced
+  kMalformed,      // body is not a JSON object of bounded nesting
+  kMissingField,
+  kWrongType,
+  kOutOfRange,
+};
+
+struct DecodeError {
+  DecodeErrorKind kind;
+  std::string message;  // names the field and the offending value
+};
+
+struct FrameHeader {
+  std::uint16_t version = kProtocolVersion;
+  MessageType type = MessageType::kHello;
+  std::uint32_t body_length = 0;
+};
+
+// First step of reading a frame: `bytes` holds at least the header. A transport reads
+// kHeaderSize bytes, calls this, and only then reads body_length more.
+std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_t> bytes,
+                                                     std::uint32_t max_body = kMaxBodyBytes);
+
+// Second step: `body` holds exactly header.body_length bytes.
+std::variant<Message, DecodeError> decode_body(const FrameHeader& header,
+                                               std::span<const std::uint8_t> body);
+
+// Both steps on one complete frame.
+std::variant<Message, DecodeError> decode(std::span<const std::uint8_t> frame,
+                                          std::uint32_t max_body = kMaxBodyBytes);
+
+}  // namespace ibprobe::probes::protocol

@@ -1,0 +1,271 @@
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "ibprobe/probes.h"
+
+namespace ibprobe::probes {
+namespace {
+
+// perftest refuses fewer iterations than this (MIN_ITER).
+constexpr std::uint64_t kMinIterations = 5;
+constexpr std::array kIbMtus = {256u, 512u, 1024u, 2048u, 4096u};
+// ibv_global_route::sgid_index is 8 bits wide.
+constexpr std::uint32_t kMaxGidIndex = 255;
+// ibv_qp_attr: timeout and min_rnr_timer are 5-bit fields, retry_cnt and rnr_retry 3-bit.
+constexpr std::uint32_t kMaxFiveBit = 31;
+constexpr std::uint32_t kMaxThreeBit = 7;
+constexpr std::uint32_t kMaxNumaNode = 1023;
+
+std::string field(std::string_view name, std::uint64_t value) {
+  return std::string(name) + "=" + std::to_string(value);
+}
+
+using Violations = std::vector<std::string>;
+
+void check_run_length(const ProbeSpec& spec, Violations& out) {
+  if (spec.iterations && spec.duration_seconds) {
+    out.push_back("duration and iterations are exclusive: set one of them");
+  } else if (!spec.iterations && !spec.duration_seconds) {
+    out.push_back("neither iterations nor duration is set: a probe needs one of them");
+  }
+  if (spec.iterations && *spec.iterations < kMinIterations) {
+    out.push_back(field("iterations", *spec.iterations) + ": at least " +
+                  std::to_string(kMinIterations) + " are needed (perftest's minimum)");
+  }
+  if (spec.duration_seconds) {
+    const std::uint64_t margins = 2ull * spec.margin_seconds;
+    if (*spec.duration_seconds <= margins) {
+      out.push_back(field("duration", *spec.duration_seconds) +
+                    ": must exceed the warm-up and cool-down margins (2 x " +
+                    std::to_string(spec.margin_seconds) + " s), or nothing is measured");
+    }
+    if (spec.timeout_seconds <= *spec.duration_seconds) {
+      out.push_back(field("timeout", spec.timeout_seconds) + ": must exceed the duration (" +
+                    std::to_string(*spec.duration_seconds) + " s) or every run times out");
+    }
+  }
+  if (spec.timeout_seconds == 0) out.push_back("timeout=0: a probe needs time to run");
+}
+
+void check_queues(const ProbeSpec& spec, Violations& out) {
+  const bool latency = spec.test == TestKind::kLatency;
+  if (spec.qps == 0) out.push_back("qps=0: a probe needs at least one QP");
+  if (spec.qps > 1 && latency) {
+    out.push_back(field("qps", spec.qps) + ": several QPs only make sense for bandwidth tests");
+  }
+  if (spec.tx_depth == 0) out.push_back("tx_depth=0: nothing could be posted");
+  if (spec.rx_depth == 0) out.push_back("rx_depth=0: the receive queue needs at least one entry");
+  if (spec.cq_moderation == 0) {
+    out.push_back("cq_moderation=0: some sends must request a completion");
+  }
+  if (spec.post_list == 0) out.push_back("post_list=0: a post list holds at least one request");
+  if (spec.cq_moderation > spec.tx_depth) {
+    out.push_back(field("cq_moderation", spec.cq_moderation) +
+                  ": CQ moderation larger than tx depth (" + std::to_string(spec.tx_depth) +
+                  ") would fill the send queue before any completion is signalled");
+  }
+  if (spec.post_list > spec.tx_depth) {
+    out.push_back(field("post_list", spec.post_list) + ": post list larger than tx depth (" +
+                  std::to_string(spec.tx_depth) + ") cannot be posted at once");
+  }
+  if (latency && spec.post_list > 1) {
+    out.push_back(
+        field("post_list", spec.post_list) +
+        ": post lists only apply to bandwidth tests (a ping-pong has one message in flight)");
+  }
+  if (latency && spec.tx_depth > 1) {
+    out.push_back(field("tx_depth", spec.tx_depth) +
+                  ": a latency ping-pong has one message in flight; tx depth must be 1");
+  }
+  // perftest: "Post list size must be a multiple of CQ moderation".
+  if (spec.post_list > 1 && spec.cq_moderation > 0 && spec.post_list % spec.cq_moderation != 0) {
+    out.push_back(field("post_list", spec.post_list) + ": must be a multiple of CQ moderation (" +
+                  std::to_string(spec.cq_moderation) +
+                  ") so every list ends on a signalled request");
+  }
+}
+
+void check_message(const ProbeSpec& spec, Violations& out) {
+  if (spec.message_size == 0) out.push_back("message_size=0: a message carries at least one byte");
+  if (spec.inline_size > 0 && spec.operation == Operation::kRead) {
+    out.push_back(std::string(spec.test == TestKind::kLatency ? "read latency" : "read bandwidth") +
+                  " cannot use inline: an RDMA read request carries no payload to inline");
+  } else if (spec.inline_size > spec.message_size) {
+    out.push_back(field("inline_size", spec.inline_size) +
+                  ": inline size larger than the message (" + std::to_string(spec.message_size) +
+                  " bytes)");
+  }
+  if (spec.use_srq && spec.operation != Operation::kSend) {
+    out.push_back("use_srq applies only to send: RDMA " + std::string(to_string(spec.operation)) +
+                  " consumes no receive requests");
+  }
+}
+
+void check_link(const ProbeSpec& spec, Violations& out) {
+  if (spec.mtu && !is_ib_mtu(*spec.mtu)) {
+    out.push_back("mtu " + std::to_string(*spec.mtu) +
+                  " is not an IB MTU (256, 512, 1024, 2048, 4096)");
+  }
+  if (spec.gid_index && *spec.gid_index > kMaxGidIndex) {
+    out.push_back(field("gid_index", *spec.gid_index) + ": a GID index is 0..255");
+  }
+  const RcKnobs& rc = spec.rc;
+  if (rc.timeout == 0) {
+    out.push_back("timeout exponent 0 waits forever for an ACK: a lost peer would hang the probe");
+  } else if (rc.timeout > kMaxFiveBit) {
+    out.push_back(field("rc timeout exponent", rc.timeout) + ": the field is 0..31");
+  }
+  if (rc.retry_cnt > kMaxThreeBit)
+    out.push_back(field("retry_cnt", rc.retry_cnt) + ": must be 0..7");
+  if (rc.rnr_retry > kMaxThreeBit)
+    out.push_back(field("rnr_retry", rc.rnr_retry) + ": must be 0..7");
+  if (rc.min_rnr_timer > kMaxFiveBit) {
+    out.push_back(field("min_rnr_timer", rc.min_rnr_timer) + ": must be 0..31");
+  }
+}
+
+void check_numa(const ProbeSpec& spec, Violations& out) {
+  if (spec.numa == NumaPolicy::kNode) {
+    if (!spec.numa_node) {
+      out.push_back("numa policy 'node' needs a node number");
+    } else if (*spec.numa_node > kMaxNumaNode) {
+      out.push_back(field("numa_node", *spec.numa_node) + ": beyond any NUMA node Linux supports");
+    }
+  } else if (spec.numa_node) {
+    out.push_back("numa_node is set but the policy is '" + std::string(to_string(spec.numa)) +
+                  "': only policy 'node' uses it");
+  }
+}
+
+// a * b, or nullopt when it does not fit in 64 bits.
+std::optional<std::uint64_t> checked_multiply(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+}  // namespace
+
+bool is_ib_mtu(std::uint32_t bytes) {
+  return std::ranges::find(kIbMtus, bytes) != kIbMtus.end();
+}
+
+std::string_view to_string(Operation operation) {
+  switch (operation) {
+    case Operation::kWrite:
+      return "write";
+    case Operation::kRead:
+      return "read";
+    case Operation::kSend:
+      return "send";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(TestKind test) {
+  return test == TestKind::kBandwidth ? "bw" : "lat";
+}
+
+std::string_view to_string(NumaPolicy policy) {
+  switch (policy) {
+    case NumaPolicy::kAuto:
+      return "auto";
+    case NumaPolicy::kNone:
+      return "none";
+    case NumaPolicy::kNode:
+      return "node";
+  }
+  return "unknown";
+}
+
+std::optional<Operation> parse_operation(std::string_view text) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    if (text == to_string(operation)) return operation;
+  }
+  return std::nullopt;
+}
+
+std::optional<TestKind> parse_test_kind(std::string_view text) {
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    if (text == to_string(test)) return test;
+  }
+  return std::nullopt;
+}
+
+std::optional<NumaPolicy> parse_numa_policy(std::string_view text) {
+  for (auto policy : {NumaPolicy::kAuto, NumaPolicy::kNone, NumaPolicy::kNode}) {
+    if (text == to_string(policy)) return policy;
+  }
+  return std::nullopt;
+}
+
+ProbeSpec default_spec(Operation operation, TestKind test) {
+  ProbeSpec spec;
+  spec.operation = operation;
+  spec.test = test;
+  // perftest: DEF_RX_SEND for send, DEF_RX_RDMA (1) for RDMA verbs, which post no receives.
+  spec.rx_depth = operation == Operation::kSend ? 512 : 1;
+  if (test == TestKind::kBandwidth) {
+    spec.message_size = 65536;
+    spec.tx_depth = 128;
+    spec.cq_moderation = 100;
+    // perftest: DEF_ITERS_WB for write bandwidth, DEF_ITERS otherwise.
+    spec.iterations = operation == Operation::kWrite ? 5000 : 1000;
+  } else {
+    spec.message_size = 2;
+    spec.tx_depth = 1;
+    spec.cq_moderation = 1;
+    spec.iterations = 1000;
+  }
+  return spec;
+}
+
+std::vector<std::string> validate(const ProbeSpec& spec) {
+  Violations out;
+  check_run_length(spec, out);
+  check_queues(spec, out);
+  check_message(spec, out);
+  check_link(spec, out);
+  check_numa(spec, out);
+  return out;
+}
+
+std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limits) {
+  Violations out;
+  if (spec.message_size > limits.max_message_size) {
+    out.push_back(field("message_size", spec.message_size) + ": above this responder's limit of " +
+                  std::to_string(limits.max_message_size) + " bytes");
+  }
+  for (const auto& [name, depth] :
+       {std::pair{"tx_depth", spec.tx_depth}, std::pair{"rx_depth", spec.rx_depth}}) {
+    if (depth > limits.max_depth) {
+      out.push_back(field(name, depth) + ": above this responder's limit of " +
+                    std::to_string(limits.max_depth));
+    }
+  }
+  if (spec.qps > limits.max_qps) {
+    out.push_back(field("qps", spec.qps) + ": above this responder's limit of " +
+                  std::to_string(limits.max_qps) + " QPs");
+  }
+  if (spec.duration_seconds && *spec.duration_seconds > limits.max_duration_seconds) {
+    out.push_back(field("duration", *spec.duration_seconds) + ": above this responder's limit of " +
+                  std::to_string(limits.max_duration_seconds) + " s");
+  }
+  if (spec.iterations && *spec.iterations > limits.max_iterations) {
+    out.push_back(field("iterations", *spec.iterations) + ": above this responder's limit of " +
+                  std::to_string(limits.max_iterations));
+  }
+  const std::uint64_t depth = std::max(spec.tx_depth, spec.rx_depth);
+  const auto per_qp = checked_multiply(depth, spec.message_size);
+  const auto total = per_qp ? checked_multiply(*per_qp, spec.qps) : std::nullopt;
+  if (!total || *total > limits.max_total_buffer_bytes) {
+    out.push_back("buffers of qps x depth x message size = " + std::to_string(spec.qps) + " x " +
+                  std::to_string(depth) + " x " + std::to_string(spec.message_size) +
+                  " bytes exceed this responder's limit of " +
+                  std::to_string(limits.max_total_buffer_bytes) + " bytes");
+  }
+  return out;
+}
+
+}  // namespace ibprobe::probes

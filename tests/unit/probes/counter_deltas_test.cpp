@@ -1,0 +1,186 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ibprobe/probes.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+CounterSample data(std::uint64_t value, std::uint32_t width = 64) {
+  return {.value = value, .width_bits = width, .scale = 4, .error_class = false};
+}
+CounterSample plain(std::uint64_t value, std::uint32_t width = 32) {
+  return {.value = value, .width_bits = width, .scale = 1, .error_class = false};
+}
+CounterSample error(std::uint64_t value, std::uint32_t width = 16) {
+  return {.value = value, .width_bits = width, .scale = 1, .error_class = true};
+}
+
+const CounterDelta& only(const std::vector<CounterDelta>& deltas) {
+  EXPECT_EQ(deltas.size(), 1u);
+  return deltas.front();
+}
+
+TEST(CounterDeltas, DataCountersAreScaledToBytes) {
+  const auto delta =
+      only(counter_deltas({{"port_xmit_data", data(1000)}}, {{"port_xmit_data", data(1250)}}));
+  EXPECT_EQ(delta.status, DeltaStatus::kValid);
+  EXPECT_EQ(delta.delta, 1000.0);  // 250 words of 4 bytes
+}
+
+TEST(CounterDeltas, UnscaledCountersKeepTheirUnit) {
+  const auto delta =
+      only(counter_deltas({{"port_xmit_wait", plain(7)}}, {{"port_xmit_wait", plain(19)}}));
+  EXPECT_EQ(delta.delta, 12.0);
+}
+
+TEST(CounterDeltas, ACounterThatWentDownWasReset) {
+  const auto delta =
+      only(counter_deltas({{"symbol_error", error(40)}}, {{"symbol_error", error(3)}}));
+  EXPECT_EQ(delta.status, DeltaStatus::kReset);
+  EXPECT_FALSE(delta.delta);  // unknown, never negative
+  EXPECT_TRUE(delta.error_class);
+}
+
+TEST(CounterDeltas, SaturatedBeforeOrAfterIsUnknown) {
+  // A 32-bit PortXmitData stuck at all ones, and one that reaches it during the run.
+  for (const auto& [before, after] :
+       {std::pair{0xFFFFFFFFull, 0xFFFFFFFFull}, std::pair{0xFFFFFF00ull, 0xFFFFFFFFull}}) {
+    const auto delta = only(counter_deltas({{"port_xmit_data", data(before, 32)}},
+                                           {{"port_xmit_data", data(after, 32)}}));
+    EXPECT_EQ(delta.status, DeltaStatus::kSaturated) << before << " -> " << after;
+    EXPECT_FALSE(delta.delta);
+  }
+  // 4-bit ExcessiveBufferOverrunErrors at 15.
+  EXPECT_EQ(only(counter_deltas({{"excessive_buffer_overrun_errors", error(15, 4)}},
+                                {{"excessive_buffer_overrun_errors", error(15, 4)}}))
+                .status,
+            DeltaStatus::kSaturated);
+  // One below all ones still counts.
+  EXPECT_EQ(only(counter_deltas({{"link_downed", error(250, 8)}}, {{"link_downed", error(254, 8)}}))
+                .delta,
+            4.0);
+}
+
+TEST(CounterDeltas, SixtyFourBitCountersSaturateAtAllOnesToo) {
+  const std::uint64_t max = ~std::uint64_t{0};
+  EXPECT_EQ(only(counter_deltas({{"port_rcv_data", data(max - 1)}}, {{"port_rcv_data", data(max)}}))
+                .status,
+            DeltaStatus::kSaturated);
+  EXPECT_EQ(
+      only(counter_deltas({{"port_rcv_data", data(max - 10)}}, {{"port_rcv_data", data(max - 1)}}))
+          .delta,
+      36.0);
+}
+
+TEST(CounterDeltas, AResetFromSaturationIsAReset) {
+  EXPECT_EQ(
+      only(counter_deltas({{"symbol_error", error(0xFFFF)}}, {{"symbol_error", error(0)}})).status,
+      DeltaStatus::kReset);
+}
+
+TEST(CounterDeltas, CountersInOneSnapshotOnlyAreMissing) {
+  const auto deltas =
+      counter_deltas({{"a", plain(1)}, {"b", plain(1)}}, {{"b", plain(5)}, {"c", error(1)}});
+  ASSERT_EQ(deltas.size(), 3u);
+  EXPECT_EQ(deltas[0], (CounterDelta{"a", DeltaStatus::kMissing, std::nullopt, false}));
+  EXPECT_EQ(deltas[1], (CounterDelta{"b", DeltaStatus::kValid, 4.0, false}));
+  EXPECT_EQ(deltas[2], (CounterDelta{"c", DeltaStatus::kMissing, std::nullopt, true}));
+}
+
+TEST(CounterDeltas, StatusNames) {
+  EXPECT_EQ(to_string(DeltaStatus::kValid), "valid");
+  EXPECT_EQ(to_string(DeltaStatus::kReset), "reset");
+  EXPECT_EQ(to_string(DeltaStatus::kSaturated), "saturated");
+  EXPECT_EQ(to_string(DeltaStatus::kMissing), "missing");
+}
+
+// 100 Gb/s port: 12.5e9 bytes per second; a 1 s window.
+constexpr double kRate = 12.5e9;
+
+std::vector<CounterDelta> sender(std::optional<double> data_bytes, std::optional<double> wait) {
+  return {
+      {"port_xmit_data", data_bytes ? DeltaStatus::kValid : DeltaStatus::kReset, data_bytes, false},
+      {"port_xmit_wait", wait ? DeltaStatus::kValid : DeltaStatus::kSaturated, wait, false},
+  };
+}
+
+TEST(ReadLink, LinkBytesAndLineRateRatio) {
+  const auto reading = read_link(2, 6.25e9, kRate, sender(12.5e9, 0), {});
+  EXPECT_EQ(reading.link_bytes_per_second, 6.25e9);
+  EXPECT_EQ(reading.line_rate_ratio, 0.5);
+}
+
+TEST(ReadLink, NearLineRateIsASaturatedLink) {
+  const auto reading = read_link(1, 12e9, kRate, sender(12.2e9, 5000), {});
+  EXPECT_EQ(reading.diagnosis, Diagnosis::kLinkSaturated);
+  EXPECT_THAT(reading.explanation, HasSubstr("96%"));
+  EXPECT_THAT(reading.explanation, HasSubstr("port_xmit_wait rising"));
+}
+
+TEST(ReadLink, LowBandwidthWithoutWaitIsHostSide) {
+  const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 0), {});
+  EXPECT_EQ(reading.diagnosis, Diagnosis::kHostSideBottleneck);
+  EXPECT_THAT(reading.explanation, HasSubstr("24%"));
+}
+
+TEST(ReadLink, LowBandwidthWithWaitIsCreditsOrArbitration) {
+  const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 120000), {});
+  EXPECT_EQ(reading.diagnosis, Diagnosis::kCreditsOrArbitration);
+}
+
+TEST(ReadLink, AboveLineRateIsAnAggregatedPath) {
+  const auto reading = read_link(1, 20e9, kRate, sender(20.5e9, 0), {});
+  EXPECT_EQ(reading.diagnosis, Diagnosis::kAggregatedPath);
+}
+
+TEST(ReadLink, LinkMuchBusierThanTheProbeIsExtraTraffic) {
+  const auto reading = read_link(1, 3e9, kRate, sender(6e9, 0), {});
+  EXPECT_EQ(reading.diagnosis, Diagnosis::kExtraLinkTraffic);
+  EXPECT_THAT(reading.explanation, HasSubstr("200%"));
+}
+
+TEST(ReadLink, UnknownReadingsAreInconclusive) {
+  EXPECT_EQ(read_link(1, 3e9, 0, sender(3e9, 0), {}).diagnosis, Diagnosis::kInconclusive);
+  EXPECT_EQ(read_link(1, 0, kRate, sender(3e9, 0), {}).diagnosis, Diagnosis::kInconclusive);
+  // The wait counter saturated: host side and credits cannot be told apart.
+  const auto no_wait = read_link(1, 3e9, kRate, sender(3e9, std::nullopt), {});
+  EXPECT_EQ(no_wait.diagnosis, Diagnosis::kInconclusive);
+  EXPECT_THAT(no_wait.explanation, HasSubstr("port_xmit_wait has no valid delta"));
+  // A reset data counter leaves no link rate, but the ratio still decides.
+  const auto no_data = read_link(1, 3e9, kRate, sender(std::nullopt, 0), {});
+  EXPECT_FALSE(no_data.link_bytes_per_second);
+  EXPECT_EQ(no_data.diagnosis, Diagnosis::kHostSideBottleneck);
+}
+
+TEST(ReadLink, MovedErrorCountersAreListedAndMentioned) {
+  const std::vector<CounterDelta> all = {
+      {"symbol_error", DeltaStatus::kValid, 0.0, true},
+      {"port_rcv_errors", DeltaStatus::kValid, 3.0, true},
+      {"link_downed", DeltaStatus::kReset, std::nullopt, true},
+      {"port_rcv_packets", DeltaStatus::kValid, 900.0, false},
+  };
+  const auto reading = read_link(1, 12e9, kRate, sender(12.2e9, 0), all);
+  EXPECT_THAT(reading.moved_error_counters, ElementsAre("port_rcv_errors", "link_downed"));
+  EXPECT_THAT(reading.explanation, HasSubstr("error counters moved"));
+
+  const auto clean = read_link(1, 12e9, kRate, sender(12.2e9, 0), {all[0], all[3]});
+  EXPECT_THAT(clean.moved_error_counters, IsEmpty());
+  EXPECT_THAT(clean.explanation, ::testing::Not(HasSubstr("error counters")));
+}
+
+TEST(ReadLink, DiagnosisNames) {
+  EXPECT_EQ(to_string(Diagnosis::kLinkSaturated), "link_saturated");
+  EXPECT_EQ(to_string(Diagnosis::kHostSideBottleneck), "host_side_bottleneck");
+  EXPECT_EQ(to_string(Diagnosis::kCreditsOrArbitration), "credits_or_arbitration");
+  EXPECT_EQ(to_string(Diagnosis::kAggregatedPath), "aggregated_path");
+  EXPECT_EQ(to_string(Diagnosis::kExtraLinkTraffic), "extra_link_traffic");
+  EXPECT_EQ(to_string(Diagnosis::kInconclusive), "inconclusive");
+}
+
+}  // namespace
+}  // namespace ibprobe::probes

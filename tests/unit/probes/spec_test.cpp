@@ -1,0 +1,282 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "ibprobe/probes.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+ProbeSpec write_bw() {
+  return default_spec(Operation::kWrite, TestKind::kBandwidth);
+}
+ProbeSpec write_lat() {
+  return default_spec(Operation::kWrite, TestKind::kLatency);
+}
+
+TEST(DefaultSpec, BandwidthMatchesPerftest) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    const ProbeSpec spec = default_spec(operation, TestKind::kBandwidth);
+    EXPECT_EQ(spec.message_size, 65536u);
+    EXPECT_EQ(spec.tx_depth, 128u);
+    EXPECT_EQ(spec.cq_moderation, 100u);
+    EXPECT_EQ(spec.qps, 1u);
+    EXPECT_EQ(spec.post_list, 1u);
+    EXPECT_FALSE(spec.duration_seconds);
+  }
+  // ib_write_bw defaults to 5000 iterations, ib_read_bw and ib_send_bw to 1000.
+  EXPECT_EQ(default_spec(Operation::kWrite, TestKind::kBandwidth).iterations, 5000u);
+  EXPECT_EQ(default_spec(Operation::kRead, TestKind::kBandwidth).iterations, 1000u);
+  EXPECT_EQ(default_spec(Operation::kSend, TestKind::kBandwidth).iterations, 1000u);
+  EXPECT_EQ(default_spec(Operation::kSend, TestKind::kBandwidth).rx_depth, 512u);
+  EXPECT_EQ(default_spec(Operation::kWrite, TestKind::kBandwidth).rx_depth, 1u);
+}
+
+TEST(DefaultSpec, LatencyMatchesPerftest) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    const ProbeSpec spec = default_spec(operation, TestKind::kLatency);
+    EXPECT_EQ(spec.message_size, 2u);
+    EXPECT_EQ(spec.tx_depth, 1u);
+    EXPECT_EQ(spec.iterations, 1000u);
+  }
+}
+
+TEST(DefaultSpec, RcKnobsMatchPerftest) {
+  const RcKnobs rc = write_bw().rc;
+  EXPECT_EQ(rc.timeout, 14u);
+  EXPECT_EQ(rc.retry_cnt, 7u);
+  EXPECT_EQ(rc.rnr_retry, 7u);
+  EXPECT_EQ(rc.min_rnr_timer, 12u);
+}
+
+TEST(Validate, EveryDefaultIsValid) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+      EXPECT_THAT(validate(default_spec(operation, test)), IsEmpty())
+          << to_string(operation) << "_" << to_string(test);
+    }
+  }
+}
+
+TEST(Validate, SeveralQpsOnlyForBandwidth) {
+  ProbeSpec spec = write_lat();
+  spec.qps = 4;
+  EXPECT_THAT(validate(spec),
+              ElementsAre("qps=4: several QPs only make sense for bandwidth tests"));
+  spec = write_bw();
+  spec.qps = 4;
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.qps = 0;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("qps=0")));
+}
+
+TEST(Validate, SrqOnlyForSend) {
+  ProbeSpec spec = write_bw();
+  spec.use_srq = true;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("use_srq applies only to send")));
+  spec = default_spec(Operation::kSend, TestKind::kBandwidth);
+  spec.use_srq = true;
+  EXPECT_THAT(validate(spec), IsEmpty());
+}
+
+TEST(Validate, MtuMustBeAnIbMtu) {
+  ProbeSpec spec = write_bw();
+  for (std::uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
+    spec.mtu = mtu;
+    EXPECT_THAT(validate(spec), IsEmpty()) << mtu;
+  }
+  spec.mtu = 3000;
+  EXPECT_THAT(validate(spec),
+              ElementsAre("mtu 3000 is not an IB MTU (256, 512, 1024, 2048, 4096)"));
+}
+
+TEST(Validate, InlineNoLargerThanTheMessage) {
+  ProbeSpec spec = write_lat();
+  spec.inline_size = 64;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("inline size larger than the message")));
+  spec.inline_size = 2;
+  EXPECT_THAT(validate(spec), IsEmpty());
+}
+
+TEST(Validate, ReadHasNoInline) {
+  ProbeSpec spec = default_spec(Operation::kRead, TestKind::kLatency);
+  spec.inline_size = 1;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("read latency cannot use inline")));
+  spec = default_spec(Operation::kRead, TestKind::kBandwidth);
+  spec.inline_size = 1;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("read bandwidth cannot use inline")));
+}
+
+TEST(Validate, QueueRelations) {
+  ProbeSpec spec = write_bw();
+  spec.cq_moderation = 200;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("CQ moderation larger than tx depth")));
+
+  spec = write_bw();
+  spec.post_list = 256;
+  spec.cq_moderation = 128;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("post list larger than tx depth")));
+
+  spec = write_bw();
+  spec.post_list = 30;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("must be a multiple of CQ moderation (100)")));
+  spec.cq_moderation = 10;
+  EXPECT_THAT(validate(spec), IsEmpty());
+
+  spec = write_lat();
+  spec.tx_depth = 16;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("tx depth must be 1")));
+}
+
+TEST(Validate, DurationAndIterationsAreExclusive) {
+  ProbeSpec spec = write_bw();
+  spec.duration_seconds = 10;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("duration and iterations are exclusive")));
+  spec.iterations.reset();
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.duration_seconds.reset();
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("neither iterations nor duration")));
+}
+
+TEST(Validate, DurationMustOutlastBothMargins) {
+  ProbeSpec spec = write_bw();
+  spec.iterations.reset();
+  spec.duration_seconds = 4;  // perftest: DURATION > 2 * MARGIN
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("warm-up and cool-down margins")));
+  spec.duration_seconds = 5;
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.duration_seconds = 30;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("timeout=30: must exceed the duration")));
+}
+
+TEST(Validate, TooFewIterations) {
+  ProbeSpec spec = write_lat();
+  spec.iterations = 4;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("iterations=4: at least 5")));
+}
+
+TEST(Validate, RcKnobRanges) {
+  ProbeSpec spec = write_bw();
+  spec.rc = {.timeout = 0, .retry_cnt = 8, .rnr_retry = 9, .min_rnr_timer = 32};
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("waits forever"), HasSubstr("retry_cnt=8"),
+                                          HasSubstr("rnr_retry=9"), HasSubstr("min_rnr_timer=32")));
+  spec.rc = {.timeout = 31, .retry_cnt = 0, .rnr_retry = 0, .min_rnr_timer = 0};
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.rc.timeout = 32;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("0..31")));
+}
+
+TEST(Validate, GidIndexFitsTheAddressVector) {
+  ProbeSpec spec = write_bw();
+  spec.gid_index = 255;
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.gid_index = 256;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("gid_index=256")));
+}
+
+TEST(Validate, NumaNodeGoesWithNodePolicy) {
+  ProbeSpec spec = write_bw();
+  spec.numa = NumaPolicy::kNode;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("needs a node number")));
+  spec.numa_node = 1;
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.numa = NumaPolicy::kNone;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("only policy 'node' uses it")));
+}
+
+TEST(Validate, ReportsEveryViolationAtOnce) {
+  ProbeSpec spec = write_lat();
+  spec.qps = 2;
+  spec.use_srq = true;
+  spec.mtu = 9000;
+  spec.message_size = 0;
+  EXPECT_THAT(validate(spec), SizeIs(4));
+}
+
+TEST(ParseEnums, RoundTripTheirNames) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    EXPECT_EQ(parse_operation(to_string(operation)), operation);
+  }
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    EXPECT_EQ(parse_test_kind(to_string(test)), test);
+  }
+  for (auto policy : {NumaPolicy::kAuto, NumaPolicy::kNone, NumaPolicy::kNode}) {
+    EXPECT_EQ(parse_numa_policy(to_string(policy)), policy);
+  }
+  EXPECT_FALSE(parse_operation("atomic"));
+  EXPECT_FALSE(parse_test_kind("BW"));
+  EXPECT_FALSE(parse_numa_policy(""));
+}
+
+TEST(CheckLimits, DefaultsFitTheDefaultLimits) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+      EXPECT_THAT(check_limits(default_spec(operation, test), Limits{}), IsEmpty());
+    }
+  }
+}
+
+TEST(CheckLimits, EachCapIsEnforced) {
+  const Limits limits{.max_message_size = 1 << 20,
+                      .max_depth = 256,
+                      .max_qps = 4,
+                      .max_duration_seconds = 10,
+                      .max_iterations = 10000,
+                      .max_total_buffer_bytes = 1ull << 40};
+  ProbeSpec spec = write_bw();
+  spec.message_size = (1 << 20) + 1;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("message_size=1048577")));
+  spec = write_bw();
+  spec.tx_depth = 257;
+  spec.rx_depth = 300;
+  EXPECT_THAT(check_limits(spec, limits),
+              ElementsAre(HasSubstr("tx_depth=257"), HasSubstr("rx_depth=300")));
+  spec = write_bw();
+  spec.qps = 5;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("qps=5")));
+  spec = write_bw();
+  spec.iterations.reset();
+  spec.duration_seconds = 11;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("duration=11")));
+  spec = write_bw();
+  spec.iterations = 10001;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("iterations=10001")));
+}
+
+TEST(CheckLimits, TotalBufferIsQpsTimesDepthTimesSize) {
+  Limits limits;
+  limits.max_total_buffer_bytes = 4ull * 128 * 65536;
+  ProbeSpec spec = write_bw();
+  spec.qps = 4;
+  EXPECT_THAT(check_limits(spec, limits), IsEmpty());
+  spec.qps = 5;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("5 x 128 x 65536")));
+  // The larger of the two depths counts: a send responder posts rx_depth receives.
+  spec.qps = 4;
+  spec.rx_depth = 129;
+  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("4 x 129 x 65536")));
+}
+
+TEST(CheckLimits, HostileNumbersCannotOverflowPastTheCheck) {
+  ProbeSpec spec = write_bw();
+  spec.message_size = std::numeric_limits<std::uint64_t>::max();
+  spec.tx_depth = std::numeric_limits<std::uint32_t>::max();
+  spec.qps = std::numeric_limits<std::uint32_t>::max();
+  const Limits unlimited{.max_message_size = std::numeric_limits<std::uint64_t>::max(),
+                         .max_depth = std::numeric_limits<std::uint32_t>::max(),
+                         .max_qps = std::numeric_limits<std::uint32_t>::max(),
+                         .max_duration_seconds = 0,
+                         .max_iterations = std::numeric_limits<std::uint64_t>::max(),
+                         .max_total_buffer_bytes = std::numeric_limits<std::uint64_t>::max()};
+  EXPECT_THAT(check_limits(spec, unlimited), ElementsAre(HasSubstr("buffers of qps x depth")));
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
