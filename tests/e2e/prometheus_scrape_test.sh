@@ -55,6 +55,11 @@ lint=$(promtool check metrics <"$work/metrics.txt" 2>&1) || fail "promtool check
 [[ -z "$lint" ]] || fail "promtool check metrics reported: $lint"
 echo "promtool check metrics: clean ($(grep -vc '^#' "$work/metrics.txt") samples)"
 
+shipped_config=$(dirname "$0")/../../dashboards/prometheus/scrape-ibprobe.yml
+promtool check config "$shipped_config" >"$work/promtool-config.log" 2>&1 ||
+  fail "promtool check config $shipped_config: $(cat "$work/promtool-config.log")"
+echo "promtool check config: shipped scrape configuration is valid"
+
 prometheus_port=$(free_port)
 cat >"$work/prometheus.yml" <<YAML
 global:
