@@ -402,7 +402,10 @@ qemu_command() { # HOST MODE LINK_SOCKET FWDSPEC...
     local link_mac=52:54:00:99:00:0$idx mgmt_mac=52:54:00:98:00:0$idx
     # loglevel=6: kernel notices and worse reach the console log (a few dozen
     # lines; the emulated UART is slow, full info level costs seconds).
-    local append="console=ttyS0 panic=-1 loglevel=6 lab.host=$host lab.mode=$mode"
+    # TSC as clocksource: under TCG the kernel would fall back to HPET, where every
+    # clock_gettime() is a trapped MMIO read costing microseconds, which distorts latency probes.
+    local append="console=ttyS0 panic=-1 loglevel=6 clocksource=tsc tsc=reliable"
+    append+=" lab.host=$host lab.mode=$mode"
     append+=" lab.addr=$addr lab.mgmt_mac=$mgmt_mac"
     local user="user,id=u0,restrict=on,net=10.0.2.0/24,ipv6=off"
     local fwd

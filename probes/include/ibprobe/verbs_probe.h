@@ -1,0 +1,67 @@
+// Running verbs probes for real: the initiator that drives a run against a peer's responder,
+// and the responder every exporter runs on its own TCP port.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ibprobe/probes.h"
+
+namespace ibprobe::probes {
+
+struct LocalPort {
+  std::string device;
+  std::uint8_t port = 1;
+};
+
+struct ProbeOutcome {
+  ProbeSpec spec;
+  std::string peer;
+  int gid_index = 0;
+  std::uint32_t mtu = 0;
+  std::optional<BandwidthStats> bandwidth;
+  std::optional<LatencyStats> latency;
+  // From the start of the request to the first posted work request: connection, handshake,
+  // resource creation and QP transitions on both sides.
+  double setup_seconds = 0;
+};
+
+// Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a
+// std::runtime_error) with the reason when the run cannot complete; every verbs resource is
+// released on every path.
+ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
+                       const ProbeSpec& spec);
+
+// Serves probe requests on a TCP address, one run at a time, on its own thread. Every number a
+// peer sends is checked against `limits` before anything is allocated.
+class Responder {
+ public:
+  // Binds at once (port "0": any free port); throws std::runtime_error when it cannot.
+  Responder(const std::string& host, const std::string& port, LocalPort local, Limits limits);
+  // Ends a run in progress at once: its control connection is shut down, so the initiator learns
+  // why, and the run's verbs resources are released before this returns.
+  ~Responder();
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  void serve();
+  void handle(int fd);
+
+  LocalPort local_;
+  Limits limits_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_ = false;
+  std::atomic<int> active_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,50 @@
+// The control connection between initiator and responder: protocol frames over a TCP socket,
+// every read and write bounded by a deadline, every frame bounded in size before it is read.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "protocol.h"
+
+namespace ibprobe::probes {
+
+class ControlChannel {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  // Connects to HOST:PORT; throws ProbeFailure with the reason.
+  static ControlChannel connect(const std::string& host, const std::string& port,
+                                Deadline deadline);
+  explicit ControlChannel(int fd);
+  ControlChannel(ControlChannel&& other) noexcept;
+  ControlChannel& operator=(ControlChannel&&) = delete;
+  ControlChannel(const ControlChannel&) = delete;
+  ~ControlChannel();
+
+  void send(const protocol::Message& message, Deadline deadline);
+  protocol::Message receive(Deadline deadline);
+
+  // Receives a message of type T; an Error or ProbeReject from the peer, or any other type,
+  // becomes a ProbeFailure that says what the peer said.
+  template <class T>
+  T expect(Deadline deadline, const char* what) {
+    auto message = receive(deadline);
+    if (auto* wanted = std::get_if<T>(&message)) return std::move(*wanted);
+    fail_unexpected(message, what);
+  }
+
+  const std::string& peer() const { return peer_; }
+  // Throws ProbeFailure when the peer has closed the connection (or sent something unexpected)
+  // while a run is in progress; returns at once otherwise.
+  void check_still_open() const;
+
+ private:
+  [[noreturn]] void fail_unexpected(const protocol::Message& message, const char* what) const;
+  void read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline);
+
+  int fd_;
+  std::string peer_;
+};
+
+}  // namespace ibprobe::probes

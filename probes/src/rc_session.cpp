@@ -1,0 +1,285 @@
+#include "rc_session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+namespace ibprobe::probes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPollBatch = 16;
+// Spinning loops look at the clock only every so many turns: reading it costs more than a poll.
+constexpr unsigned kSpinsPerClockCheck = 1024;
+
+std::uint32_t random_psn() {
+  static thread_local std::mt19937 generator{std::random_device{}()};
+  return generator() & 0xffffff;
+}
+
+void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
+  if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    throw verbs::VerbsError(std::string("ibv_modify_qp to ") + step, rc);
+  }
+}
+
+void check(const RunGuard& guard, const std::string& waiting_for) {
+  if (guard.check_peer) guard.check_peer();
+  if (Clock::now() > guard.deadline) throw ProbeFailure("timed out waiting for " + waiting_for);
+}
+
+}  // namespace
+
+RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
+    : spec_(spec),
+      port_number_(local.port),
+      context_(verbs::open_device(local.device)),
+      port_(verbs::query_port(context_.get(), local.port,
+                              spec.gid_index ? static_cast<int>(*spec.gid_index) : -1)) {
+  if (port_.attr.state != IBV_PORT_ACTIVE) {
+    throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
+                       " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")");
+  }
+  if (spec.operation == Operation::kSend) {
+    throw ProbeFailure("send probes are not available in this build yet");
+  }
+  if (!spec.iterations) {
+    throw ProbeFailure("duration mode is not available in this build yet; use iterations");
+  }
+  ibv_device_attr device_attr{};
+  if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
+    throw verbs::VerbsError("ibv_query_device", rc);
+  }
+  max_rd_atomic_ = static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_rd_atom, 1, 16));
+
+  pd_.reset(ibv_alloc_pd(context_.get()));
+  if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
+  buffer_ = verbs::register_buffer(pd_.get(), spec.qps * 2 * spec.message_size);
+  const int cq_entries = static_cast<int>(spec.qps * spec.tx_depth);
+  cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, nullptr, 0));
+  if (!cq_) throw verbs::VerbsError("ibv_create_cq(" + std::to_string(cq_entries) + ")", errno);
+
+  for (std::uint32_t q = 0; q < spec.qps; ++q) {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq_.get();
+    init.recv_cq = cq_.get();
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = spec.tx_depth;
+    init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = spec.inline_size;
+    verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
+    if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
+
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = port_number_;
+    attr.qp_access_flags =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    modify(qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+           "INIT");
+    qps_.push_back(std::move(qp));
+    psns_.push_back(random_psn());
+  }
+}
+
+std::uint8_t* RcSession::receive_area(std::size_t qp) const {
+  return buffer_.memory.get() + qp * 2 * spec_.message_size;
+}
+
+std::uint8_t* RcSession::send_area(std::size_t qp) const {
+  return receive_area(qp) + spec_.message_size;
+}
+
+protocol::QpInfo RcSession::local_endpoints() const {
+  protocol::QpInfo info;
+  const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    protocol::QpEndpoint endpoint;
+    endpoint.qpn = qps_[q]->qp_num;
+    endpoint.psn = psns_[q];
+    endpoint.lid = port_.attr.lid;
+    endpoint.gid = port_.gid;
+    endpoint.rkey = buffer_.mr->rkey;
+    endpoint.addr = reinterpret_cast<std::uintptr_t>(receive_area(q));
+    endpoint.mtu = spec_.mtu ? std::min(*spec_.mtu, port_mtu) : port_mtu;
+    info.qps.push_back(endpoint);
+  }
+  return info;
+}
+
+void RcSession::connect(const protocol::QpInfo& remote) {
+  if (remote.qps.size() != qps_.size()) {
+    throw ProbeFailure("peer offered " + std::to_string(remote.qps.size()) + " QPs, expected " +
+                       std::to_string(qps_.size()));
+  }
+  const auto local = local_endpoints();
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    const auto& peer = remote.qps[q];
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu));
+    attr.dest_qp_num = peer.qpn;
+    attr.rq_psn = peer.psn;
+    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic_);
+    attr.min_rnr_timer = static_cast<std::uint8_t>(spec_.rc.min_rnr_timer);
+    attr.ah_attr.dlid = peer.lid;
+    attr.ah_attr.port_num = port_number_;
+    // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
+    if (port_.is_ethernet) {
+      attr.ah_attr.is_global = 1;
+      std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
+      attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port_.gid_index);
+      attr.ah_attr.grh.hop_limit = 64;
+    }
+    modify(qps_[q].get(), attr,
+           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+           "RTR");
+
+    attr = {};
+    attr.qp_state = IBV_QPS_RTS;
+    attr.timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
+    attr.retry_cnt = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
+    attr.rnr_retry = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
+    attr.sq_psn = psns_[q];
+    attr.max_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic_);
+    modify(qps_[q].get(), attr,
+           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+               IBV_QP_MAX_QP_RD_ATOMIC,
+           "RTS");
+    peers_.push_back(Peer{peer.addr, peer.rkey});
+  }
+}
+
+void RcSession::post(std::size_t qp, bool signaled) {
+  const bool read = spec_.operation == Operation::kRead;
+  ibv_sge sge{};
+  // A read lands in our receive area; a write leaves from the send area.
+  sge.addr = reinterpret_cast<std::uintptr_t>(read ? receive_area(qp) : send_area(qp));
+  sge.length = static_cast<std::uint32_t>(spec_.message_size);
+  sge.lkey = buffer_.mr->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = qp;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  if (!read && spec_.message_size <= spec_.inline_size) wr.send_flags |= IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = peers_[qp].addr;
+  wr.wr.rdma.rkey = peers_[qp].rkey;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0) {
+    throw verbs::VerbsError("ibv_post_send", rc);
+  }
+}
+
+int RcSession::poll(ibv_wc* wcs, int max) {
+  const int n = ibv_poll_cq(cq_.get(), max, wcs);
+  if (n < 0) throw ProbeFailure("ibv_poll_cq failed");
+  for (int i = 0; i < n; ++i) {
+    if (wcs[i].status != IBV_WC_SUCCESS) {
+      throw ProbeFailure(std::string("completion failed on QP ") + std::to_string(wcs[i].wr_id) +
+                         ": " + ibv_wc_status_str(wcs[i].status) + " (vendor error " +
+                         std::to_string(wcs[i].vendor_err) + ")");
+    }
+  }
+  return n;
+}
+
+// perftest's run_iter_bw: keep up to tx_depth messages in flight per QP, ask for a completion
+// every cq_moderation messages (and for the last), timestamp every post and every reaped
+// completion batch.
+BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
+  const std::uint64_t per_qp = *spec_.iterations;
+  const std::uint64_t total = per_qp * qps_.size();
+  std::vector<TimestampNs> posted(total), completed(total);
+  std::vector<std::uint64_t> sent(qps_.size()), done(qps_.size());
+  std::uint64_t total_sent = 0, total_done = 0;
+  unsigned spins = 0;
+  ibv_wc wcs[kPollBatch];
+  while (total_done < total) {
+    for (std::size_t q = 0; q < qps_.size(); ++q) {
+      while (sent[q] < per_qp && sent[q] - done[q] < spec_.tx_depth) {
+        const bool signaled = (sent[q] + 1) % spec_.cq_moderation == 0 || sent[q] + 1 == per_qp;
+        posted[total_sent] = steady_now_ns();
+        post(q, signaled);
+        ++sent[q];
+        ++total_sent;
+      }
+    }
+    const int n = poll(wcs, kPollBatch);
+    if (n == 0) {
+      if (++spins % kSpinsPerClockCheck == 0) {
+        check(guard, "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
+                         " messages done)");
+      }
+      continue;
+    }
+    const TimestampNs now = steady_now_ns();
+    for (int i = 0; i < n; ++i) {
+      const auto q = static_cast<std::size_t>(wcs[i].wr_id);
+      // Each completion closes the batch up to its signaled message: cq_moderation messages,
+      // or what is left of the QP's share at the end.
+      const std::uint64_t batch = std::min<std::uint64_t>(spec_.cq_moderation, per_qp - done[q]);
+      done[q] += batch;
+      total_done += batch;
+      completed[total_done - 1] = now;
+    }
+  }
+  return bandwidth_stats(posted, completed, spec_);
+}
+
+LatencyStats RcSession::run_latency(const RunGuard& guard) {
+  const std::uint64_t iterations = *spec_.iterations;
+  std::vector<TimestampNs> post_times(iterations);
+  const bool read = spec_.operation == Operation::kRead;
+  volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
+  std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
+  ibv_wc wcs[kPollBatch];
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+    const auto mark = static_cast<std::uint8_t>(i + 1);
+    post_times[i] = steady_now_ns();
+    *outgoing = mark;
+    post(0, true);
+    // Write: wait for the peer's answer in our buffer and for our send's completion.
+    // Read: the completion is the answer.
+    bool answered = read, completed = false;
+    for (unsigned spins = 1; !(answered && completed); ++spins) {
+      if (!completed && poll(wcs, kPollBatch) > 0) completed = true;
+      if (!answered && *arrival == mark) answered = true;
+      if (spins % kSpinsPerClockCheck == 0) {
+        check(guard, "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
+                         std::to_string(iterations));
+      }
+    }
+  }
+  return latency_stats(post_times, spec_.operation);
+}
+
+// The other half of perftest's write ping-pong: wait for the initiator's write, answer with ours.
+void RcSession::serve_write_latency(const RunGuard& guard) {
+  const std::uint64_t iterations = *spec_.iterations;
+  volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
+  std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
+  ibv_wc wcs[kPollBatch];
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+    const auto mark = static_cast<std::uint8_t>(i + 1);
+    for (unsigned spins = 1; *arrival != mark; ++spins) {
+      if (spins % kSpinsPerClockCheck == 0) {
+        check(guard, "the initiator's write " + std::to_string(i + 1) + " of " +
+                         std::to_string(iterations));
+      }
+    }
+    *outgoing = mark;
+    post(0, true);
+    for (unsigned spins = 1; poll(wcs, kPollBatch) == 0; ++spins) {
+      if (spins % kSpinsPerClockCheck == 0) check(guard, "a send completion");
+    }
+  }
+}
+
+}  // namespace ibprobe::probes

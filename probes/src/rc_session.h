@@ -1,0 +1,75 @@
+// One side of a probe's RC connection: the verbs resources a ProbeSpec asks for, connected to
+// the peer's QPs, and the perftest-style data loops for each side of each probe kind.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ibprobe/probes.h"
+#include "ibprobe/verbs_probe.h"
+#include "protocol.h"
+#include "verbs.h"
+
+namespace ibprobe::probes {
+
+// A run that cannot go on: peer gone silent, a failed completion, a verbs call refused.
+class ProbeFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bounds every wait on the peer during a run: a deadline, and a check that throws when the peer
+// is known to be gone (its control connection closed), so a dead peer fails the run at once.
+struct RunGuard {
+  std::chrono::steady_clock::time_point deadline;
+  std::function<void()> check_peer;
+};
+
+class RcSession {
+ public:
+  // Opens the device and creates PD, buffer, CQ and QPs (in INIT). Throws on any failure, with
+  // everything created so far released.
+  RcSession(const LocalPort& local, const ProbeSpec& spec);
+
+  const verbs::PortFacts& port() const { return port_; }
+  protocol::QpInfo local_endpoints() const;
+  // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
+  void connect(const protocol::QpInfo& remote);
+
+  // Initiator loops.
+  BandwidthStats run_bandwidth(const RunGuard& guard);
+  LatencyStats run_latency(const RunGuard& guard);
+  // Responder loop of the write ping-pong; the other kinds need nothing from the responder's CPU.
+  void serve_write_latency(const RunGuard& guard);
+
+ private:
+  struct Peer {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+  };
+
+  // Each QP owns two halves of the buffer: the peer writes into the first (and reads from it),
+  // we send from the second.
+  std::uint8_t* receive_area(std::size_t qp) const;
+  std::uint8_t* send_area(std::size_t qp) const;
+  void post(std::size_t qp, bool signaled);
+  // Polls completions, throwing on a failed one; returns how many it reaped.
+  int poll(ibv_wc* wcs, int max);
+
+  ProbeSpec spec_;
+  std::uint8_t port_number_;
+  verbs::Context context_;
+  verbs::PortFacts port_;
+  verbs::ProtectionDomain pd_;
+  verbs::RegisteredBuffer buffer_;
+  verbs::CompletionQueue cq_;
+  std::vector<verbs::QueuePair> qps_;
+  std::vector<std::uint32_t> psns_;
+  std::vector<Peer> peers_;
+  std::uint32_t max_rd_atomic_ = 1;
+};
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,123 @@
+#include "verbs.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace ibprobe::probes::verbs {
+namespace {
+
+struct DeviceListFreer {
+  void operator()(ibv_device** list) const { ibv_free_device_list(list); }
+};
+using DeviceList = std::unique_ptr<ibv_device*, DeviceListFreer>;
+
+bool is_ipv4_mapped(const ibv_gid& gid) {
+  static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid.raw, kPrefix, sizeof(kPrefix)) == 0;
+}
+
+}  // namespace
+
+VerbsError::VerbsError(const std::string& what, int err)
+    : std::runtime_error(what + ": " + std::strerror(err)) {}
+
+std::vector<std::string> device_names() {
+  int count = 0;
+  DeviceList list(ibv_get_device_list(&count));
+  std::vector<std::string> names;
+  for (int i = 0; list && i < count; ++i) names.emplace_back(ibv_get_device_name(list.get()[i]));
+  return names;
+}
+
+Context open_device(const std::string& name) {
+  int count = 0;
+  DeviceList list(ibv_get_device_list(&count));
+  if (!list) throw VerbsError("ibv_get_device_list", errno);
+  std::string found;
+  for (int i = 0; i < count; ++i) {
+    ibv_device* device = list.get()[i];
+    if (name == ibv_get_device_name(device)) {
+      Context context(ibv_open_device(device));
+      if (!context) throw VerbsError("ibv_open_device(" + name + ")", errno);
+      return context;
+    }
+    found += (found.empty() ? "" : ", ") + std::string(ibv_get_device_name(device));
+  }
+  throw std::runtime_error("no RDMA device named '" + name +
+                           "' (present: " + (found.empty() ? "none" : found) + ")");
+}
+
+PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_index) {
+  PortFacts facts;
+  if (const int rc = ibv_query_port(context, port, &facts.attr); rc != 0) {
+    throw VerbsError("ibv_query_port(" + std::to_string(port) + ")", rc);
+  }
+  facts.is_ethernet = facts.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  int chosen = requested_gid_index;
+  if (chosen < 0 && facts.is_ethernet) {
+    std::vector<ibv_gid_entry> entries(static_cast<std::size_t>(facts.attr.gid_tbl_len));
+    const ssize_t n = ibv_query_gid_table(context, entries.data(), entries.size(), 0);
+    if (n < 0) throw VerbsError("ibv_query_gid_table", static_cast<int>(-n));
+    int any_v2 = -1;
+    for (ssize_t i = 0; i < n; ++i) {
+      const auto& e = entries[static_cast<std::size_t>(i)];
+      if (e.port_num != port || e.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
+      if (is_ipv4_mapped(e.gid)) {
+        chosen = static_cast<int>(e.gid_index);
+        break;
+      }
+      if (any_v2 < 0) any_v2 = static_cast<int>(e.gid_index);
+    }
+    if (chosen < 0) chosen = any_v2;
+  }
+  facts.gid_index = chosen < 0 ? 0 : chosen;
+  ibv_gid gid{};
+  if (const int rc = ibv_query_gid(context, port, facts.gid_index, &gid); rc != 0) {
+    throw VerbsError("ibv_query_gid(index " + std::to_string(facts.gid_index) + ")", rc);
+  }
+  std::memcpy(facts.gid.data(), gid.raw, facts.gid.size());
+  return facts;
+}
+
+ibv_mtu mtu_enum(std::uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return IBV_MTU_256;
+    case 512:
+      return IBV_MTU_512;
+    case 1024:
+      return IBV_MTU_1024;
+    case 2048:
+      return IBV_MTU_2048;
+    case 4096:
+      return IBV_MTU_4096;
+  }
+  throw std::invalid_argument("mtu " + std::to_string(bytes) + " is not an IB MTU");
+}
+
+std::uint32_t mtu_bytes(ibv_mtu mtu) {
+  return 128u << static_cast<int>(mtu);
+}
+
+RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
+  RegisteredBuffer buffer;
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t rounded = (size + page - 1) / page * page;
+  void* memory = nullptr;
+  if (const int rc = posix_memalign(&memory, page, rounded); rc != 0) {
+    throw VerbsError("posix_memalign(" + std::to_string(rounded) + ")", rc);
+  }
+  buffer.memory.reset(static_cast<std::uint8_t*>(memory));
+  std::memset(memory, 0, rounded);
+  buffer.size = rounded;
+  buffer.mr.reset(
+      ibv_reg_mr(pd, memory, rounded,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+  if (!buffer.mr) throw VerbsError("ibv_reg_mr(" + std::to_string(rounded) + " bytes)", errno);
+  return buffer;
+}
+
+}  // namespace ibprobe::probes::verbs

@@ -1,0 +1,76 @@
+// RAII ownership of every verbs object a probe creates, in the order rc_pingpong.c builds them:
+// device context -> PD -> MR (over a buffer we own) -> CQ -> QP. Each handle releases its object
+// when it goes out of scope, so every path out of a run, success, exception or peer loss,
+// returns the HCA's resources.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ibprobe::probes::verbs {
+
+// A failed verbs call, with what was attempted and the errno text.
+class VerbsError : public std::runtime_error {
+ public:
+  VerbsError(const std::string& what, int err);
+};
+
+struct ContextCloser {
+  void operator()(ibv_context* c) const { ibv_close_device(c); }
+};
+struct PdDeallocator {
+  void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
+};
+struct MrDeregisterer {
+  void operator()(ibv_mr* mr) const { ibv_dereg_mr(mr); }
+};
+struct CqDestroyer {
+  void operator()(ibv_cq* cq) const { ibv_destroy_cq(cq); }
+};
+struct QpDestroyer {
+  void operator()(ibv_qp* qp) const { ibv_destroy_qp(qp); }
+};
+struct AlignedFree {
+  void operator()(std::uint8_t* p) const { std::free(p); }
+};
+
+using Context = std::unique_ptr<ibv_context, ContextCloser>;
+using ProtectionDomain = std::unique_ptr<ibv_pd, PdDeallocator>;
+using MemoryRegion = std::unique_ptr<ibv_mr, MrDeregisterer>;
+using CompletionQueue = std::unique_ptr<ibv_cq, CqDestroyer>;
+using QueuePair = std::unique_ptr<ibv_qp, QpDestroyer>;
+using Buffer = std::unique_ptr<std::uint8_t, AlignedFree>;
+
+// Opens the named device; the error lists the devices that do exist.
+Context open_device(const std::string& name);
+std::vector<std::string> device_names();
+
+struct PortFacts {
+  ibv_port_attr attr{};
+  bool is_ethernet = false;
+  int gid_index = 0;
+  std::array<std::uint8_t, 16> gid{};
+};
+
+// Port attributes and the GID to use: `requested` when given, else on RoCE the RoCE v2
+// IPv4-mapped entry (routable, what rdma_cm would pick), else any RoCE v2 one, else index 0.
+PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_index = -1);
+
+ibv_mtu mtu_enum(std::uint32_t bytes);
+std::uint32_t mtu_bytes(ibv_mtu mtu);
+
+// Page-aligned, zeroed memory registered for local and remote access.
+struct RegisteredBuffer {
+  Buffer memory;
+  std::size_t size = 0;
+  MemoryRegion mr;
+};
+RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size);
+
+}  // namespace ibprobe::probes::verbs

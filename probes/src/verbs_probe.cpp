@@ -1,0 +1,173 @@
+#include "ibprobe/verbs_probe.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "control_channel.h"
+#include "rc_session.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr const char* kSoftwareVersion = "ibprobe";
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
+  return out;
+}
+
+}  // namespace
+
+ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
+                       const ProbeSpec& spec) {
+  if (const auto problems = validate(spec); !problems.empty()) {
+    throw std::invalid_argument("invalid probe: " + join(problems));
+  }
+  const auto start = Clock::now();
+  const auto setup_deadline = start + kHandshakeTimeout;
+  auto channel = ControlChannel::connect(host, port, setup_deadline);
+  channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, {}, {}},
+               setup_deadline);
+  channel.expect<protocol::Hello>(setup_deadline, "the responder's hello");
+  channel.send(protocol::ProbeRequest{spec}, setup_deadline);
+  channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the request");
+
+  RcSession session(local, spec);
+  const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
+  channel.send(session.local_endpoints(), setup_deadline);
+  session.connect(remote);
+  channel.expect<protocol::Ready>(setup_deadline, "the responder to be ready");
+
+  ProbeOutcome outcome;
+  outcome.spec = spec;
+  outcome.peer = channel.peer();
+  outcome.gid_index = session.port().gid_index;
+  outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
+  outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto run_deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);
+  const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); }};
+  if (spec.test == TestKind::kBandwidth) {
+    outcome.bandwidth = session.run_bandwidth(guard);
+  } else {
+    outcome.latency = session.run_latency(guard);
+  }
+  channel.send(protocol::Ready{}, run_deadline);
+  channel.expect<protocol::Result>(run_deadline, "the responder's result");
+  return outcome;
+}
+
+Responder::Responder(const std::string& host, const std::string& port, LocalPort local,
+                     Limits limits)
+    : local_(std::move(local)), limits_(limits) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+      rc != 0) {
+    throw std::runtime_error("responder address " + host + ":" + port + ": " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+  listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
+      ::listen(listen_fd_, 8) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    throw std::runtime_error("cannot listen for probes on " + host + ":" + port + ": " + reason);
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
+  char port_text[NI_MAXSERV];
+  ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), length, nullptr, 0, port_text,
+                sizeof(port_text), NI_NUMERICSERV);
+  port_ = std::atoi(port_text);
+  thread_ = std::thread([this] { serve(); });
+}
+
+Responder::~Responder() {
+  stopping_ = true;
+  if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  thread_.join();
+  ::close(listen_fd_);
+}
+
+void Responder::serve() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) handle(fd);
+  }
+}
+
+// One run, start to end. Whatever goes wrong is told to the initiator as an Error when the
+// connection still stands; the session's verbs resources go with the stack frame.
+void Responder::handle(int fd) {
+  ControlChannel channel(fd);
+  // Published for the destructor while the run lasts; withdrawn before the channel closes fd.
+  active_fd_ = fd;
+  struct Withdraw {
+    std::atomic<int>& slot;
+    ~Withdraw() { slot = -1; }
+  } withdraw{active_fd_};
+  if (stopping_) return;
+  const auto setup_deadline = Clock::now() + kHandshakeTimeout;
+  try {
+    const auto hello = channel.expect<protocol::Hello>(setup_deadline, "the initiator's hello");
+    if (hello.protocol_version != protocol::kProtocolVersion) {
+      channel.send(
+          protocol::Error{protocol::ErrorCode::kBadRequest,
+                          "incompatible protocol version " +
+                              std::to_string(hello.protocol_version) + " (this side speaks " +
+                              std::to_string(protocol::kProtocolVersion) + ")"},
+          setup_deadline);
+      return;
+    }
+    channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, {}, {}},
+                 setup_deadline);
+    const auto request =
+        channel.expect<protocol::ProbeRequest>(setup_deadline, "the probe request");
+    auto problems = validate(request.spec);
+    const auto over_limits = check_limits(request.spec, limits_);
+    problems.insert(problems.end(), over_limits.begin(), over_limits.end());
+    if (!problems.empty()) {
+      channel.send(protocol::ProbeReject{join(problems)}, setup_deadline);
+      return;
+    }
+    RcSession session(local_, request.spec);
+    channel.send(protocol::ProbeAccept{}, setup_deadline);
+    channel.send(session.local_endpoints(), setup_deadline);
+    session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
+    channel.send(protocol::Ready{}, setup_deadline);
+
+    const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
+    if (request.spec.operation == Operation::kWrite && request.spec.test == TestKind::kLatency) {
+      session.serve_write_latency({run_deadline, [&channel] { channel.check_still_open(); }});
+    }
+    channel.expect<protocol::Ready>(run_deadline, "the end of the run");
+    channel.send(protocol::Result{}, run_deadline);
+  } catch (const std::exception& e) {
+    try {
+      channel.send(protocol::Error{protocol::ErrorCode::kInternal, e.what()},
+                   Clock::now() + std::chrono::seconds(1));
+    } catch (const std::exception&) {
+      // The connection is gone as well; nothing left to tell.
+    }
+  }
+}
+
+}  // namespace ibprobe::probes

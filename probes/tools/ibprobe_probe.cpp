@@ -1,0 +1,107 @@
+// Command-line front end of the verbs probes: `serve` runs a responder, `run` drives one probe
+// against a responder and prints its figures the way perftest does.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "ibprobe/verbs_probe.h"
+
+namespace {
+
+using namespace ibprobe::probes;
+
+std::pair<std::string, std::string> split_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw CLI::ValidationError("address", "expected HOST:PORT");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
+}
+
+void print(const ProbeOutcome& outcome) {
+  const auto& spec = outcome.spec;
+  std::printf("probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d setup_seconds=%.6f\n",
+              std::string(to_string(spec.operation)).c_str(),
+              std::string(to_string(spec.test)).c_str(), outcome.peer.c_str(),
+              static_cast<unsigned long long>(spec.message_size), spec.qps, outcome.mtu,
+              outcome.gid_index, outcome.setup_seconds);
+  if (const auto& bw = outcome.bandwidth) {
+    std::printf(
+        "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "
+        "seconds=%.6f\n",
+        mebibytes_per_second(bw->bytes_per_second),
+        bw->peak_bytes_per_second ? mebibytes_per_second(*bw->peak_bytes_per_second) : 0,
+        bw->messages_per_second / 1e6, static_cast<unsigned long long>(bw->messages), bw->seconds);
+  }
+  if (const auto& lat = outcome.latency) {
+    std::printf(
+        "t_min_usec=%.3f t_max_usec=%.3f t_typical_usec=%.3f t_avg_usec=%.3f "
+        "t_stdev_usec=%.3f p99_usec=%.3f p99.9_usec=%.3f samples=%zu\n",
+        lat->min_ns / 1e3, lat->max_ns / 1e3, lat->typical_ns / 1e3, lat->average_ns / 1e3,
+        lat->stdev_ns / 1e3, lat->p99_ns / 1e3, lat->p99_9_ns / 1e3, lat->samples);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ibprobe_probe: perftest-style verbs probes between ibprobe hosts", "ibprobe_probe"};
+  app.require_subcommand(1);
+  LocalPort local{"", 1};
+  int port_number = 1;
+
+  auto* serve = app.add_subcommand("serve", "Answer probe requests on a TCP address");
+  std::string listen = ":18515";
+  serve->add_option("--listen", listen, "HOST:PORT to accept probes on")->capture_default_str();
+  serve->add_option("-d,--device", local.device, "RDMA device")->required();
+  serve->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+
+  auto* run = app.add_subcommand("run", "Run one probe against a responder");
+  std::string peer, kind = "write_bw";
+  std::uint64_t size = 0, iterations = 0;
+  std::uint32_t qps = 0;
+  run->add_option("peer", peer, "Responder HOST:PORT")->required();
+  run->add_option("-d,--device", local.device, "RDMA device")->required();
+  run->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw or read_lat")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat"}));
+  run->add_option("-s,--size", size, "Message size (default: perftest's)");
+  run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
+  run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
+  CLI11_PARSE(app, argc, argv);
+  local.port = static_cast<std::uint8_t>(port_number);
+
+  try {
+    if (*serve) {
+      const auto [host, port] = split_address(listen);
+      sigset_t stop;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGINT);
+      sigaddset(&stop, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+      Responder responder(host, port, local, Limits{});
+      std::printf("responder listening on port %d\n", responder.port());
+      std::fflush(stdout);
+      int signal = 0;
+      sigwait(&stop, &signal);
+      return 0;
+    }
+    const auto separator = kind.find('_');
+    auto spec = default_spec(
+        *parse_operation(kind.substr(0, separator)),
+        kind.substr(separator + 1) == "bw" ? TestKind::kBandwidth : TestKind::kLatency);
+    if (size > 0) spec.message_size = size;
+    if (iterations > 0) spec.iterations = iterations;
+    if (qps > 0) spec.qps = qps;
+    const auto [host, port] = split_address(peer);
+    print(run_probe(local, host, port, spec));
+  } catch (const std::exception& e) {
+    std::cerr << "ibprobe_probe: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,85 @@
+#!/bin/bash
+#
+# Verbs probes on real rxe devices, two-host mode: an ibprobe responder in VM A, the initiator
+# in VM B. Every probe kind runs and reports figures; the rxe hw_counters of both hosts show the
+# traffic; a responder killed mid-run makes the initiator fail with a precise reason instead of
+# hanging, and leaves no QP behind.
+#
+# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+
+PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
+RESPONDER_PORT=18600
+
+start_responder() {
+    lab spawn --name responder A -- "$PROBE" serve -d rxe0 --listen ":$RESPONDER_PORT" >/dev/null \
+        || fail "cannot start the responder in VM A"
+    lab_wait_listen A "$RESPONDER_PORT"
+}
+
+run_probe() { # TEST ARGS...
+    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -t "$@" "$(lab addr A):$RESPONDER_PORT"
+}
+
+field() { # OUTPUT NAME
+    sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" <<<"$1" | head -n1
+}
+
+check_kind() { # TEST FIGURE
+    local test=$1 figure=$2 out value before after
+    before=$(lab_hw_counter B sent_pkts)
+    out=$(run_probe "$test" -n 300) || fail "$test probe failed: $out"
+    after=$(lab_hw_counter B sent_pkts)
+    value=$(field "$out" "$figure")
+    positive_number "$value" || fail "$test: no $figure in: $out"
+    ((after > before)) || fail "$test: VM B sent_pkts did not move ($before -> $after)"
+    note "$test: $figure=$value, setup $(field "$out" setup_seconds) s, VM B sent_pkts +$((after - before))"
+}
+
+check_peer_killed_mid_run() {
+    local job out rc=0 t
+    t=$(now_ms)
+    job=$(lab spawn --name long-run B -- "$PROBE" run -d rxe0 -t write_bw -n 1000000 \
+        "$(lab addr A):$RESPONDER_PORT")
+    sleep 3
+    lab kill A responder >/dev/null
+    lab wait --timeout 90 B "$job" >/dev/null 2>&1 || rc=$?
+    out=$(lab output --stderr B "$job")
+    ((rc != 0)) || fail "the probe survived its responder"
+    grep -q 'closed the control connection mid-run' <<<"$out" \
+        || fail "no precise reason for the lost peer: $out"
+    # Well before the run's 30 s timeout: the lost peer is noticed, not waited out.
+    local seconds
+    seconds=$(seconds_since "$t")
+    ((${seconds%.*} < 20)) || fail "the lost peer took $seconds s to notice"
+    note "responder stopped mid-run: probe failed after $seconds s: $out"
+    local qps
+    qps=$(lab exec B -- rdma resource show qp 2>&1 | grep -c 'comm ibprobe_probe' || true)
+    ((qps == 0)) || fail "VM B still holds $qps ibprobe QPs"
+    note "VM B holds no ibprobe QP afterwards (rdma resource show qp)"
+}
+
+check_invalid_spec() {
+    local out rc=0
+    out=$(run_probe write_lat -q 4 2>&1) || rc=$?
+    ((rc != 0)) || fail "a multi-QP latency probe was accepted"
+    grep -q 'several QPs' <<<"$out" || fail "multi-QP latency rejected without the reason: $out"
+    note "invalid spec rejected up front: $out"
+}
+
+main() {
+    lab_test_begin
+    lab_test_up two
+    start_responder
+    check_kind write_bw bw_average_MiBps
+    check_kind write_lat t_typical_usec
+    check_kind read_bw bw_average_MiBps
+    check_kind read_lat t_typical_usec
+    check_invalid_spec
+    check_peer_killed_mid_run
+}
+
+main "$@"
