@@ -157,6 +157,18 @@ void ControlChannel::check_still_open() const {
   }
 }
 
+void ControlChannel::fail_if_peer_spoke() {
+  if (has_pending_message()) {
+    fail_unexpected(receive(Clock::now() + std::chrono::seconds(1)), "the end of the run");
+  }
+  check_still_open();
+}
+
+bool ControlChannel::has_pending_message() const {
+  std::uint8_t byte;
+  return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 void ControlChannel::fail_unexpected(const protocol::Message& message, const char* what) const {
   if (const auto* error = std::get_if<protocol::Error>(&message)) {
     throw ProbeFailure(peer_ + " reported an error: " + error->text);

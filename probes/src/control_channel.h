@@ -38,6 +38,12 @@ class ControlChannel {
   // Throws ProbeFailure when the peer has closed the connection (or sent something unexpected)
   // while a run is in progress; returns at once otherwise.
   void check_still_open() const;
+  // True when a frame (or its first bytes) is waiting to be read.
+  bool has_pending_message() const;
+  // For the initiator during a run, when the responder has nothing to say: a message now can
+  // only be its reason for giving up (an Error), so it is read and thrown as ProbeFailure;
+  // a closed connection throws too.
+  void fail_if_peer_spoke();
 
  private:
   [[noreturn]] void fail_unexpected(const protocol::Message& message, const char* what) const;

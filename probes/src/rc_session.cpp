@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <random>
 
 namespace ibprobe::probes {
@@ -41,11 +42,10 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
     throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
                        " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")");
   }
-  if (spec.operation == Operation::kSend) {
-    throw ProbeFailure("send probes are not available in this build yet");
-  }
-  if (!spec.iterations) {
-    throw ProbeFailure("duration mode is not available in this build yet; use iterations");
+  if (!spec.iterations && spec.test == TestKind::kLatency) {
+    throw ProbeFailure(
+        "duration mode is available for bandwidth probes only; give latency probes "
+        "iterations");
   }
   ibv_device_attr device_attr{};
   if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
@@ -56,9 +56,17 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
   buffer_ = verbs::register_buffer(pd_.get(), spec.qps * 2 * spec.message_size);
-  const int cq_entries = static_cast<int>(spec.qps * spec.tx_depth);
+  const bool send = spec.operation == Operation::kSend;
+  const int cq_entries = static_cast<int>(spec.qps * (spec.tx_depth + (send ? spec.rx_depth : 0)));
   cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, nullptr, 0));
   if (!cq_) throw verbs::VerbsError("ibv_create_cq(" + std::to_string(cq_entries) + ")", errno);
+  if (spec.use_srq) {
+    ibv_srq_init_attr srq_attr{};
+    srq_attr.attr.max_wr = spec.rx_depth;
+    srq_attr.attr.max_sge = 1;
+    srq_.reset(ibv_create_srq(pd_.get(), &srq_attr));
+    if (!srq_) throw verbs::VerbsError("ibv_create_srq", errno);
+  }
 
   for (std::uint32_t q = 0; q < spec.qps; ++q) {
     ibv_qp_init_attr init{};
@@ -66,7 +74,8 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
     init.recv_cq = cq_.get();
     init.qp_type = IBV_QPT_RC;
     init.cap.max_send_wr = spec.tx_depth;
-    init.cap.max_recv_wr = 1;
+    init.srq = srq_.get();
+    init.cap.max_recv_wr = send && !srq_ ? spec.rx_depth : 1;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = spec.inline_size;
@@ -153,10 +162,34 @@ void RcSession::connect(const protocol::QpInfo& remote) {
            "RTS");
     peers_.push_back(Peer{peer.addr, peer.rkey});
   }
+  // Receives must be in place before the peer is told we are ready, or its first sends meet
+  // RNR NAKs.
+  if (spec_.operation == Operation::kSend) {
+    const std::size_t queues = srq_ ? 1 : qps_.size();
+    for (std::size_t q = 0; q < queues; ++q) {
+      for (std::uint32_t i = 0; i < spec_.rx_depth; ++i) post_receive(q);
+    }
+  }
+}
+
+void RcSession::post_receive(std::size_t qp) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uintptr_t>(receive_area(qp));
+  sge.length = static_cast<std::uint32_t>(spec_.message_size);
+  sge.lkey = buffer_.mr->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = qp;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  const int rc =
+      srq_ ? ibv_post_srq_recv(srq_.get(), &wr, &bad) : ibv_post_recv(qps_[qp].get(), &wr, &bad);
+  if (rc != 0) throw verbs::VerbsError("ibv_post_recv", rc);
 }
 
 void RcSession::post(std::size_t qp, bool signaled) {
   const bool read = spec_.operation == Operation::kRead;
+  const bool send = spec_.operation == Operation::kSend;
   ibv_sge sge{};
   // A read lands in our receive area; a write leaves from the send area.
   sge.addr = reinterpret_cast<std::uintptr_t>(read ? receive_area(qp) : send_area(qp));
@@ -166,11 +199,13 @@ void RcSession::post(std::size_t qp, bool signaled) {
   wr.wr_id = qp;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  wr.opcode = read ? IBV_WR_RDMA_READ : send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
   if (!read && spec_.message_size <= spec_.inline_size) wr.send_flags |= IBV_SEND_INLINE;
-  wr.wr.rdma.remote_addr = peers_[qp].addr;
-  wr.wr.rdma.rkey = peers_[qp].rkey;
+  if (!send) {
+    wr.wr.rdma.remote_addr = peers_[qp].addr;
+    wr.wr.rdma.rkey = peers_[qp].rkey;
+  }
   ibv_send_wr* bad = nullptr;
   if (const int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0) {
     throw verbs::VerbsError("ibv_post_send", rc);
@@ -194,6 +229,10 @@ int RcSession::poll(ibv_wc* wcs, int max) {
 // every cq_moderation messages (and for the last), timestamp every post and every reaped
 // completion batch.
 BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
+  return spec_.iterations ? run_bandwidth_iterations(guard) : run_bandwidth_duration(guard);
+}
+
+BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   const std::uint64_t per_qp = *spec_.iterations;
   const std::uint64_t total = per_qp * qps_.size();
   std::vector<TimestampNs> posted(total), completed(total);
@@ -233,10 +272,70 @@ BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
   return bandwidth_stats(posted, completed, spec_);
 }
 
+// perftest's duration mode: post for the whole duration, count what completes between the end of
+// the warm-up margin and the start of the cool-down margin, then let the queues drain.
+BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
+  const auto start = Clock::now();
+  const auto sample_from = start + std::chrono::seconds(spec_.margin_seconds);
+  const auto stop = start + std::chrono::seconds(*spec_.duration_seconds);
+  const auto sample_to = stop - std::chrono::seconds(spec_.margin_seconds);
+  struct QpState {
+    std::uint64_t in_flight = 0;
+    std::uint64_t unsignaled = 0;       // posted since the last signaled message
+    std::deque<std::uint64_t> batches;  // messages each outstanding completion stands for
+  };
+  std::vector<QpState> state(qps_.size());
+  std::uint64_t total_done = 0, done_at_from = 0, done_at_to = 0;
+  TimestampNs from_ns = 0, to_ns = 0;
+  ibv_wc wcs[kPollBatch];
+  for (unsigned spins = 1;; ++spins) {
+    const auto now = Clock::now();
+    if (!from_ns && now >= sample_from) {
+      from_ns = steady_now_ns();
+      done_at_from = total_done;
+    }
+    if (!to_ns && now >= sample_to) {
+      to_ns = steady_now_ns();
+      done_at_to = total_done;
+    }
+    const bool posting = now < stop;
+    bool outstanding = false;
+    for (std::size_t q = 0; q < qps_.size(); ++q) {
+      auto& s = state[q];
+      // After the stop, one signaled message closes the unsignaled tail so it completes too.
+      while ((posting && s.in_flight < spec_.tx_depth) ||
+             (!posting && s.unsignaled > 0 && s.in_flight < spec_.tx_depth)) {
+        const bool signaled = !posting || s.unsignaled + 1 == spec_.cq_moderation;
+        post(q, signaled);
+        ++s.in_flight;
+        ++s.unsignaled;
+        if (signaled) {
+          s.batches.push_back(s.unsignaled);
+          s.unsignaled = 0;
+        }
+      }
+      outstanding = outstanding || !s.batches.empty() || s.unsignaled > 0;
+    }
+    if (!posting && !outstanding) break;
+    const int n = poll(wcs, kPollBatch);
+    for (int i = 0; i < n; ++i) {
+      auto& s = state[static_cast<std::size_t>(wcs[i].wr_id)];
+      const std::uint64_t batch = s.batches.front();
+      s.batches.pop_front();
+      s.in_flight -= batch;
+      total_done += batch;
+    }
+    if (spins % kSpinsPerClockCheck == 0) check(guard, "completions of the duration run");
+  }
+  return bandwidth_stats_duration(from_ns, to_ns, done_at_to - done_at_from, spec_.message_size);
+}
+
+// Ping-pong (perftest's run_iter_lat*): post one message, wait for the answer. For write the
+// answer is the peer's write landing in our buffer, for send a receive completion, for read the
+// read's own completion. A sample is the time between successive posts.
 LatencyStats RcSession::run_latency(const RunGuard& guard) {
   const std::uint64_t iterations = *spec_.iterations;
   std::vector<TimestampNs> post_times(iterations);
-  const bool read = spec_.operation == Operation::kRead;
   volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
   std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
   ibv_wc wcs[kPollBatch];
@@ -245,12 +344,18 @@ LatencyStats RcSession::run_latency(const RunGuard& guard) {
     post_times[i] = steady_now_ns();
     *outgoing = mark;
     post(0, true);
-    // Write: wait for the peer's answer in our buffer and for our send's completion.
-    // Read: the completion is the answer.
-    bool answered = read, completed = false;
+    bool answered = spec_.operation == Operation::kRead, completed = false;
     for (unsigned spins = 1; !(answered && completed); ++spins) {
-      if (!completed && poll(wcs, kPollBatch) > 0) completed = true;
-      if (!answered && *arrival == mark) answered = true;
+      const int n = poll(wcs, kPollBatch);
+      for (int c = 0; c < n; ++c) {
+        if (wcs[c].opcode == IBV_WC_RECV) {
+          answered = true;
+          post_receive(0);
+        } else {
+          completed = true;
+        }
+      }
+      if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
       if (spins % kSpinsPerClockCheck == 0) {
         check(guard, "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
                          std::to_string(iterations));
@@ -260,24 +365,63 @@ LatencyStats RcSession::run_latency(const RunGuard& guard) {
   return latency_stats(post_times, spec_.operation);
 }
 
-// The other half of perftest's write ping-pong: wait for the initiator's write, answer with ours.
-void RcSession::serve_write_latency(const RunGuard& guard) {
+// The answering half of the write and send ping-pong.
+void RcSession::serve_latency(const RunGuard& guard) {
+  if (spec_.operation == Operation::kRead) return;
   const std::uint64_t iterations = *spec_.iterations;
   volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
   std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
   ibv_wc wcs[kPollBatch];
+  // The initiator's next send can arrive before our answer's completion is reported (it only
+  // waits for the answer itself), so receives are counted wherever they show up.
+  std::uint64_t received = 0;
+  auto reap = [&] {
+    bool sent = false;
+    const int n = poll(wcs, kPollBatch);
+    for (int c = 0; c < n; ++c) {
+      if (wcs[c].opcode == IBV_WC_RECV) {
+        ++received;
+        post_receive(0);
+      } else {
+        sent = true;
+      }
+    }
+    return sent;
+  };
   for (std::uint64_t i = 0; i < iterations; ++i) {
     const auto mark = static_cast<std::uint8_t>(i + 1);
-    for (unsigned spins = 1; *arrival != mark; ++spins) {
+    for (unsigned spins = 1;; ++spins) {
+      if (spec_.operation == Operation::kWrite ? *arrival == mark : (reap(), received > i)) break;
       if (spins % kSpinsPerClockCheck == 0) {
-        check(guard, "the initiator's write " + std::to_string(i + 1) + " of " +
+        check(guard, "the initiator's message " + std::to_string(i + 1) + " of " +
                          std::to_string(iterations));
       }
     }
     *outgoing = mark;
     post(0, true);
-    for (unsigned spins = 1; poll(wcs, kPollBatch) == 0; ++spins) {
-      if (spins % kSpinsPerClockCheck == 0) check(guard, "a send completion");
+    for (unsigned spins = 1; !reap(); ++spins) {
+      if (spins % kSpinsPerClockCheck == 0) check(guard, "our answer's completion");
+    }
+  }
+}
+
+// Keeps receives posted for the initiator's sends and counts them: every message needs a
+// receive, and a missing one is an RNR NAK the sender has to retry.
+void RcSession::serve_send_bandwidth(const RunGuard& guard) {
+  // Iteration mode: the count is known. Duration mode: until the initiator says it is over.
+  const bool counted = spec_.iterations.has_value();
+  const std::uint64_t expected = counted ? *spec_.iterations * qps_.size() : 0;
+  std::uint64_t received = 0;
+  ibv_wc wcs[kPollBatch];
+  for (unsigned spins = 1; !counted || received < expected; ++spins) {
+    const int n = poll(wcs, kPollBatch);
+    for (int c = 0; c < n; ++c) {
+      ++received;
+      post_receive(srq_ ? 0 : static_cast<std::size_t>(wcs[c].wr_id));
+    }
+    if (spins % kSpinsPerClockCheck == 0) {
+      if (!counted && guard.peer_finished && guard.peer_finished()) return;
+      check(guard, "message " + std::to_string(received + 1) + " from the initiator");
     }
   }
 }

@@ -26,6 +26,9 @@ class ProbeFailure : public std::runtime_error {
 struct RunGuard {
   std::chrono::steady_clock::time_point deadline;
   std::function<void()> check_peer;
+  // True once the initiator has said the run is over (duration mode, where the responder cannot
+  // count the messages to expect).
+  std::function<bool()> peer_finished;
 };
 
 class RcSession {
@@ -42,8 +45,10 @@ class RcSession {
   // Initiator loops.
   BandwidthStats run_bandwidth(const RunGuard& guard);
   LatencyStats run_latency(const RunGuard& guard);
-  // Responder loop of the write ping-pong; the other kinds need nothing from the responder's CPU.
-  void serve_write_latency(const RunGuard& guard);
+  // Responder loops: the write and send ping-pong answer every message; send bandwidth keeps
+  // receives posted. RDMA write and read bandwidth need nothing from the responder's CPU.
+  void serve_latency(const RunGuard& guard);
+  void serve_send_bandwidth(const RunGuard& guard);
 
  private:
   struct Peer {
@@ -56,6 +61,9 @@ class RcSession {
   std::uint8_t* receive_area(std::size_t qp) const;
   std::uint8_t* send_area(std::size_t qp) const;
   void post(std::size_t qp, bool signaled);
+  void post_receive(std::size_t qp);
+  BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
+  BandwidthStats run_bandwidth_duration(const RunGuard& guard);
   // Polls completions, throwing on a failed one; returns how many it reaped.
   int poll(ibv_wc* wcs, int max);
 
@@ -66,6 +74,7 @@ class RcSession {
   verbs::ProtectionDomain pd_;
   verbs::RegisteredBuffer buffer_;
   verbs::CompletionQueue cq_;
+  verbs::SharedReceiveQueue srq_;
   std::vector<verbs::QueuePair> qps_;
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;

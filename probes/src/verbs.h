@@ -36,6 +36,9 @@ struct CqDestroyer {
 struct QpDestroyer {
   void operator()(ibv_qp* qp) const { ibv_destroy_qp(qp); }
 };
+struct SrqDestroyer {
+  void operator()(ibv_srq* srq) const { ibv_destroy_srq(srq); }
+};
 struct AlignedFree {
   void operator()(std::uint8_t* p) const { std::free(p); }
 };
@@ -45,6 +48,7 @@ using ProtectionDomain = std::unique_ptr<ibv_pd, PdDeallocator>;
 using MemoryRegion = std::unique_ptr<ibv_mr, MrDeregisterer>;
 using CompletionQueue = std::unique_ptr<ibv_cq, CqDestroyer>;
 using QueuePair = std::unique_ptr<ibv_qp, QpDestroyer>;
+using SharedReceiveQueue = std::unique_ptr<ibv_srq, SrqDestroyer>;
 using Buffer = std::unique_ptr<std::uint8_t, AlignedFree>;
 
 // Opens the named device; the error lists the devices that do exist.

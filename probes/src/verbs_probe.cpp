@@ -54,7 +54,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto run_deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);
-  const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); }};
+  const RunGuard guard{run_deadline, [&channel] { channel.fail_if_peer_spoke(); }, nullptr};
   if (spec.test == TestKind::kBandwidth) {
     outcome.bandwidth = session.run_bandwidth(guard);
   } else {
@@ -155,8 +155,12 @@ void Responder::handle(int fd) {
     channel.send(protocol::Ready{}, setup_deadline);
 
     const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
-    if (request.spec.operation == Operation::kWrite && request.spec.test == TestKind::kLatency) {
-      session.serve_write_latency({run_deadline, [&channel] { channel.check_still_open(); }});
+    const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
+                         [&channel] { return channel.has_pending_message(); }};
+    if (request.spec.test == TestKind::kLatency) {
+      session.serve_latency(guard);
+    } else if (request.spec.operation == Operation::kSend) {
+      session.serve_send_bandwidth(guard);
     }
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
     channel.send(protocol::Result{}, run_deadline);

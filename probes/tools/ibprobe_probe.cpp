@@ -66,9 +66,15 @@ int main(int argc, char** argv) {
   run->add_option("peer", peer, "Responder HOST:PORT")->required();
   run->add_option("-d,--device", local.device, "RDMA device")->required();
   run->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
-  run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw or read_lat")
+  std::uint32_t duration = 0;
+  bool use_srq = false;
+  run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
       ->capture_default_str()
-      ->check(CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat"}));
+      ->check(
+          CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
+  run->add_option("-D,--duration", duration,
+                  "Run for this many seconds instead of a number of iterations (bandwidth)");
+  run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
   run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
@@ -97,6 +103,12 @@ int main(int argc, char** argv) {
     if (size > 0) spec.message_size = size;
     if (iterations > 0) spec.iterations = iterations;
     if (qps > 0) spec.qps = qps;
+    if (duration > 0) {
+      spec.iterations.reset();
+      spec.duration_seconds = duration;
+      spec.timeout_seconds = std::max(spec.timeout_seconds, duration + 10);
+    }
+    spec.use_srq = use_srq;
     const auto [host, port] = split_address(peer);
     print(run_probe(local, host, port, spec));
   } catch (const std::exception& e) {

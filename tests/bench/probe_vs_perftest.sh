@@ -45,7 +45,7 @@ ibprobe_figure() { # KIND
 
 declare -A figures
 for ((round = 1; round <= rounds; round++)); do
-  for kind in write_bw write_lat read_bw read_lat; do
+  for kind in write_bw write_lat read_bw read_lat send_bw send_lat; do
     figures[$kind.perftest]+=" $(perftest_figure "ib_$kind")"
     figures[$kind.ibprobe]+=" $(ibprobe_figure "$kind")"
   done
@@ -56,7 +56,7 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR 
 
 echo "two-host lab (rxe over QEMU, TCG), $iterations iterations, $rounds alternating rounds; medians"
 printf '%-10s %-22s %12s %12s %8s\n' kind figure perftest ibprobe ratio
-for kind in write_bw write_lat read_bw read_lat; do
+for kind in write_bw write_lat read_bw read_lat send_bw send_lat; do
   unit='BW average MiB/s'
   [[ $kind == *_lat ]] && unit='t_typical usec'
   p=$(median <<<"${figures[$kind.perftest]}")

@@ -2,8 +2,8 @@
 #
 # Verbs probes on real rxe devices, two-host mode: an ibprobe responder in VM A, the initiator
 # in VM B. Every probe kind runs and reports figures; the rxe hw_counters of both hosts show the
-# traffic; a responder killed mid-run makes the initiator fail with a precise reason instead of
-# hanging, and leaves no QP behind.
+# traffic (write, read and send, bandwidth and latency, SRQ, duration mode); a responder stopped
+# mid-run makes the initiator fail with a precise reason instead of hanging, and leaves no QP.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -28,15 +28,17 @@ field() { # OUTPUT NAME
     sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" <<<"$1" | head -n1
 }
 
-check_kind() { # TEST FIGURE
+check_kind() { # TEST FIGURE [ARGS...]
     local test=$1 figure=$2 out value before after
+    shift 2
     before=$(lab_hw_counter B sent_pkts)
-    out=$(run_probe "$test" -n 300) || fail "$test probe failed: $out"
+    (($# > 0)) || set -- -n 300
+    out=$(run_probe "$test" "$@") || fail "$test $* probe failed: $out"
     after=$(lab_hw_counter B sent_pkts)
     value=$(field "$out" "$figure")
     positive_number "$value" || fail "$test: no $figure in: $out"
     ((after > before)) || fail "$test: VM B sent_pkts did not move ($before -> $after)"
-    note "$test: $figure=$value, setup $(field "$out" setup_seconds) s, VM B sent_pkts +$((after - before))"
+    note "$test $*: $figure=$value, setup $(field "$out" setup_seconds) s, VM B sent_pkts +$((after - before))"
 }
 
 check_peer_killed_mid_run() {
@@ -78,6 +80,10 @@ main() {
     check_kind write_lat t_typical_usec
     check_kind read_bw bw_average_MiBps
     check_kind read_lat t_typical_usec
+    check_kind send_bw bw_average_MiBps
+    check_kind send_lat t_typical_usec
+    check_kind send_bw bw_average_MiBps -n 300 --use-srq
+    check_kind write_bw bw_average_MiBps -D 6
     check_invalid_spec
     check_peer_killed_mid_run
 }
