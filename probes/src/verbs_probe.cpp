@@ -33,16 +33,28 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     throw std::invalid_argument("invalid probe: " + join(problems));
   }
   const auto start = Clock::now();
-  const auto setup_deadline = start + kHandshakeTimeout;
+  const auto setup_deadline =
+      start +
+      std::min<Clock::duration>(kHandshakeTimeout, std::chrono::seconds(spec.timeout_seconds));
   auto channel = ControlChannel::connect(host, port, setup_deadline);
   channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, {}, {}},
                setup_deadline);
-  channel.expect<protocol::Hello>(setup_deadline, "the responder's hello");
+  const auto hello = channel.expect<protocol::Hello>(setup_deadline, "the responder's hello");
+  if (hello.protocol_version != protocol::kProtocolVersion) {
+    throw ProbeFailure(channel.peer() + " speaks control protocol version " +
+                       std::to_string(hello.protocol_version) + ", this side " +
+                       std::to_string(protocol::kProtocolVersion));
+  }
   channel.send(protocol::ProbeRequest{spec}, setup_deadline);
   channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the request");
+  // Nothing is allocated here until the peer has accepted and offered endpoints that fit the spec.
+  const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
+  if (remote.qps.size() != spec.qps) {
+    throw ProbeFailure(channel.peer() + " offered " + std::to_string(remote.qps.size()) +
+                       " QPs for a probe with " + std::to_string(spec.qps));
+  }
 
   RcSession session(local, spec);
-  const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
   channel.send(session.local_endpoints(), setup_deadline);
   session.connect(remote);
   channel.expect<protocol::Ready>(setup_deadline, "the responder to be ready");

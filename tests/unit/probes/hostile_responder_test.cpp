@@ -1,0 +1,212 @@
+// The initiator against responders that misbehave: every case must end in a ProbeFailure that
+// says what went wrong, quickly, before any verbs resource is created (these run without RDMA
+// hardware).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "ibprobe/verbs_probe.h"
+#include "protocol.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using protocol::Bytes;
+
+// A TCP listener on loopback that answers one connection with a scripted behaviour.
+class FakeResponder {
+ public:
+  using Script = std::function<void(int fd)>;
+
+  explicit FakeResponder(Script script) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listen_fd_, 1), 0);
+    socklen_t length = sizeof(address);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this, script = std::move(script)] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      script(fd);
+      ::close(fd);
+    });
+  }
+  ~FakeResponder() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  std::string port() const { return std::to_string(port_); }
+
+ private:
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+void write_all(int fd, const Bytes& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+// Reads one frame from the initiator and returns its message.
+protocol::Message read_frame(int fd) {
+  Bytes header(protocol::kHeaderSize);
+  EXPECT_EQ(::recv(fd, header.data(), header.size(), MSG_WAITALL),
+            static_cast<ssize_t>(header.size()));
+  const auto parsed = std::get<protocol::FrameHeader>(protocol::decode_header(header));
+  Bytes body(parsed.body_length);
+  EXPECT_EQ(::recv(fd, body.data(), body.size(), MSG_WAITALL), static_cast<ssize_t>(body.size()));
+  return std::get<protocol::Message>(protocol::decode_body(parsed, body));
+}
+
+void handshake(int fd) {
+  EXPECT_TRUE(std::holds_alternative<protocol::Hello>(read_frame(fd)));
+  write_all(fd, protocol::encode(protocol::Hello{protocol::kProtocolVersion, "fake", {}, {}}));
+}
+
+ProbeSpec quick_spec() {
+  auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  spec.timeout_seconds = 2;
+  return spec;
+}
+
+// Runs a probe against the fake responder; returns the failure text and how long it took.
+std::pair<std::string, double> probe_failure(FakeResponder& responder,
+                                             const ProbeSpec& spec = quick_spec()) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), spec);
+    what = "no failure";
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  return {what, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+TEST(HostileResponder, OversizedFrameIsRefusedFromItsHeader) {
+  FakeResponder responder([](int fd) {
+    read_frame(fd);
+    // A valid header announcing a 1 GiB body: refused before anything is read or allocated.
+    Bytes header = {'I', 'B', 'P', 'R', 0, 1, 0, 1, 0x40, 0, 0, 0};
+    write_all(fd, header);
+  });
+  const auto [what, seconds] = probe_failure(responder);
+  EXPECT_NE(what.find("bad frame"), std::string::npos) << what;
+  EXPECT_LT(seconds, 2);
+}
+
+TEST(HostileResponder, GarbageIsNotAFrame) {
+  FakeResponder responder([](int fd) {
+    read_frame(fd);
+    write_all(fd, Bytes{'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', '2', '0', '0'});
+  });
+  EXPECT_NE(probe_failure(responder).first.find("bad frame"), std::string::npos);
+}
+
+TEST(HostileResponder, OutOfRangeNumbersAreRejected) {
+  FakeResponder responder([](int fd) {
+    handshake(fd);
+    read_frame(fd);
+    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
+    // A QPN beyond 24 bits, hand-built so that the encoder's checks do not interfere.
+    const std::string body = R"({"qps":[{"qpn":4294967295,"psn":1,"lid":0,)"
+                             R"("gid":"00000000000000000000ffff0a630001","rkey":1,"addr":1,)"
+                             R"("mtu":1024}]})";
+    Bytes frame = {'I', 'B', 'P', 'R', 0, 1, 0, 5, 0, 0, 0, static_cast<std::uint8_t>(body.size())};
+    frame.insert(frame.end(), body.begin(), body.end());
+    write_all(fd, frame);
+  });
+  const auto what = probe_failure(responder).first;
+  EXPECT_NE(what.find("bad message"), std::string::npos) << what;
+  EXPECT_NE(what.find("qpn"), std::string::npos) << what;
+}
+
+TEST(HostileResponder, WrongQpCountIsRefusedBeforeAllocating) {
+  FakeResponder responder([](int fd) {
+    handshake(fd);
+    read_frame(fd);
+    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
+    protocol::QpInfo info;
+    info.qps.resize(8, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
+    write_all(fd, protocol::encode(info));
+  });
+  const auto what = probe_failure(responder).first;
+  EXPECT_NE(what.find("offered 8 QPs for a probe with 1"), std::string::npos) << what;
+}
+
+TEST(HostileResponder, RejectionCarriesTheReason) {
+  FakeResponder responder([](int fd) {
+    handshake(fd);
+    read_frame(fd);
+    write_all(fd, protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"}));
+  });
+  const auto what = probe_failure(responder).first;
+  EXPECT_NE(what.find("rejected the probe: message_size above 8 MiB"), std::string::npos) << what;
+}
+
+TEST(HostileResponder, ErrorCarriesTheText) {
+  FakeResponder responder([](int fd) {
+    handshake(fd);
+    read_frame(fd);
+    write_all(fd, protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"}));
+  });
+  const auto what = probe_failure(responder).first;
+  EXPECT_NE(what.find("reported an error: busy probing"), std::string::npos) << what;
+}
+
+TEST(HostileResponder, SilentPeerTimesOutWithinTheSpecTimeout) {
+  FakeResponder responder([](int fd) {
+    read_frame(fd);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  });
+  const auto [what, seconds] = probe_failure(responder);
+  EXPECT_NE(what.find("timed out"), std::string::npos) << what;
+  EXPECT_LT(seconds, 2.9);
+}
+
+TEST(HostileResponder, ClosedConnectionMidHandshake) {
+  FakeResponder responder([](int fd) { read_frame(fd); });
+  EXPECT_NE(probe_failure(responder).first.find("closed by"), std::string::npos);
+}
+
+TEST(HostileResponder, NobodyListening) {
+  int port = 0;
+  {
+    FakeResponder responder([](int) {});
+    port = std::stoi(responder.port());
+    // Connect once so the fake's accept returns and the port is free again.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::close(fd);
+  }
+  try {
+    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port), quick_spec());
+    FAIL() << "connected to nothing";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HostileResponder, InvalidSpecFailsBeforeConnecting) {
+  auto spec = quick_spec();
+  spec.mtu = 3000;
+  EXPECT_THROW(run_probe(LocalPort{"x", 1}, "127.0.0.1", "1", spec), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
