@@ -1,8 +1,11 @@
 #include "rc_session.h"
 
+#include <numa.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <random>
 
 namespace ibprobe::probes {
@@ -32,8 +35,41 @@ void check(const RunGuard& guard, const std::string& waiting_for) {
 
 }  // namespace
 
+NumaBinding::NumaBinding(int node) : node_(node) {
+  if (node_ < 0) return;
+  if (numa_run_on_node(node_) != 0) {
+    throw verbs::VerbsError("binding the probe thread to NUMA node " + std::to_string(node_),
+                            errno);
+  }
+  numa_set_preferred(node_);
+}
+
+NumaBinding::~NumaBinding() {
+  if (node_ < 0) return;
+  numa_run_on_node(-1);
+  numa_set_localalloc();
+}
+
+int numa_node_for(const std::string& device, const ProbeSpec& spec) {
+  if (spec.numa == NumaPolicy::kNone || numa_available() < 0) return -1;
+  if (spec.numa == NumaPolicy::kNode) {
+    const int node = static_cast<int>(spec.numa_node.value_or(0));
+    if (node > numa_max_node()) {
+      throw ProbeFailure("NUMA node " + std::to_string(node) +
+                         " does not exist on this host (nodes 0-" +
+                         std::to_string(numa_max_node()) + ")");
+    }
+    return node;
+  }
+  std::ifstream file("/sys/class/infiniband/" + device + "/device/numa_node");
+  int node = -1;
+  if (!(file >> node) || node > numa_max_node()) return -1;
+  return node;
+}
+
 RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
     : spec_(spec),
+      numa_(numa_node_for(local.device, spec)),
       port_number_(local.port),
       context_(verbs::open_device(local.device)),
       port_(verbs::query_port(context_.get(), local.port,

@@ -31,6 +31,24 @@ struct RunGuard {
   std::function<bool()> peer_finished;
 };
 
+// Binds the calling thread's CPUs and new memory to one NUMA node for as long as it lives, and
+// gives the thread its whole machine back afterwards (the thread may be a server's worker).
+class NumaBinding {
+ public:
+  explicit NumaBinding(int node);
+  ~NumaBinding();
+  NumaBinding(const NumaBinding&) = delete;
+  NumaBinding& operator=(const NumaBinding&) = delete;
+  int node() const { return node_; }
+
+ private:
+  int node_;
+};
+
+// The node a probe on `device` binds to under `spec`'s policy; -1 for none (policy none, or a
+// device without a NUMA node, such as rxe, or a machine without NUMA support).
+int numa_node_for(const std::string& device, const ProbeSpec& spec);
+
 class RcSession {
  public:
   // Opens the device and creates PD, buffer, CQ and QPs (in INIT). Throws on any failure, with
@@ -38,6 +56,7 @@ class RcSession {
   RcSession(const LocalPort& local, const ProbeSpec& spec);
 
   const verbs::PortFacts& port() const { return port_; }
+  int numa_node() const { return numa_.node(); }
   protocol::QpInfo local_endpoints() const;
   // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
   void connect(const protocol::QpInfo& remote);
@@ -68,6 +87,8 @@ class RcSession {
   int poll(ibv_wc* wcs, int max);
 
   ProbeSpec spec_;
+  // First, so the buffer below is allocated on the node, and released last.
+  NumaBinding numa_;
   std::uint8_t port_number_;
   verbs::Context context_;
   verbs::PortFacts port_;

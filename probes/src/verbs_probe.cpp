@@ -63,6 +63,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.spec = spec;
   outcome.peer = channel.peer();
   outcome.gid_index = session.port().gid_index;
+  outcome.numa_node = session.numa_node();
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto run_deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);

@@ -23,11 +23,12 @@ std::pair<std::string, std::string> split_address(const std::string& address) {
 
 void print(const ProbeOutcome& outcome) {
   const auto& spec = outcome.spec;
-  std::printf("probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d setup_seconds=%.6f\n",
-              std::string(to_string(spec.operation)).c_str(),
-              std::string(to_string(spec.test)).c_str(), outcome.peer.c_str(),
-              static_cast<unsigned long long>(spec.message_size), spec.qps, outcome.mtu,
-              outcome.gid_index, outcome.setup_seconds);
+  std::printf(
+      "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
+      "setup_seconds=%.6f\n",
+      std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
+      outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
+      outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds);
   if (const auto& bw = outcome.bandwidth) {
     std::printf(
         "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
   run->add_option("-D,--duration", duration,
                   "Run for this many seconds instead of a number of iterations (bandwidth)");
   run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
+  std::string numa = "auto";
+  run->add_option("--numa", numa,
+                  "auto (the HCA's node), none, or a node number for CPU and buffers")
+      ->capture_default_str();
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
   run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
@@ -109,6 +114,12 @@ int main(int argc, char** argv) {
       spec.timeout_seconds = std::max(spec.timeout_seconds, duration + 10);
     }
     spec.use_srq = use_srq;
+    if (const auto policy = parse_numa_policy(numa)) {
+      spec.numa = *policy;
+    } else {
+      spec.numa = NumaPolicy::kNode;
+      spec.numa_node = static_cast<std::uint32_t>(std::stoul(numa));
+    }
     const auto [host, port] = split_address(peer);
     print(run_probe(local, host, port, spec));
   } catch (const std::exception& e) {

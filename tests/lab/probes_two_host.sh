@@ -64,6 +64,18 @@ check_peer_killed_mid_run() {
     note "VM B holds no ibprobe QP afterwards (rdma resource show qp)"
 }
 
+check_numa() {
+    local out rc=0
+    out=$(run_probe write_bw -n 100)
+    grep -q 'numa_node=-1' <<<"$out" || fail "rxe has no NUMA node, yet: $out"
+    out=$(run_probe write_bw -n 100 --numa 0) || fail "--numa 0 failed: $out"
+    grep -q 'numa_node=0' <<<"$out" || fail "--numa 0 not applied: $out"
+    out=$(run_probe write_bw -n 100 --numa 7 2>&1) || rc=$?
+    ((rc != 0)) || fail "--numa 7 was accepted on a one-node VM: $out"
+    grep -q 'NUMA node 7 does not exist' <<<"$out" || fail "--numa 7 refused without the reason: $out"
+    note "NUMA: auto gives none on rxe, --numa 0 binds node 0, --numa 7 refused ($out)"
+}
+
 check_invalid_spec() {
     local out rc=0
     out=$(run_probe write_lat -q 4 2>&1) || rc=$?
@@ -84,6 +96,7 @@ main() {
     check_kind send_lat t_typical_usec
     check_kind send_bw bw_average_MiBps -n 300 --use-srq
     check_kind write_bw bw_average_MiBps -D 6
+    check_numa
     check_invalid_spec
     check_peer_killed_mid_run
 }

@@ -23,6 +23,7 @@ struct ProbeOutcome {
   ProbeSpec spec;
   std::string peer;
   int gid_index = 0;
+  int numa_node = -1;  // the node CPU and buffers were bound to; -1: not bound
   std::uint32_t mtu = 0;
   std::optional<BandwidthStats> bandwidth;
   std::optional<LatencyStats> latency;
