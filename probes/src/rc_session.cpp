@@ -3,6 +3,7 @@
 #include <numa.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -137,6 +138,23 @@ std::uint8_t* RcSession::receive_area(std::size_t qp) const {
 
 std::uint8_t* RcSession::send_area(std::size_t qp) const {
   return receive_area(qp) + spec_.message_size;
+}
+
+std::vector<protocol::PreflightCheck> RcSession::preflight_checks() const {
+  constexpr int kLinkUp = 5;
+  const auto& a = port_.attr;
+  std::vector<protocol::PreflightCheck> checks;
+  checks.push_back({"port_active", a.state == IBV_PORT_ACTIVE && a.phys_state == kLinkUp,
+                    std::string("state ") + ibv_port_state_str(a.state) + ", physical state " +
+                        std::to_string(a.phys_state)});
+  if (!port_.is_ethernet) {
+    checks.push_back({"sm_lid", a.sm_lid != 0 && a.lid != 0,
+                      "lid " + std::to_string(a.lid) + ", sm_lid " + std::to_string(a.sm_lid)});
+  }
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%g", verbs::port_rate_gbps(a));
+  checks.push_back({"link_rate", verbs::port_rate_gbps(a) > 0, rate});
+  return checks;
 }
 
 protocol::QpInfo RcSession::local_endpoints() const {

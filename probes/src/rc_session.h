@@ -56,6 +56,9 @@ class RcSession {
   RcSession(const LocalPort& local, const ProbeSpec& spec);
 
   const verbs::PortFacts& port() const { return port_; }
+  // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
+  // has configured the port), link_rate (detail: Gbit/s, for the other side to compare).
+  std::vector<protocol::PreflightCheck> preflight_checks() const;
   int numa_node() const { return numa_.node(); }
   protocol::QpInfo local_endpoints() const;
   // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).

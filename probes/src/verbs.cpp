@@ -82,6 +82,53 @@ PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_
   return facts;
 }
 
+double port_rate_gbps(const ibv_port_attr& attr) {
+  int lanes = 0;
+  switch (attr.active_width) {
+    case 1:
+      lanes = 1;
+      break;
+    case 2:
+      lanes = 4;
+      break;
+    case 4:
+      lanes = 8;
+      break;
+    case 8:
+      lanes = 12;
+      break;
+    case 16:
+      lanes = 2;
+      break;
+  }
+  double lane_gbps = 0;
+  switch (attr.active_speed) {
+    case 1:
+      lane_gbps = 2.5;  // SDR
+      break;
+    case 2:
+      lane_gbps = 5;  // DDR
+      break;
+    case 4:
+    case 8:
+      lane_gbps = 10;  // QDR, FDR10
+      break;
+    case 16:
+      lane_gbps = 14;  // FDR
+      break;
+    case 32:
+      lane_gbps = 25;  // EDR
+      break;
+    case 64:
+      lane_gbps = 50;  // HDR
+      break;
+    case 128:
+      lane_gbps = 100;  // NDR
+      break;
+  }
+  return lanes * lane_gbps;
+}
+
 ibv_mtu mtu_enum(std::uint32_t bytes) {
   switch (bytes) {
     case 256:

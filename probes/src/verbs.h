@@ -66,6 +66,10 @@ struct PortFacts {
 // IPv4-mapped entry (routable, what rdma_cm would pick), else any RoCE v2 one, else index 0.
 PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_index = -1);
 
+// Active width x active speed in Gbit/s (signalling rate, as the kernel's rate file), 0 when
+// the port reports values this build does not know.
+double port_rate_gbps(const ibv_port_attr& attr);
+
 ibv_mtu mtu_enum(std::uint32_t bytes);
 std::uint32_t mtu_bytes(ibv_mtu mtu);
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -17,12 +18,30 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-constexpr const char* kSoftwareVersion = "ibprobe";
+constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
 
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
   return out;
+}
+
+void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightCheck>& local,
+                const std::vector<protocol::PreflightCheck>& peer,
+                const std::string& peer_version) {
+  auto rate_of = [](const std::vector<protocol::PreflightCheck>& checks) -> std::string {
+    for (const auto& c : checks) {
+      if (c.name == "link_rate") return c.detail;
+    }
+    return "";
+  };
+  for (const auto& c : local) outcome.checks.push_back({"local", c.name, c.passed, c.detail});
+  for (const auto& c : peer) outcome.checks.push_back({"peer", c.name, c.passed, c.detail});
+  const auto local_rate = rate_of(local), peer_rate = rate_of(peer);
+  outcome.checks.push_back({"both", "rate_match", !local_rate.empty() && local_rate == peer_rate,
+                            "local " + local_rate + " Gb/s, peer " + peer_rate + " Gb/s"});
+  outcome.checks.push_back({"both", "version_match", peer_version == kSoftwareVersion,
+                            std::string("local ") + kSoftwareVersion + ", peer " + peer_version});
 }
 
 }  // namespace
@@ -74,7 +93,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     outcome.latency = session.run_latency(guard);
   }
   channel.send(protocol::Ready{}, run_deadline);
-  channel.expect<protocol::Result>(run_deadline, "the responder's result");
+  const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
+  add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
   return outcome;
 }
 
@@ -176,7 +196,9 @@ void Responder::handle(int fd) {
       session.serve_send_bandwidth(guard);
     }
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
-    channel.send(protocol::Result{}, run_deadline);
+    protocol::Result result;
+    result.checks = session.preflight_checks();
+    channel.send(result, run_deadline);
   } catch (const std::exception& e) {
     try {
       channel.send(protocol::Error{protocol::ErrorCode::kInternal, e.what()},

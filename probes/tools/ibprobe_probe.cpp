@@ -29,6 +29,10 @@ void print(const ProbeOutcome& outcome) {
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
       outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds);
+  for (const auto& check : outcome.checks) {
+    std::printf("check side=%s name=%s passed=%d detail=\"%s\"\n", check.side.c_str(),
+                check.name.c_str(), check.passed ? 1 : 0, check.detail.c_str());
+  }
   if (const auto& bw = outcome.bandwidth) {
     std::printf(
         "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "

@@ -38,6 +38,13 @@ check_kind() { # TEST FIGURE [ARGS...]
     value=$(field "$out" "$figure")
     positive_number "$value" || fail "$test: no $figure in: $out"
     ((after > before)) || fail "$test: VM B sent_pkts did not move ($before -> $after)"
+    local side
+    for side in local peer; do
+        grep -q "check side=$side name=port_active passed=1" <<<"$out" \
+            || fail "$test: $side port_active check missing or failed: $out"
+    done
+    grep -q 'check side=both name=version_match passed=1' <<<"$out" \
+        || fail "$test: version_match missing or failed: $out"
     note "$test $*: $figure=$value, setup $(field "$out" setup_seconds) s, VM B sent_pkts +$((after - before))"
 }
 

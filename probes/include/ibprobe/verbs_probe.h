@@ -30,6 +30,15 @@ struct ProbeOutcome {
   // From the start of the request to the first posted work request: connection, handshake,
   // resource creation and QP transitions on both sides.
   double setup_seconds = 0;
+  // Pre-flight facts of both sides ("local"/"peer"), and what they say together: rate_match
+  // (both ports at the same rate) and version_match (same software on both sides).
+  struct Check {
+    std::string side;  // local, peer, or both
+    std::string name;
+    bool passed = false;
+    std::string detail;
+  };
+  std::vector<Check> checks;
 };
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a
