@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   run->add_option("-D,--duration", duration,
                   "Run for this many seconds instead of a number of iterations (bandwidth)");
   run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
+  std::uint32_t timeout = 0;
+  run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
   std::string numa = "auto";
   run->add_option("--numa", numa,
                   "auto (the HCA's node), none, or a node number for CPU and buffers")
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
       spec.timeout_seconds = std::max(spec.timeout_seconds, duration + 10);
     }
     spec.use_srq = use_srq;
+    if (timeout > 0) spec.timeout_seconds = timeout;
     if (const auto policy = parse_numa_policy(numa)) {
       spec.numa = *policy;
     } else {
