@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "ibprobe/collectors.h"
+
 namespace ibprobe::collectors {
 
 enum class CounterClass { kInformative, kError };
@@ -33,5 +35,13 @@ const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir)
 constexpr std::uint64_t saturation_value(int width) {
   return width >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
 }
+
+// Adds one PortCounters value to its family, scaled into the family's unit, with a `counter`
+// label in the error family. `identity` names the port: {device, port} or {lid, port, ...}.
+void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet::Labels& identity,
+                        std::uint64_t raw);
+// Adds the saturation flag of a counter narrower than 64 bits.
+void add_saturation_sample(MetricSet& out, std::string_view counter,
+                           const MetricSet::Labels& identity, bool saturated);
 
 }  // namespace ibprobe::collectors

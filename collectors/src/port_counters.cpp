@@ -59,6 +59,7 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
   const int table_width = uses_extended_table(samples) ? 64 : 32;
   read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, samples, errors);
 
+  const MetricSet::Labels identity{{"device", device.name}, {"port", port}};
   for (auto& [counter, sample] : samples) {
     if (sample.width == kTableWidth) sample.width = table_width;
     if (!sample.spec) {
@@ -68,18 +69,11 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
               static_cast<double>(sample.raw));
       continue;
     }
-    MetricSet::Labels labels{{"device", device.name}, {"port", port}};
-    if (sample.spec->family == kErrorFamily) labels.emplace_back("counter", counter);
-    out.add(sample.spec->family, sample.spec->help, MetricType::Counter, labels,
-            static_cast<double>(sample.raw) * sample.spec->scale);
+    add_counter_sample(out, *sample.spec, identity, sample.raw);
   }
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec || sample.width >= 64) continue;
-    out.add(kSaturatedFamily,
-            "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer "
-            "counts, so rates and deltas from it are meaningless until it is reset.",
-            MetricType::Gauge, {{"device", device.name}, {"port", port}, {"counter", counter}},
-            sample.raw == saturation_value(sample.width) ? 1 : 0);
+    add_saturation_sample(out, counter, identity, sample.raw == saturation_value(sample.width));
   }
 }
 

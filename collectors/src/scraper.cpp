@@ -10,7 +10,7 @@ namespace {
 
 using prometheus::MetricType;
 
-constexpr std::size_t kReasonCount = static_cast<std::size_t>(ReadError::kIo) + 1;
+constexpr std::size_t kReasonCount = static_cast<std::size_t>(ReadError::kBudgetExceeded) + 1;
 
 class BufferedErrors final : public ErrorSink {
  public:
@@ -41,6 +41,25 @@ struct Task {
   }
 };
 
+// One fabric collector for the whole scrape.
+struct FabricTask {
+  const FabricCollector* collector;
+  MetricSet metrics;
+  BufferedErrors errors;
+  bool failed = false;
+  std::chrono::steady_clock::duration elapsed{};
+
+  void run() {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      collector->collect(metrics, errors);
+    } catch (const std::exception&) {
+      failed = true;
+    }
+    elapsed = std::chrono::steady_clock::now() - start;
+  }
+};
+
 void run_all(std::vector<Task>& tasks, int parallelism) {
   const auto workers = std::min<std::size_t>(std::max(parallelism, 1), tasks.size());
   if (workers <= 1) {
@@ -56,12 +75,25 @@ void run_all(std::vector<Task>& tasks, int parallelism) {
   work();
 }
 
+void add_collector_metrics(MetricSet& self, std::string_view collector,
+                           std::chrono::steady_clock::duration elapsed, bool success) {
+  const MetricSet::Labels labels{{"collector", std::string(collector)}};
+  self.add("ibprobe_scrape_collector_duration_seconds",
+           "Time the collector spent during this scrape, summed over devices.", MetricType::Gauge,
+           labels, std::chrono::duration<double>(elapsed).count());
+  self.add("ibprobe_scrape_collector_success",
+           "1 if the collector ran to completion on every device during this scrape.",
+           MetricType::Gauge, labels, success ? 1 : 0);
+}
+
 }  // namespace
 
 Scraper::Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
-                 ErrorObserver observer)
+                 ErrorObserver observer,
+                 std::vector<std::unique_ptr<FabricCollector>> fabric_collectors)
     : options_(std::move(options)),
       collectors_(std::move(collectors)),
+      fabric_collectors_(std::move(fabric_collectors)),
       observer_(std::move(observer)) {}
 
 std::vector<prometheus::MetricFamily> Scraper::scrape() {
@@ -71,7 +103,19 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
   for (const auto& collector : collectors_) {
     for (const auto& device : devices) tasks.push_back(Task{collector.get(), &device, {}, {}});
   }
-  run_all(tasks, options_.parallelism);
+  // Fabric collectors wait on the network, not on sysfs: each gets its own thread, so their
+  // time budget overlaps the device collectors instead of adding to it.
+  std::vector<FabricTask> fabric_tasks;
+  fabric_tasks.reserve(fabric_collectors_.size());
+  for (const auto& collector : fabric_collectors_)
+    fabric_tasks.push_back(FabricTask{collector.get(), {}, {}});
+  {
+    std::vector<std::jthread> fabric_threads;
+    for (auto& fabric_task : fabric_tasks) {
+      fabric_threads.emplace_back([&fabric_task] { fabric_task.run(); });
+    }
+    run_all(tasks, options_.parallelism);
+  }
 
   std::vector<bool> vanished;
   for (const auto& device : devices) {
@@ -103,21 +147,27 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
       }
       out.merge(std::move(task->metrics));
     }
-    const MetricSet::Labels labels{{"collector", std::string(collector->name())}};
-    self.add("ibprobe_scrape_collector_duration_seconds",
-             "Time the collector spent during this scrape, summed over devices.", MetricType::Gauge,
-             labels, std::chrono::duration<double>(elapsed).count());
-    self.add("ibprobe_scrape_collector_success",
-             "1 if the collector ran to completion on every device during this scrape.",
-             MetricType::Gauge, labels, success ? 1 : 0);
+    add_collector_metrics(self, collector->name(), elapsed, success);
     count_errors(collector->name(), error_counts);
+  }
+  for (auto& fabric_task : fabric_tasks) {
+    const auto name = fabric_task.collector->name();
+    std::vector<double> error_counts(kReasonCount);
+    for (const auto& [reason, path] : fabric_task.errors.entries) {
+      ++error_counts[static_cast<std::size_t>(reason)];
+      if (observer_) observer_(name, reason, path);
+    }
+    if (!fabric_task.failed) out.merge(std::move(fabric_task.metrics));
+    add_collector_metrics(self, name, fabric_task.elapsed, !fabric_task.failed);
+    count_errors(name, error_counts);
   }
 
   std::lock_guard lock(error_counts_mutex_);
   for (const auto& e : error_counts_) {
     self.add("ibprobe_scrape_errors_total",
-             "sysfs inputs dropped since start (unreadable, vanished or malformed), by "
-             "collector and reason; each costs one series, never the scrape.",
+             "Inputs dropped since start (unreadable, vanished or malformed sysfs files, remote "
+             "queries that failed), by collector and reason; each costs its series, never the "
+             "scrape.",
              MetricType::Counter,
              {{"collector", e.collector}, {"reason", std::string(to_string(e.reason))}}, e.count);
   }

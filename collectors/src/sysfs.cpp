@@ -75,6 +75,12 @@ std::string_view to_string(ReadError error) {
       return "malformed";
     case ReadError::kIo:
       return "io_error";
+    case ReadError::kTimeout:
+      return "timeout";
+    case ReadError::kMadStatus:
+      return "mad_status";
+    case ReadError::kBudgetExceeded:
+      return "budget_exceeded";
   }
   return "io_error";
 }

@@ -82,6 +82,46 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     enabled[i] = infos[i].enabled_by_default ? 1 : 0;
   }
 
+  int remote_pma = 0;
+  app.add_flag("--collector." + std::string(collectors::kRemotePmaCollector) + ",!--no-collector." +
+                   std::string(collectors::kRemotePmaCollector),
+               remote_pma,
+               "Enable the remote_pma collector: PortCounters of remote ports (switches, peers) "
+               "over PerfMgt MADs from a local InfiniBand port (default: off)");
+  auto& remote = config.remote_pma_options;
+  std::vector<std::string> remote_targets;
+  app.add_option("--collector.remote_pma.target", remote_targets,
+                 "Remote port to read, LID:PORT or LID:all (repeatable)")
+      ->check([](const std::string& text) {
+        return collectors::parse_remote_port(text) ? std::string()
+                                                   : "must be LID:PORT or LID:all, LID 1-49151 "
+                                                     "(decimal or 0x-hex), PORT 0-254";
+      });
+  app.add_option("--collector.remote_pma.ca", remote.ca,
+                 "Local CA to send MADs from (default: the first with an InfiniBand port)");
+  int ca_port = remote.ca_port;
+  app.add_option("--collector.remote_pma.ca-port", ca_port,
+                 "Local port to send MADs from (0: the CA's first InfiniBand port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 254));
+  int timeout_ms = static_cast<int>(remote.timeout.count());
+  app.add_option("--collector.remote_pma.timeout-ms", timeout_ms,
+                 "Time to wait for each MAD's answer")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60000));
+  app.add_option("--collector.remote_pma.retries", remote.retries,
+                 "Further attempts after a MAD timed out")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+  int budget_ms = static_cast<int>(remote.budget.count());
+  app.add_option("--collector.remote_pma.budget-ms", budget_ms,
+                 "Time all remote queries of one scrape may take together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--collector.remote_pma.concurrency", remote.concurrency, "MADs in flight at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -102,6 +142,19 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     std::cerr << "ibprobe_exporter: " << e.what() << "\n";
     return 2;
   }
+  if (remote_pma > 0 && remote_targets.empty()) {
+    std::cerr << "ibprobe_exporter: --collector.remote_pma needs at least one "
+                 "--collector.remote_pma.target=LID:PORT|LID:all\n";
+    return 2;
+  }
+  config.remote_pma = remote_pma > 0;
+  remote.targets.clear();
+  for (const auto& target : remote_targets) {
+    remote.targets.push_back(*collectors::parse_remote_port(target));
+  }
+  remote.ca_port = ca_port;
+  remote.timeout = std::chrono::milliseconds(timeout_ms);
+  remote.budget = std::chrono::milliseconds(budget_ms);
   config.enabled_collectors.clear();
   for (std::size_t i = 0; i < infos.size(); ++i) {
     if (enabled[i] > 0) config.enabled_collectors.emplace_back(infos[i].name);

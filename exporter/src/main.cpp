@@ -34,6 +34,19 @@ std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
   return result;
 }
 
+std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors(
+    const exporter::Config& config) {
+  std::vector<std::unique_ptr<collectors::FabricCollector>> result;
+  if (!config.remote_pma) return result;
+  auto remote = collectors::make_remote_pma_collector(config.remote_pma_options);
+  // Said once here; scrapes then carry only ibprobe_remote_pma_up 0 and its reason.
+  if (!remote.unavailable.empty()) {
+    spdlog::warn("remote_pma: {}; the collector stays idle", remote.unavailable);
+  }
+  result.push_back(std::move(remote.collector));
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,20 +63,23 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
-    collectors::Scraper scraper(collector_options(config), make_collectors(config),
-                                [](std::string_view collector, collectors::ReadError reason,
-                                   const std::filesystem::path& path) {
-                                  spdlog::debug("collector={} dropped input path={} reason={}",
-                                                collector, path.string(),
-                                                collectors::to_string(reason));
-                                });
+    collectors::Scraper scraper(
+        collector_options(config), make_collectors(config),
+        [](std::string_view collector, collectors::ReadError reason,
+           const std::filesystem::path& path) {
+          spdlog::debug("collector={} dropped input path={} reason={}", collector, path.string(),
+                        collectors::to_string(reason));
+        },
+        make_fabric_collectors(config));
     exporter::Routes routes(config, scraper);
     exporter::HttpServer server(config.listen_address, config.http_threads, routes);
     routes.set_ready(true);
     spdlog::info(
-        "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: {})",
+        "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: "
+        "{}{})",
         exporter::kVersion, config.listen_address, server.port(), config.telemetry_path,
-        config.sysfs_root, fmt::join(config.enabled_collectors, ","));
+        config.sysfs_root, fmt::join(config.enabled_collectors, ","),
+        config.remote_pma ? ",remote_pma" : "");
     int signal = 0;
     sigwait(&stop_signals, &signal);
     spdlog::info("received signal {}, shutting down", signal);

@@ -28,6 +28,10 @@ enum class ReadError {
   kNoPma,           // old kernels print "N/A (no PMA)"
   kMalformed,       // text that is not a number of the expected form
   kIo,              // any other errno (EIO, EISDIR, ...)
+  // Remote inputs (MADs to other ports of the fabric):
+  kTimeout,         // no answer within the timeout, retries included
+  kMadStatus,       // the answer carried a non-zero MAD status
+  kBudgetExceeded,  // not asked, or not answered, before the scrape's time budget ran out
 };
 std::string_view to_string(ReadError error);
 
@@ -59,6 +63,8 @@ struct Device;
 class ErrorSink {
  public:
   virtual ~ErrorSink() = default;
+  // `path` is the file, or for a remote input what was asked and what went wrong
+  // ("lid 12 port 3 PortCounters: MAD status 0x000c (...)").
   virtual void record(ReadError reason, const std::filesystem::path& path) = 0;
 };
 
@@ -89,7 +95,16 @@ class Collector {
   virtual void collect(const Device& device, MetricSet& out, ErrorSink& errors) const = 0;
 };
 
-// Names of every collector the library provides, and whether each is on by default.
+// A source of metrics whose inputs are not one local device, such as remote ports reached over
+// the fabric. Called once per scrape; calls overlap when scrapes do.
+class FabricCollector {
+ public:
+  virtual ~FabricCollector() = default;
+  virtual std::string_view name() const = 0;
+  virtual void collect(MetricSet& out, ErrorSink& errors) const = 0;
+};
+
+// Names of every per-device collector the library provides, and whether each is on by default.
 struct CollectorInfo {
   std::string_view name;
   std::string_view description;
@@ -100,10 +115,11 @@ const std::vector<CollectorInfo>& available_collectors();
 // Returns nullptr for an unknown name.
 std::unique_ptr<Collector> make_collector(std::string_view name);
 
-// Runs a set of collectors over every selected device for one scrape and adds the exporter's
-// own scrape metrics: per-collector success and duration, and a running count of dropped
-// inputs by reason. Devices are isolated: one that vanishes mid-scrape (hot-unplug, driver
-// unbind) loses its partial series and costs one not_found per collector; the rest is served.
+// Runs a set of collectors over every selected device, and the fabric collectors once, for one
+// scrape and adds the exporter's own scrape metrics: per-collector success and duration, and a
+// running count of dropped inputs by reason. Devices are isolated: one that vanishes mid-scrape
+// (hot-unplug, driver unbind) loses its partial series and costs one not_found per collector;
+// the rest is served. Fabric collectors run alongside the device collectors.
 class Scraper {
  public:
   // Told of every dropped input, for logging which file failed and why.
@@ -111,7 +127,8 @@ class Scraper {
       std::function<void(std::string_view collector, ReadError, const std::filesystem::path&)>;
 
   Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
-          ErrorObserver observer = nullptr);
+          ErrorObserver observer = nullptr,
+          std::vector<std::unique_ptr<FabricCollector>> fabric_collectors = {});
   std::vector<prometheus::MetricFamily> scrape();
 
  private:
@@ -124,6 +141,7 @@ class Scraper {
 
   Options options_;
   std::vector<std::unique_ptr<Collector>> collectors_;
+  std::vector<std::unique_ptr<FabricCollector>> fabric_collectors_;
   ErrorObserver observer_;
   std::mutex error_counts_mutex_;
   std::vector<ErrorCount> error_counts_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "ibprobe/remote_pma.h"
 
 namespace ibprobe::exporter {
 
@@ -22,6 +23,9 @@ struct Config {
   std::string log_level = "info";
   int http_threads = 8;
   int scrape_parallelism = 4;
+  // Remote port counters over PerfMgt MADs; off unless asked for, as it needs an IB fabric.
+  bool remote_pma = false;
+  collectors::RemotePmaOptions remote_pma_options;
 };
 
 // Parses the command line. Returns the exit code when the process should stop right away

@@ -1,0 +1,459 @@
+// Remote port counters over PerfMgt MADs: per target LID, ClassPortInfo tells which counters the
+// PMA has (extended 64-bit table, PortXmitWait, AllPortSelect) and NodeInfo names the node and
+// counts its ports; then PortCounters and PortCountersExtended of each asked port. Exported in
+// the port_counters families, labelled by lid and port instead of device.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+
+#include "counter_table.h"
+#include "pma_mad.h"
+#include "remote_pma_internal.h"
+#include "sysfs.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
+constexpr unsigned kMaxPortNumber = 254;
+
+struct Query {
+  std::uint16_t lid;
+  mad::MgmtClass mgmt_class;
+  mad::Attribute attribute;
+  std::uint8_t port_select = 0;
+};
+
+std::string describe(const Query& query) {
+  std::string text = "lid " + std::to_string(query.lid);
+  if (query.attribute == mad::Attribute::kPortCounters ||
+      query.attribute == mad::Attribute::kPortCountersExtended) {
+    text += query.port_select == mad::kAllPorts ? " all ports"
+                                                : " port " + std::to_string(query.port_select);
+  }
+  return text + " " + std::string(mad::to_string(query.attribute));
+}
+
+// The kernel overwrites the upper 32 bits of a sent TID with its agent's ID, so only the lower
+// 32 bits are ours to match on. Starting at a random value keeps a restarted exporter from
+// accepting answers meant for its previous run.
+std::uint32_t next_transaction_id() {
+  static std::atomic<std::uint32_t> next{std::random_device{}()};
+  return next.fetch_add(1);
+}
+
+// Runs a batch of queries with at most `concurrency` MADs in flight, each attempt bounded by
+// `timeout`, a timed-out query retried `retries` times, everything stopped at `deadline`. Each
+// query either yields its validated response or costs exactly one record in `errors`.
+class Exchange {
+ public:
+  Exchange(MadTransport& transport, const RemotePmaOptions& options, Clock::time_point deadline,
+           ErrorSink& errors)
+      : transport_(transport), options_(options), deadline_(deadline), errors_(errors) {}
+
+  std::vector<std::optional<std::vector<std::uint8_t>>> run(const std::vector<Query>& queries) {
+    queries_ = &queries;
+    results_.assign(queries.size(), std::nullopt);
+    attempts_.assign(queries.size(), 0);
+    pending_.clear();
+    in_flight_.clear();
+    for (std::size_t q = 0; q < queries.size(); ++q) pending_.push_back(q);
+
+    while ((!pending_.empty() || !in_flight_.empty()) && Clock::now() < deadline_) {
+      expire(Clock::now());
+      send_pending();
+      if (in_flight_.empty()) continue;
+      auto wake = deadline_;
+      for (const auto& f : in_flight_) wake = std::min(wake, f.expires);
+      const auto wait = std::chrono::ceil<milliseconds>(wake - Clock::now());
+      if (auto received = transport_.receive(std::max(wait, milliseconds(0)))) accept(*received);
+    }
+    for (const auto& f : in_flight_) over_budget(f.query);
+    for (const auto q : pending_) over_budget(q);
+    return std::move(results_);
+  }
+
+ private:
+  struct InFlight {
+    std::size_t query;
+    std::uint32_t transaction_id;
+    Clock::time_point expires;
+  };
+
+  void fail(std::size_t q, ReadError reason, const std::string& why) {
+    errors_.record(reason, describe((*queries_)[q]) + ": " + why);
+  }
+
+  void over_budget(std::size_t q) {
+    fail(q, ReadError::kBudgetExceeded,
+         "scrape budget of " + std::to_string(options_.budget.count()) + " ms used up");
+  }
+
+  void retry_or_fail(std::size_t q) {
+    if (attempts_[q] <= options_.retries) {
+      pending_.push_back(q);
+      return;
+    }
+    fail(q, ReadError::kTimeout,
+         "no answer to " + std::to_string(attempts_[q]) + " attempt(s) of " +
+             std::to_string(options_.timeout.count()) + " ms");
+  }
+
+  void expire(Clock::time_point now) {
+    std::erase_if(in_flight_, [&](const InFlight& f) {
+      if (f.expires > now) return false;
+      retry_or_fail(f.query);
+      return true;
+    });
+  }
+
+  void send_pending() {
+    const auto limit = static_cast<std::size_t>(std::max(options_.concurrency, 1));
+    while (!pending_.empty() && in_flight_.size() < limit) {
+      const std::size_t q = pending_.front();
+      pending_.pop_front();
+      const Query& query = (*queries_)[q];
+      const std::uint32_t tid = next_transaction_id();
+      const auto request =
+          mad::encode_get({query.mgmt_class, query.attribute, tid, query.port_select});
+      ++attempts_[q];
+      if (const int err = transport_.send(query.lid, request, options_.timeout); err != 0) {
+        fail(q, classify_errno(err), std::string("send failed: ") + std::strerror(err));
+        continue;
+      }
+      in_flight_.push_back({q, tid, Clock::now() + options_.timeout});
+    }
+  }
+
+  void accept(const MadTransport::Received& received) {
+    const auto header = mad::decode_header(received.mad);
+    if (!header) return;  // not even a header: nothing to match it with
+    const auto tid = static_cast<std::uint32_t>(header->transaction_id);
+    const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                                 [&](const InFlight& f) { return f.transaction_id == tid; });
+    // A late answer to an attempt already retried or given up on.
+    if (it == in_flight_.end()) return;
+    const std::size_t q = it->query;
+    in_flight_.erase(it);
+    if (received.status == ETIMEDOUT) {
+      retry_or_fail(q);
+      return;
+    }
+    if (received.status != 0) {
+      fail(q, classify_errno(received.status),
+           std::string("transport error: ") + std::strerror(received.status));
+      return;
+    }
+    const Query& query = (*queries_)[q];
+    if (header->base_version != mad::kBaseVersion || header->class_version != mad::kClassVersion ||
+        header->method != mad::Method::kGetResp || header->mgmt_class != query.mgmt_class ||
+        header->attribute != query.attribute) {
+      fail(q, ReadError::kMalformed, "answer is not the GetResp of this attribute");
+      return;
+    }
+    if (header->status != 0) {
+      fail(q, ReadError::kMadStatus, "MAD status " + mad::describe_status(header->status));
+      return;
+    }
+    const auto data = mad::data_of(received.mad);
+    if (data.empty()) {
+      fail(q, ReadError::kMalformed,
+           "truncated answer of " + std::to_string(received.mad.size()) + " bytes");
+      return;
+    }
+    if ((query.attribute == mad::Attribute::kPortCounters ||
+         query.attribute == mad::Attribute::kPortCountersExtended) &&
+        mad::port_select_of(data) != query.port_select) {
+      fail(q, ReadError::kMalformed,
+           "answer is for port " + std::to_string(mad::port_select_of(data)));
+      return;
+    }
+    results_[q] = received.mad;
+  }
+
+  MadTransport& transport_;
+  const RemotePmaOptions& options_;
+  Clock::time_point deadline_;
+  ErrorSink& errors_;
+  const std::vector<Query>* queries_ = nullptr;
+  std::vector<std::optional<std::vector<std::uint8_t>>> results_;
+  std::vector<int> attempts_;
+  std::deque<std::size_t> pending_;
+  std::vector<InFlight> in_flight_;
+};
+
+struct NodeFacts {
+  std::optional<mad::ClassPortInfo> class_port_info;
+  std::optional<mad::NodeInfo> node_info;
+};
+
+bool has_extended_counters(const mad::ClassPortInfo& info) {
+  return info.capability_mask & (mad::kCapExtendedWidth | mad::kCapExtendedWidthNoIetf);
+}
+
+// Sums one attribute's counters over the answers of every asked port; nullopt unless all of them
+// answered (a partial sum would read as a counter going down).
+std::optional<std::map<std::string, RemoteCounter, std::less<>>> sum_counters(
+    const std::vector<std::optional<std::vector<std::uint8_t>>>& answers,
+    std::span<const mad::CounterField> fields) {
+  std::map<std::string, RemoteCounter, std::less<>> sums;
+  for (const auto& answer : answers) {
+    if (!answer) return std::nullopt;
+    for (const auto& [counter, value, width] :
+         mad::decode_counters(mad::data_of(*answer), fields)) {
+      auto [it, inserted] = sums.try_emplace(std::string(counter), RemoteCounter{value, width});
+      if (!inserted) it->second.value = saturating_add(it->second.value, value, width);
+    }
+  }
+  return sums;
+}
+
+// Which counters of each table a PMA really fills: the 32-bit data and packet counters give
+// way to the extended ones, PortXmitWait needs its capability bit, and the unicast/multicast
+// counters are absent from the "no IETF" extended table.
+void drop_unsupported_basic(const mad::ClassPortInfo& info,
+                            std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  std::erase_if(counters, [&](const auto& entry) {
+    if (entry.first == "port_xmit_wait") return !(info.capability_mask & mad::kCapPortXmitWait);
+    const CounterSpec* spec = find_port_counter(entry.first, false);
+    return has_extended_counters(info) && spec && spec->width == kTableWidth;
+  });
+}
+
+void drop_unsupported_extended(const mad::ClassPortInfo& info,
+                               std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  if (info.capability_mask & mad::kCapExtendedWidth) return;
+  std::erase_if(counters, [](const auto& entry) {
+    return entry.first.starts_with("unicast_") || entry.first.starts_with("multicast_");
+  });
+}
+
+std::string port_label(const RemotePort& target) {
+  return target.port ? std::to_string(*target.port) : "all";
+}
+
+// As the kernel prints node_guid in sysfs, so remote and local series join on it.
+std::string format_guid(std::uint64_t guid) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
+                static_cast<unsigned>(guid >> 32 & 0xFFFF),
+                static_cast<unsigned>(guid >> 16 & 0xFFFF), static_cast<unsigned>(guid & 0xFFFF));
+  return text;
+}
+
+class RemotePmaFabricCollector final : public FabricCollector {
+ public:
+  RemotePmaFabricCollector(RemotePmaOptions options, UmadOpenResult port)
+      : options_(std::move(options)), port_(std::move(port)) {}
+
+  std::string_view name() const override { return kRemotePmaCollector; }
+
+  void collect(MetricSet& out, ErrorSink& errors) const override {
+    constexpr std::string_view kUpHelp =
+        "1 when the remote_pma collector has a local InfiniBand port with a umad device to send "
+        "PerfMgt MADs from; 0 with the reason when it has none (RoCE, rxe, no IB stack).";
+    if (!port_.transport) {
+      out.add("ibprobe_remote_pma_up", kUpHelp, prometheus::MetricType::Gauge,
+              {{"reason", port_.reason}}, 0);
+      return;
+    }
+    out.add("ibprobe_remote_pma_up", kUpHelp, prometheus::MetricType::Gauge,
+            {{"ca", port_.ca}, {"ca_port", std::to_string(port_.port)}}, 1);
+    // One umad agent answers one scrape at a time; an overlapping scrape waits its turn.
+    std::vector<RemotePortCounters> results;
+    {
+      std::lock_guard lock(mutex_);
+      results = query_remote_ports(*port_.transport, options_, errors);
+    }
+    for (const auto& result : results) {
+      MetricSet::Labels identity{{"lid", std::to_string(result.target.lid)},
+                                 {"port", port_label(result.target)}};
+      if (result.node_guid) identity.emplace_back("node_guid", format_guid(*result.node_guid));
+      for (const auto& [counter, sample] : result.counters) {
+        if (const CounterSpec* spec = find_port_counter(counter, false)) {
+          add_counter_sample(out, *spec, identity, sample.value);
+        }
+      }
+      for (const auto& [counter, sample] : result.counters) {
+        if (sample.width >= 64) continue;
+        add_saturation_sample(out, counter, identity,
+                              sample.value == saturation_value(sample.width));
+      }
+    }
+  }
+
+ private:
+  RemotePmaOptions options_;
+  UmadOpenResult port_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::optional<RemotePort> parse_remote_port(std::string_view text) {
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  auto number = [](std::string_view digits, unsigned max) -> std::optional<unsigned> {
+    int base = 10;
+    if (digits.starts_with("0x") || digits.starts_with("0X")) {
+      digits.remove_prefix(2);
+      base = 16;
+    }
+    unsigned value = 0;
+    const auto [end, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+        value > max) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  const auto lid = number(text.substr(0, colon), kMaxUnicastLid);
+  if (!lid || *lid == 0) return std::nullopt;
+  RemotePort target{static_cast<std::uint16_t>(*lid), std::nullopt};
+  const auto port_text = text.substr(colon + 1);
+  if (port_text == "all") return target;
+  const auto port = number(port_text, kMaxPortNumber);
+  if (!port) return std::nullopt;
+  target.port = static_cast<std::uint8_t>(*port);
+  return target;
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width) {
+  const std::uint64_t max = saturation_value(width);
+  return b > max - std::min(a, max) ? max : a + b;
+}
+
+std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
+                                                   const RemotePmaOptions& options,
+                                                   ErrorSink& errors) {
+  Exchange exchange(transport, options, Clock::now() + options.budget, errors);
+
+  // First what each target node's PMA supports, and who it is.
+  std::vector<std::uint16_t> lids;
+  for (const auto& target : options.targets) {
+    if (std::find(lids.begin(), lids.end(), target.lid) == lids.end()) lids.push_back(target.lid);
+  }
+  std::vector<Query> node_queries;
+  for (const auto lid : lids) {
+    node_queries.push_back({lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo});
+    if (transport.sends_smps()) {
+      node_queries.push_back({lid, mad::MgmtClass::kSubnLidRouted, mad::Attribute::kNodeInfo});
+    }
+  }
+  const auto node_answers = exchange.run(node_queries);
+  std::map<std::uint16_t, NodeFacts> nodes;
+  for (std::size_t q = 0; q < node_queries.size(); ++q) {
+    if (!node_answers[q]) continue;
+    const auto data = mad::data_of(*node_answers[q]);
+    auto& facts = nodes[node_queries[q].lid];
+    if (node_queries[q].attribute == mad::Attribute::kClassPortInfo) {
+      facts.class_port_info = mad::decode_class_port_info(data);
+    } else {
+      facts.node_info = mad::decode_node_info(data);
+    }
+  }
+
+  // Then the counters: one PortSelect per asked port, or 0xFF for the node's sum when the PMA
+  // can add them up itself; otherwise every port of the node, summed here.
+  struct Plan {
+    std::size_t target;
+    std::vector<std::size_t> basic;
+    std::vector<std::size_t> extended;
+  };
+  std::vector<Plan> plans;
+  std::vector<Query> counter_queries;
+  for (std::size_t t = 0; t < options.targets.size(); ++t) {
+    const auto& target = options.targets[t];
+    const auto& facts = nodes[target.lid];
+    if (!facts.class_port_info) continue;  // its failure is already counted
+    std::vector<std::uint8_t> ports;
+    if (target.port) {
+      ports.push_back(*target.port);
+    } else if (facts.class_port_info->capability_mask & mad::kCapAllPortSelect) {
+      ports.push_back(mad::kAllPorts);
+    } else if (facts.node_info) {
+      for (unsigned p = 1; p <= facts.node_info->num_ports; ++p) {
+        ports.push_back(static_cast<std::uint8_t>(p));
+      }
+    } else {
+      if (!transport.sends_smps()) {
+        errors.record(ReadError::kNotSupported,
+                      "lid " + std::to_string(target.lid) +
+                          " all ports: the PMA has no AllPortSelect and NodeInfo (the port "
+                          "count) cannot be asked without an SMI agent");
+      }
+      continue;
+    }
+    Plan plan{t, {}, {}};
+    const bool extended = has_extended_counters(*facts.class_port_info);
+    for (const auto port : ports) {
+      plan.basic.push_back(counter_queries.size());
+      counter_queries.push_back(
+          {target.lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, port});
+      if (!extended) continue;
+      plan.extended.push_back(counter_queries.size());
+      counter_queries.push_back(
+          {target.lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCountersExtended, port});
+    }
+    plans.push_back(std::move(plan));
+  }
+  const auto counter_answers = exchange.run(counter_queries);
+
+  std::vector<RemotePortCounters> results;
+  for (const auto& target : options.targets) results.push_back({target, std::nullopt, {}});
+  for (const auto& plan : plans) {
+    auto& result = results[plan.target];
+    const auto& facts = nodes[result.target.lid];
+    if (facts.node_info) result.node_guid = facts.node_info->node_guid;
+    auto pick = [&](const std::vector<std::size_t>& indexes) {
+      std::vector<std::optional<std::vector<std::uint8_t>>> answers;
+      for (const auto i : indexes) answers.push_back(counter_answers[i]);
+      return answers;
+    };
+    auto basic = sum_counters(pick(plan.basic), mad::port_counters_fields());
+    auto extended = plan.extended.empty()
+                        ? std::nullopt
+                        : sum_counters(pick(plan.extended), mad::port_counters_extended_fields());
+    if (basic) {
+      drop_unsupported_basic(*facts.class_port_info, *basic);
+      result.counters.merge(*basic);
+    }
+    if (extended) {
+      drop_unsupported_extended(*facts.class_port_info, *extended);
+      result.counters.merge(*extended);
+    }
+  }
+  return results;
+}
+
+std::unique_ptr<FabricCollector> make_remote_pma_collector(RemotePmaOptions options,
+                                                           UmadOpenResult port) {
+  return std::make_unique<RemotePmaFabricCollector>(std::move(options), std::move(port));
+}
+
+RemotePmaCollector make_remote_pma_collector(RemotePmaOptions options) {
+  auto port = open_umad_transport(options.ca, options.ca_port);
+  std::string unavailable =
+      port.transport ? std::string() : port.detail + " (reason " + port.reason + ")";
+  return {make_remote_pma_collector(std::move(options), std::move(port)), std::move(unavailable)};
+}
+
+std::vector<RemotePortCounters> snapshot_remote_ports(const RemotePmaOptions& options,
+                                                      ErrorSink& errors) {
+  const auto port = open_umad_transport(options.ca, options.ca_port);
+  if (!port.transport) throw std::runtime_error("remote PMA unavailable: " + port.detail);
+  return query_remote_ports(*port.transport, options, errors);
+}
+
+}  // namespace ibprobe::collectors

@@ -1,0 +1,209 @@
+// Golden tests of the MAD codec: byte vectors built by hand from the IBA bit tables.
+#include "pma_mad.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "mad_bytes.h"
+
+namespace ibprobe::testing {
+namespace {
+
+namespace mad = collectors::mad;
+
+std::uint64_t all_ones(int width) {
+  return width == 64 ? ~0ull : (1ull << width) - 1;
+}
+
+std::map<std::string, mad::CounterValue> decoded(const Bytes& data,
+                                                 std::span<const mad::CounterField> fields) {
+  std::map<std::string, mad::CounterValue> by_name;
+  for (const auto& value : mad::decode_counters(data, fields)) {
+    by_name.emplace(std::string(value.counter), value);
+  }
+  return by_name;
+}
+
+// Every field alone at all ones, then alone at zero among all ones: a field that reads one bit
+// too far or too short, or into its neighbour, shows in one of the two.
+void check_fields_in_isolation(const std::vector<MadField>& table,
+                               std::span<const mad::CounterField> fields) {
+  ASSERT_EQ(fields.size(), table.size());
+  for (const auto& field : table) {
+    Bytes only = data_area();
+    put_bits(only, field.bit_offset, field.width, all_ones(field.width));
+    Bytes all_but = Bytes(data_area().size(), 0xFF);
+    put_bits(all_but, field.bit_offset, field.width, 0);
+    const auto only_values = decoded(only, fields);
+    const auto all_but_values = decoded(all_but, fields);
+    for (const auto& other : table) {
+      const bool same = other.counter == field.counter;
+      ASSERT_TRUE(only_values.contains(other.counter)) << other.counter;
+      EXPECT_EQ(only_values.at(other.counter).value, same ? all_ones(other.width) : 0)
+          << field.counter << " set, read " << other.counter;
+      EXPECT_EQ(all_but_values.at(other.counter).value, same ? 0 : all_ones(other.width))
+          << field.counter << " cleared, read " << other.counter;
+      EXPECT_EQ(only_values.at(other.counter).width, other.width) << other.counter;
+    }
+  }
+}
+
+TEST(PmaMad, PortCountersEveryFieldInIsolation) {
+  check_fields_in_isolation(kPortCounters, mad::port_counters_fields());
+}
+
+TEST(PmaMad, PortCountersExtendedEveryFieldInIsolation) {
+  check_fields_in_isolation(kPortCountersExtended, mad::port_counters_extended_fields());
+}
+
+// Distinct values in every field at once, so no field can pass by reading its neighbour.
+TEST(PmaMad, PortCountersDistinctValues) {
+  Bytes data = data_area();
+  std::map<std::string, std::uint64_t> expected;
+  std::uint64_t seed = 0x9E3779B97F4A7C15ull;
+  for (const auto& field : kPortCounters) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const std::uint64_t value = (seed >> 7) & all_ones(field.width);
+    put_bits(data, field.bit_offset, field.width, value);
+    expected[field.counter] = value;
+  }
+  for (const auto& [name, value] : decoded(data, mad::port_counters_fields())) {
+    EXPECT_EQ(value.value, expected.at(name)) << name;
+  }
+}
+
+// Literal bytes for the fields sharing a byte or crossing 32 bits.
+TEST(PmaMad, PortCountersLiteralBytes) {
+  Bytes data = data_area();
+  data[1] = 0x07;                    // PortSelect
+  data[2] = 0x12, data[3] = 0x34;    // CounterSelect
+  data[4] = 0xAB, data[5] = 0xCD;    // SymbolErrorCounter
+  data[6] = 0xEF;                    // LinkErrorRecoveryCounter
+  data[7] = 0x01;                    // LinkDownedCounter
+  data[19] = 0x5A;                   // LocalLinkIntegrityErrors 5, ExcessiveBufferOverrunErrors A
+  data[22] = 0xFF, data[23] = 0xFE;  // VL15Dropped
+  data[24] = 0xDE, data[25] = 0xAD, data[26] = 0xBE, data[27] = 0xEF;  // PortXmitData
+  data[40] = 0x00, data[41] = 0x00, data[42] = 0x01, data[43] = 0x00;  // PortXmitWait
+  EXPECT_EQ(mad::port_select_of(data), 7);
+  const auto values = decoded(data, mad::port_counters_fields());
+  EXPECT_EQ(values.at("symbol_error").value, 0xABCDu);
+  EXPECT_EQ(values.at("link_error_recovery").value, 0xEFu);
+  EXPECT_EQ(values.at("link_downed").value, 0x01u);
+  EXPECT_EQ(values.at("local_link_integrity_errors").value, 0x5u);
+  EXPECT_EQ(values.at("excessive_buffer_overrun_errors").value, 0xAu);
+  EXPECT_EQ(values.at("VL15_dropped").value, 0xFFFEu);
+  EXPECT_EQ(values.at("port_xmit_data").value, 0xDEADBEEFu);
+  EXPECT_EQ(values.at("port_xmit_wait").value, 0x100u);
+  EXPECT_EQ(values.at("port_rcv_data").value, 0u);
+}
+
+TEST(PmaMad, PortCountersExtendedLiteralBytes) {
+  Bytes data = data_area();
+  data[1] = 0xFF;  // PortSelect: all ports
+  for (int i = 0; i < 8; ++i) data[8 + i] = static_cast<std::uint8_t>(0x01 + i);   // PortXmitData
+  for (int i = 0; i < 8; ++i) data[64 + i] = static_cast<std::uint8_t>(0xF0 + i);  // McastRcv
+  EXPECT_EQ(mad::port_select_of(data), 0xFF);
+  const auto values = decoded(data, mad::port_counters_extended_fields());
+  EXPECT_EQ(values.at("port_xmit_data").value, 0x0102030405060708ull);
+  EXPECT_EQ(values.at("multicast_rcv_packets").value, 0xF0F1F2F3F4F5F6F7ull);
+  EXPECT_EQ(values.at("port_rcv_data").value, 0u);
+}
+
+TEST(PmaMad, ClassPortInfoEveryField) {
+  Bytes data = data_area();
+  data[0] = 0x01;                                                  // BaseVersion
+  data[1] = 0x02;                                                  // ClassVersion
+  data[2] = 0x17, data[3] = 0x00;                                  // CapabilityMask
+  data[4] = 0xAB, data[5] = 0xCD, data[6] = 0xEF, data[7] = 0x53;  // CapMask2 27 | Resp 5
+  const auto info = mad::decode_class_port_info(data);
+  EXPECT_EQ(info.base_version, 1);
+  EXPECT_EQ(info.class_version, 2);
+  EXPECT_EQ(info.capability_mask, 0x1700);
+  EXPECT_EQ(info.capability_mask2, 0xABCDEF53u >> 5);
+  EXPECT_EQ(info.resp_time_value, 0x13);
+  EXPECT_EQ(info.capability_mask & mad::kCapAllPortSelect, 0x0100);
+  EXPECT_EQ(info.capability_mask & mad::kCapExtendedWidth, 0x0200);
+  EXPECT_EQ(info.capability_mask & mad::kCapExtendedWidthNoIetf, 0x0400);
+  EXPECT_EQ(info.capability_mask & mad::kCapPortXmitWait, 0x1000);
+}
+
+TEST(PmaMad, NodeInfoFields) {
+  Bytes data = data_area();
+  data[2] = 2;                                     // NodeType: switch
+  data[3] = 36;                                    // NumPorts
+  for (int i = 0; i < 8; ++i) data[4 + i] = 0xEE;  // SystemImageGUID: must not leak
+  for (int i = 0; i < 8; ++i) data[12 + i] = static_cast<std::uint8_t>(0x10 * i + 1);  // NodeGUID
+  for (int i = 0; i < 8; ++i) data[20 + i] = 0xCC;  // PortGUID: must not leak
+  const auto info = mad::decode_node_info(data);
+  EXPECT_EQ(info.num_ports, 36);
+  EXPECT_EQ(info.node_guid, 0x0111213141516171ull);
+}
+
+TEST(PmaMad, EncodesGetOfEachAttribute) {
+  struct Case {
+    mad::Request request;
+    std::uint8_t mgmt_class;
+    std::uint16_t attribute;
+    int port_select_byte;  // -1: no PortSelect in the request
+  };
+  const std::vector<Case> cases = {
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo, 0x0102030405060708ull},
+       0x04,
+       0x0001,
+       -1},
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, 0xA1B2C3D4ull, 5},
+       0x04,
+       0x0012,
+       5},
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCountersExtended, 7, 0xFF},
+       0x04,
+       0x001D,
+       0xFF},
+      {{mad::MgmtClass::kSubnLidRouted, mad::Attribute::kNodeInfo, 9}, 0x01, 0x0011, -1},
+  };
+  for (const auto& c : cases) {
+    Bytes expected = mad_bytes(c.mgmt_class, 0x01, c.attribute, c.request.transaction_id);
+    if (c.port_select_byte >= 0)
+      expected[kDataStart + 1] = static_cast<std::uint8_t>(c.port_select_byte);
+    const auto actual = mad::encode_get(c.request);
+    EXPECT_EQ(Bytes(actual.begin(), actual.end()), expected) << "attribute " << c.attribute;
+  }
+}
+
+TEST(PmaMad, DecodesHeader) {
+  Bytes bytes = mad_bytes(0x04, 0x81, 0x001D, 0x1122334455667788ull, 0x001C);
+  bytes[20] = 0x00, bytes[21] = 0x00, bytes[22] = 0x01, bytes[23] = 0x02;  // AttributeModifier
+  const auto header = mad::decode_header(bytes);
+  ASSERT_TRUE(header);
+  EXPECT_EQ(header->base_version, 1);
+  EXPECT_EQ(header->mgmt_class, mad::MgmtClass::kPerfMgt);
+  EXPECT_EQ(header->class_version, 1);
+  EXPECT_EQ(header->method, mad::Method::kGetResp);
+  EXPECT_EQ(header->status, 0x001C);
+  EXPECT_EQ(header->transaction_id, 0x1122334455667788ull);
+  EXPECT_EQ(header->attribute, mad::Attribute::kPortCountersExtended);
+  EXPECT_EQ(header->attribute_modifier, 0x102u);
+  EXPECT_FALSE(mad::decode_header(Bytes(23, 0)));
+}
+
+TEST(PmaMad, DataAreaNeedsAWholeMad) {
+  const Bytes whole(256, 0);
+  EXPECT_EQ(mad::data_of(whole).size(), 192u);
+  EXPECT_EQ(mad::data_of(whole).data(), whole.data() + 64);
+  EXPECT_TRUE(mad::data_of(Bytes(255, 0)).empty());
+}
+
+TEST(PmaMad, DescribesStatusPrecisely) {
+  EXPECT_EQ(mad::describe_status(0x0004), "0x0004 (bad base or class version)");
+  EXPECT_EQ(mad::describe_status(0x0008), "0x0008 (method not supported)");
+  EXPECT_EQ(mad::describe_status(0x000C), "0x000c (method/attribute combination not supported)");
+  EXPECT_EQ(mad::describe_status(0x001C), "0x001c (invalid attribute field or modifier)");
+  EXPECT_EQ(mad::describe_status(0x0001), "0x0001 (busy)");
+  EXPECT_EQ(mad::describe_status(0x0002), "0x0002 (redirect required)");
+  EXPECT_EQ(mad::describe_status(0x0100), "0x0100 (class-specific bits set)");
+}
+
+}  // namespace
+}  // namespace ibprobe::testing

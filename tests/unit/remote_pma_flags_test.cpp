@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include "ibprobe/exporter.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+using collectors::RemotePort;
+using namespace std::chrono_literals;
+
+std::optional<int> parse(std::vector<std::string> args, Config& config) {
+  args.insert(args.begin(), "ibprobe_exporter");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_flags(static_cast<int>(argv.size()), argv.data(), config);
+}
+
+TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
+  Config config;
+  EXPECT_FALSE(parse({}, config));
+  EXPECT_FALSE(config.remote_pma);
+  const auto& remote = config.remote_pma_options;
+  EXPECT_TRUE(remote.targets.empty());
+  EXPECT_EQ(remote.ca, "");
+  EXPECT_EQ(remote.ca_port, 0);
+  EXPECT_EQ(remote.timeout, 300ms);
+  EXPECT_EQ(remote.retries, 2);
+  EXPECT_EQ(remote.budget, 4000ms);
+  EXPECT_EQ(remote.concurrency, 8);
+}
+
+TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
+  Config config;
+  EXPECT_FALSE(
+      parse({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+             "--collector.remote_pma.target", "0x1a:all", "--collector.remote_pma.ca=mlx5_1",
+             "--collector.remote_pma.ca-port=2", "--collector.remote_pma.timeout-ms=150",
+             "--collector.remote_pma.retries=0", "--collector.remote_pma.budget-ms=2500",
+             "--collector.remote_pma.concurrency=3"},
+            config));
+  EXPECT_TRUE(config.remote_pma);
+  const auto& remote = config.remote_pma_options;
+  EXPECT_EQ(remote.targets, (std::vector<RemotePort>{{12, 3}, {26, std::nullopt}}));
+  EXPECT_EQ(remote.ca, "mlx5_1");
+  EXPECT_EQ(remote.ca_port, 2);
+  EXPECT_EQ(remote.timeout, 150ms);
+  EXPECT_EQ(remote.retries, 0);
+  EXPECT_EQ(remote.budget, 2500ms);
+  EXPECT_EQ(remote.concurrency, 3);
+  // The per-device collectors are unaffected.
+  EXPECT_EQ(config.enabled_collectors,
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+}
+
+TEST(RemotePmaFlags, NoCollectorFlagTurnsItOff) {
+  Config config;
+  EXPECT_FALSE(parse({"--collector.remote_pma", "--no-collector.remote_pma"}, config));
+  EXPECT_FALSE(config.remote_pma);
+}
+
+TEST(RemotePmaFlags, RejectsBadInputWithExitCode) {
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--collector.remote_pma"},  // no target
+           {"--collector.remote_pma", "--collector.remote_pma.target=12"},
+           {"--collector.remote_pma", "--collector.remote_pma.target=0:1"},
+           {"--collector.remote_pma", "--collector.remote_pma.target=12:255"},
+           {"--collector.remote_pma.timeout-ms=0"},
+           {"--collector.remote_pma.retries=-1"},
+           {"--collector.remote_pma.budget-ms=0"},
+           {"--collector.remote_pma.concurrency=0"},
+           {"--collector.remote_pma.ca-port=255"}}) {
+    Config config;
+    const auto exit_code = parse(bad, config);
+    ASSERT_TRUE(exit_code) << bad.back();
+    EXPECT_NE(*exit_code, 0) << bad.back();
+  }
+}
+
+}  // namespace
+}  // namespace ibprobe::exporter
