@@ -107,4 +107,52 @@ void add_saturation_sample(MetricSet& out, std::string_view counter,
           prometheus::MetricType::Gauge, labels, saturated ? 1 : 0);
 }
 
+namespace {
+
+// The kernel exposes the extended (64-bit) table when the PMA advertises it; that table, and only
+// that one, has the unicast/multicast files. A value above 32 bits also proves 64-bit width (the
+// "no IETF" extended table has no unicast files).
+bool uses_extended_table(const std::map<std::string, PortCounterValue>& values) {
+  if (values.contains("unicast_xmit_packets") || values.contains("unicast_rcv_packets")) {
+    return true;
+  }
+  for (const auto& [name, value] : values) {
+    if (value.spec && value.spec->width == kTableWidth && value.raw > saturation_value(32)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void read_counter_dir(const SysfsDir& dir, bool legacy_ext_dir,
+                      std::map<std::string, PortCounterValue>& values, ErrorSink& errors) {
+  for (const auto& file : dir.entries()) {
+    const auto raw = dir.read_counter(file, errors);
+    if (!raw) continue;
+    const CounterSpec* spec = find_port_counter(file, legacy_ext_dir);
+    const std::string counter = spec ? std::string(spec->counter) : file;
+    const PortCounterValue value{spec, *raw, spec ? spec->width : 64};
+    if (!legacy_ext_dir) {
+      values.emplace(counter, value);
+      continue;
+    }
+    auto [it, inserted] = values.try_emplace(counter, value);
+    if (!inserted && it->second.width < 64) it->second = value;
+  }
+}
+
+}  // namespace
+
+std::map<std::string, PortCounterValue> read_port_counters(const SysfsDir& port_dir,
+                                                           ErrorSink& errors) {
+  std::map<std::string, PortCounterValue> values;
+  read_counter_dir(SysfsDir(port_dir, "counters"), false, values, errors);
+  const int table_width = uses_extended_table(values) ? 64 : 32;
+  for (auto& [name, value] : values) {
+    if (value.width == kTableWidth) value.width = table_width;
+  }
+  read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, values, errors);
+  return values;
+}
+
 }  // namespace ibprobe::collectors

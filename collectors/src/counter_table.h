@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "ibprobe/collectors.h"
+#include "sysfs.h"
 
 namespace ibprobe::collectors {
 
@@ -35,6 +38,18 @@ const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir)
 constexpr std::uint64_t saturation_value(int width) {
   return width >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
 }
+
+// One PortCounters value of a port, its width resolved.
+struct PortCounterValue {
+  const CounterSpec* spec;  // nullptr for a file the table does not know
+  std::uint64_t raw;
+  int width;  // bits: 32 or 64 for the data and packet counters, depending on the kernel's table
+};
+
+// Every counter of ports/N/counters/ and legacy counters_ext/, by canonical name; a 64-bit
+// counters_ext value supersedes the 32-bit counters/ one. Unreadable files go to `errors`.
+std::map<std::string, PortCounterValue> read_port_counters(const SysfsDir& port_dir,
+                                                           ErrorSink& errors);
 
 // Adds one PortCounters value to its family, scaled into the family's unit, with a `counter`
 // label in the error family. `identity` names the port: {device, port} or {lid, port, ...}.

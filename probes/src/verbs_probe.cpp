@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "control_channel.h"
+#include "ibprobe/counter_snapshot.h"
 #include "rc_session.h"
 
 namespace ibprobe::probes {
@@ -23,6 +24,21 @@ constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
+  return out;
+}
+
+// The port's counters, taken once the driver's hw_counters cache can no longer hide the run.
+CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
+  auto snapshot = collectors::snapshot_port(local.sysfs_root, local.device, local.port);
+  if (snapshot.hw_counters_lifespan.count() > 0) {
+    std::this_thread::sleep_for(snapshot.hw_counters_lifespan);
+    snapshot = collectors::snapshot_port(local.sysfs_root, local.device, local.port);
+  }
+  CounterSnapshot out;
+  for (const auto& [name, reading] : snapshot.counters) {
+    out.emplace(
+        name, CounterSample{reading.value, reading.width_bits, reading.scale, reading.error_class});
+  }
   return out;
 }
 
@@ -85,16 +101,31 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.numa_node = session.numa_node();
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto run_deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);
+  const auto before = snapshot_after_lifespan(local);
+  const auto run_start = Clock::now();
+  const auto run_deadline = run_start + std::chrono::seconds(spec.timeout_seconds);
   const RunGuard guard{run_deadline, [&channel] { channel.fail_if_peer_spoke(); }, nullptr};
   if (spec.test == TestKind::kBandwidth) {
     outcome.bandwidth = session.run_bandwidth(guard);
   } else {
     outcome.latency = session.run_latency(guard);
   }
+  outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+  const auto after = snapshot_after_lifespan(local);
   channel.send(protocol::Ready{}, run_deadline);
   const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
+
+  outcome.local_deltas = counter_deltas(before, after);
+  outcome.peer_deltas = counter_deltas(result.before, result.after);
+  auto all = outcome.local_deltas;
+  all.insert(all.end(), outcome.peer_deltas.begin(), outcome.peer_deltas.end());
+  // The port that transmitted the probe's data: ours for write and send, the peer's for read.
+  const auto& sender =
+      spec.operation == Operation::kRead ? outcome.peer_deltas : outcome.local_deltas;
+  outcome.link =
+      read_link(outcome.window_seconds, outcome.bandwidth ? outcome.bandwidth->bytes_per_second : 0,
+                verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all);
   return outcome;
 }
 
@@ -185,6 +216,8 @@ void Responder::handle(int fd) {
     channel.send(protocol::ProbeAccept{}, setup_deadline);
     channel.send(session.local_endpoints(), setup_deadline);
     session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
+    protocol::Result result;
+    result.before = snapshot_after_lifespan(local_);
     channel.send(protocol::Ready{}, setup_deadline);
 
     const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
@@ -196,7 +229,7 @@ void Responder::handle(int fd) {
       session.serve_send_bandwidth(guard);
     }
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
-    protocol::Result result;
+    result.after = snapshot_after_lifespan(local_);
     result.checks = session.preflight_checks();
     channel.send(result, run_deadline);
   } catch (const std::exception& e) {

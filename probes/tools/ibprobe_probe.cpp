@@ -33,6 +33,29 @@ void print(const ProbeOutcome& outcome) {
     std::printf("check side=%s name=%s passed=%d detail=\"%s\"\n", check.side.c_str(),
                 check.name.c_str(), check.passed ? 1 : 0, check.detail.c_str());
   }
+  for (const auto* side : {"local", "peer"}) {
+    const auto& deltas = std::string(side) == "local" ? outcome.local_deltas : outcome.peer_deltas;
+    for (const auto& d : deltas) {
+      if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;
+      std::printf("delta side=%s counter=%s status=%s value=%.0f\n", side, d.counter.c_str(),
+                  std::string(to_string(d.status)).c_str(), d.delta.value_or(0));
+    }
+  }
+  const auto& link = outcome.link;
+  std::string moved;
+  for (const auto& c : link.moved_error_counters) moved += (moved.empty() ? "" : ",") + c;
+  auto figure = [](const std::optional<double>& value, const char* format) {
+    if (!value) return std::string("unknown");
+    char text[32];
+    std::snprintf(text, sizeof(text), format, *value);
+    return std::string(text);
+  };
+  std::printf(
+      "link window_seconds=%.3f link_bytes_per_second=%s line_rate_ratio=%s "
+      "errors_moved=%s diagnosis=%s explanation=\"%s\"\n",
+      outcome.window_seconds, figure(link.link_bytes_per_second, "%.0f").c_str(),
+      figure(link.line_rate_ratio, "%.4f").c_str(), moved.empty() ? "none" : moved.c_str(),
+      std::string(to_string(link.diagnosis)).c_str(), link.explanation.c_str());
   if (const auto& bw = outcome.bandwidth) {
     std::printf(
         "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "

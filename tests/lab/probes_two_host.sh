@@ -45,6 +45,12 @@ check_kind() { # TEST FIGURE [ARGS...]
     done
     grep -q 'check side=both name=version_match passed=1' <<<"$out" \
         || fail "$test: version_match missing or failed: $out"
+    # The probe's own counter deltas: both rxe ports saw the run's packets.
+    grep -Eq 'delta side=local counter=hw_counters/sent_pkts status=valid value=[1-9]' <<<"$out" \
+        || fail "$test: no local sent_pkts delta: $out"
+    grep -Eq 'delta side=peer counter=hw_counters/rcvd_pkts status=valid value=[1-9]' <<<"$out" \
+        || fail "$test: no peer rcvd_pkts delta: $out"
+    grep -q '^link .*diagnosis=' <<<"$out" || fail "$test: no link reading: $out"
     note "$test $*: $figure=$value, setup $(field "$out" setup_seconds) s, VM B sent_pkts +$((after - before))"
 }
 

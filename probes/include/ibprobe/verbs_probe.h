@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@ namespace ibprobe::probes {
 struct LocalPort {
   std::string device;
   std::uint8_t port = 1;
+  std::filesystem::path sysfs_root = "/sys";  // where the port's counters are read
 };
 
 struct ProbeOutcome {
@@ -39,6 +41,14 @@ struct ProbeOutcome {
     std::string detail;
   };
   std::vector<Check> checks;
+
+  // Counters of both ports around the run (PortCounters x 4 for data, hw_counters as
+  // "hw_counters/<name>"), read after the driver's hw_counters cache lifespan, and what they say
+  // with the probe's own figure (DOMAIN.md section 4).
+  double window_seconds = 0;
+  std::vector<CounterDelta> local_deltas;
+  std::vector<CounterDelta> peer_deltas;
+  LinkReading link;
 };
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a

@@ -1,0 +1,34 @@
+// Every counter of one local port at one instant, for diffing around a probe run: the
+// PortCounters (with their width and unit) and the driver's hw_counters.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace ibprobe::collectors {
+
+struct CounterReading {
+  std::uint64_t value = 0;
+  std::uint32_t width_bits = 64;  // fixed-width PortCounters saturate at all ones
+  double scale = 1;               // 4 for the data counters: they count 32-bit words
+  bool error_class = false;
+};
+
+struct PortSnapshot {
+  // PortCounters by name ("port_xmit_data", "symbol_error", ...), hw_counters as
+  // "hw_counters/<driver name>".
+  std::map<std::string, CounterReading, std::less<>> counters;
+  // How long the driver caches hw_counters: a reading taken sooner than this after traffic may
+  // not show it yet.
+  std::chrono::milliseconds hw_counters_lifespan{0};
+};
+
+// Unreadable files are left out of the snapshot (and so show as missing in a delta).
+PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::string& device,
+                           unsigned port);
+
+}  // namespace ibprobe::collectors
