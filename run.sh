@@ -9,7 +9,7 @@ root=$PWD
 
 ./scripts/install-deps.sh all
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target ibprobe_exporter >/dev/null
+cmake --build build -j "$(nproc)" --target ibprobe_exporter ibprobe_probe >/dev/null
 exporter=$root/build/exporter/ibprobe_exporter
 
 if compgen -G "/sys/class/infiniband/*" >/dev/null; then
@@ -48,9 +48,8 @@ Prometheus scrape config:
       static_configs:
         - targets: ["${urls[0]#http://}", "${urls[1]#http://}"]
 
-Make traffic (the rxe hw_counters on /metrics rise):
-  $lab spawn A -- ib_write_bw -d rxe0 -x $("$lab" gid A) -D 10
-  $lab exec B -- ib_write_bw -d rxe0 -x $("$lab" gid B) -D 10 $("$lab" addr A)
+Probe host A from host B (the exporter in A answers on :9471; the rxe hw_counters rise):
+  $lab exec B -- $root/build/probes/ibprobe_probe run -d rxe0 -t write_bw $("$lab" addr A):9471
 
 Press Ctrl-C to stop the lab.
 TEXT

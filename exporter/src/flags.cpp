@@ -62,6 +62,14 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                  "Devices collected concurrently during one scrape")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--probe.responder-address", config.probe_responder_address,
+                 "HOST:PORT the verbs probe responder listens on (empty: no responder)")
+      ->capture_default_str();
+  app.add_option("--probe.device", config.probe_device,
+                 "RDMA device probes from peers run on (default: the first with an ACTIVE port)");
+  app.add_option("--probe.device-port", config.probe_device_port, "Port of --probe.device")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 255));
   app.add_option("--path.sysfs", config.sysfs_root, "sysfs mount point")->capture_default_str();
   app.add_option("--device.include", config.device_include,
                  "Regular expression of RDMA device names to export (whole name)");
@@ -133,6 +141,9 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   }
   try {
     civetweb_listening_port(config.listen_address);
+    if (!config.probe_responder_address.empty()) {
+      civetweb_listening_port(config.probe_responder_address);
+    }
     collectors::DeviceFilter(config.device_include, config.device_exclude);
   } catch (const std::regex_error& e) {
     std::cerr << "ibprobe_exporter: invalid --device.include/--device.exclude regular expression: "

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "ibprobe/exporter.h"
+#include "ibprobe/verbs_probe.h"
 
 namespace {
 
@@ -47,6 +48,28 @@ std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors
   return result;
 }
 
+// The verbs probe responder, when asked for and when there is a port to probe on.
+std::unique_ptr<probes::Responder> start_probe_responder(const exporter::Config& config) {
+  if (config.probe_responder_address.empty()) return nullptr;
+  auto local = config.probe_device.empty()
+                   ? probes::first_active_port(config.sysfs_root)
+                   : std::optional(probes::LocalPort{
+                         config.probe_device, static_cast<std::uint8_t>(config.probe_device_port),
+                         config.sysfs_root});
+  if (!local) {
+    spdlog::info("probe responder off: no RDMA port is ACTIVE");
+    return nullptr;
+  }
+  const auto colon = config.probe_responder_address.rfind(':');
+  std::string host = config.probe_responder_address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  auto responder = std::make_unique<probes::Responder>(
+      host, config.probe_responder_address.substr(colon + 1), *local, probes::Limits{});
+  spdlog::info("probe responder listening on {} port {} for {} port {}",
+               config.probe_responder_address, responder->port(), local->device, local->port);
+  return responder;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +96,7 @@ int main(int argc, char** argv) {
         make_fabric_collectors(config));
     exporter::Routes routes(config, scraper);
     exporter::HttpServer server(config.listen_address, config.http_threads, routes);
+    const auto responder = start_probe_responder(config);
     routes.set_ready(true);
     spdlog::info(
         "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: "

@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "control_channel.h"
@@ -61,6 +63,29 @@ void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightChec
 }
 
 }  // namespace
+
+std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root) {
+  const auto class_dir = sysfs_root / "class" / "infiniband";
+  std::error_code ec;
+  std::vector<std::filesystem::path> devices;
+  for (std::filesystem::directory_iterator it(class_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    devices.push_back(it->path());
+  }
+  std::sort(devices.begin(), devices.end());
+  for (const auto& device : devices) {
+    for (unsigned port = 1; port <= 255; ++port) {
+      std::ifstream state(device / "ports" / std::to_string(port) / "state");
+      if (!state) break;
+      std::string text;
+      std::getline(state, text);
+      if (text.find("ACTIVE") != std::string::npos && text.find("DEFER") == std::string::npos) {
+        return LocalPort{device.filename().string(), static_cast<std::uint8_t>(port), sysfs_root};
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
                        const ProbeSpec& spec) {

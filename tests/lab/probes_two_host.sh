@@ -1,23 +1,29 @@
 #!/bin/bash
 #
-# Verbs probes on real rxe devices, two-host mode: an ibprobe responder in VM A, the initiator
-# in VM B. Every probe kind runs and reports figures; the rxe hw_counters of both hosts show the
+# Verbs probes on real rxe devices, two-host mode: the responder of the ibprobe exporter in VM A,
+# the initiator (ibprobe_probe) in VM B. Every probe kind runs and reports figures; the rxe hw_counters of both hosts show the
 # traffic (write, read and send, bandwidth and latency, SRQ, duration mode); a responder stopped
-# mid-run makes the initiator fail with a precise reason instead of hanging, and leaves no QP.
+# mid-run (the exporter stopped) makes the initiator fail with a precise reason instead of
+# hanging, and leaves no QP.
 #
-# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
+# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary, IBPROBE_EXPORTER
+# the exporter.
 
 set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
 
 PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
 RESPONDER_PORT=18600
 
 start_responder() {
-    lab spawn --name responder A -- "$PROBE" serve -d rxe0 --listen ":$RESPONDER_PORT" >/dev/null \
-        || fail "cannot start the responder in VM A"
+    lab spawn --name responder A -- "$EXPORTER" --web.listen-address=:9470 \
+        --probe.responder-address=":$RESPONDER_PORT" >/dev/null \
+        || fail "cannot start the exporter in VM A"
     lab_wait_listen A "$RESPONDER_PORT"
+    lab output --stderr A responder | grep -q 'probe responder listening on .* for rxe0 port 1' \
+        || fail "the exporter did not report its responder: $(lab output --stderr A responder)"
 }
 
 run_probe() { # TEST ARGS...

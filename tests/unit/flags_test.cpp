@@ -45,6 +45,8 @@ TEST(Flags, RejectsBadInputWithExitCode) {
                                                                {"--log.level=verbose"},
                                                                {"--collector.nonexistent"},
                                                                {"--device.include=("},
+           {"--probe.responder-address=9471"},
+           {"--probe.device-port=0"},
                                                                {"--unknown-flag"}}) {
     Config config;
     const auto exit_code = parse(bad, config);

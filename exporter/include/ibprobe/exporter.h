@@ -26,6 +26,10 @@ struct Config {
   // Remote port counters over PerfMgt MADs; off unless asked for, as it needs an IB fabric.
   bool remote_pma = false;
   collectors::RemotePmaOptions remote_pma_options;
+  // The responder that answers peers' verbs probes; an empty address turns it off.
+  std::string probe_responder_address = ":9471";
+  std::string probe_device;  // empty: the first device with an ACTIVE port
+  int probe_device_port = 1;
 };
 
 // Parses the command line. Returns the exit code when the process should stop right away

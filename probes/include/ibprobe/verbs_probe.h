@@ -51,6 +51,9 @@ struct ProbeOutcome {
   LinkReading link;
 };
 
+// The first port under <sysfs_root>/class/infiniband whose state is ACTIVE, in device order.
+std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root);
+
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a
 // std::runtime_error) with the reason when the run cannot complete; every verbs resource is
 // released on every path.
