@@ -29,7 +29,7 @@ for host in A B; do
   port=$("$lab" port "$host" 9470)
   url=http://127.0.0.1:$port
   deadline=$((SECONDS + 60))
-  until curl -fsS -o /dev/null "$url/-/ready"; do
+  until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
     ((SECONDS < deadline)) || { echo "exporter in lab host $host did not start" >&2; exit 1; }
     sleep 0.5
   done
