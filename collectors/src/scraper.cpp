@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "devices.h"
@@ -20,10 +21,9 @@ class BufferedErrors final : public ErrorSink {
   std::vector<std::pair<ReadError, std::filesystem::path>> entries;
 };
 
-// One collector over one device: the unit of work that runs in parallel.
+// One collector over one device, or one fabric collector over the whole scrape.
 struct Task {
-  const Collector* collector;
-  const Device* device;
+  std::function<void(MetricSet&, ErrorSink&)> work;
   MetricSet metrics;
   BufferedErrors errors;
   bool failed = false;
@@ -32,28 +32,9 @@ struct Task {
   void run() {
     const auto start = std::chrono::steady_clock::now();
     try {
-      collector->collect(*device, metrics, errors);
+      work(metrics, errors);
     } catch (const std::exception&) {
-      // A collector failing on a device costs its own series for that device, never the scrape.
-      failed = true;
-    }
-    elapsed = std::chrono::steady_clock::now() - start;
-  }
-};
-
-// One fabric collector for the whole scrape.
-struct FabricTask {
-  const FabricCollector* collector;
-  MetricSet metrics;
-  BufferedErrors errors;
-  bool failed = false;
-  std::chrono::steady_clock::duration elapsed{};
-
-  void run() {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      collector->collect(metrics, errors);
-    } catch (const std::exception&) {
+      // A collector failing costs its own series (for that device), never the scrape.
       failed = true;
     }
     elapsed = std::chrono::steady_clock::now() - start;
@@ -101,14 +82,24 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
   std::vector<Task> tasks;
   tasks.reserve(collectors_.size() * devices.size());
   for (const auto& collector : collectors_) {
-    for (const auto& device : devices) tasks.push_back(Task{collector.get(), &device, {}, {}});
+    for (const auto& device : devices) {
+      tasks.push_back(Task{[&collector, &device](MetricSet& out, ErrorSink& errors) {
+                             collector->collect(device, out, errors);
+                           },
+                           {},
+                           {}});
+    }
   }
   // Fabric collectors wait on the network, not on sysfs: each gets its own thread, so their
   // time budget overlaps the device collectors instead of adding to it.
-  std::vector<FabricTask> fabric_tasks;
+  std::vector<Task> fabric_tasks;
   fabric_tasks.reserve(fabric_collectors_.size());
-  for (const auto& collector : fabric_collectors_)
-    fabric_tasks.push_back(FabricTask{collector.get(), {}, {}});
+  for (const auto& collector : fabric_collectors_) {
+    fabric_tasks.push_back(
+        Task{[&collector](MetricSet& out, ErrorSink& errors) { collector->collect(out, errors); },
+             {},
+             {}});
+  }
   {
     std::vector<std::jthread> fabric_threads;
     for (auto& fabric_task : fabric_tasks) {
@@ -150,8 +141,9 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
     add_collector_metrics(self, collector->name(), elapsed, success);
     count_errors(collector->name(), error_counts);
   }
-  for (auto& fabric_task : fabric_tasks) {
-    const auto name = fabric_task.collector->name();
+  for (std::size_t f = 0; f < fabric_tasks.size(); ++f) {
+    auto& fabric_task = fabric_tasks[f];
+    const auto name = fabric_collectors_[f]->name();
     std::vector<double> error_counts(kReasonCount);
     for (const auto& [reason, path] : fabric_task.errors.entries) {
       ++error_counts[static_cast<std::size_t>(reason)];
