@@ -13,6 +13,16 @@ class IgnoredErrors final : public ErrorSink {
 
 }  // namespace
 
+CounterReading describe_port_counter(std::string_view name, std::uint64_t value,
+                                     std::uint32_t width_bits) {
+  CounterReading reading{value, width_bits, 1, false};
+  if (const CounterSpec* spec = find_port_counter(name, false)) {
+    reading.scale = spec->scale;
+    reading.error_class = spec->counter_class == CounterClass::kError;
+  }
+  return reading;
+}
+
 PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::string& device,
                            unsigned port) {
   PortSnapshot snapshot;

@@ -13,6 +13,7 @@
 
 #include "control_channel.h"
 #include "ibprobe/counter_snapshot.h"
+#include "ibprobe/remote_pma.h"
 #include "rc_session.h"
 
 namespace ibprobe::probes {
@@ -42,6 +43,28 @@ CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
         name, CounterSample{reading.value, reading.width_bits, reading.scale, reading.error_class});
   }
   return out;
+}
+
+class IgnoredErrors final : public collectors::ErrorSink {
+ public:
+  void record(collectors::ReadError, const std::filesystem::path&) override {}
+};
+
+// Counters of the fabric ports, one snapshot per port in the order asked.
+std::vector<CounterSnapshot> snapshot_fabric(const collectors::RemotePmaOptions& options) {
+  IgnoredErrors errors;
+  std::vector<CounterSnapshot> snapshots;
+  for (const auto& remote : collectors::snapshot_remote_ports(options, errors)) {
+    CounterSnapshot snapshot;
+    for (const auto& [name, counter] : remote.counters) {
+      const auto reading = collectors::describe_port_counter(
+          name, counter.value, static_cast<std::uint32_t>(counter.width));
+      snapshot.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
+                                           reading.error_class});
+    }
+    snapshots.push_back(std::move(snapshot));
+  }
+  return snapshots;
 }
 
 void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightCheck>& local,
@@ -88,7 +111,7 @@ std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_ro
 }
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec) {
+                       const ProbeSpec& spec, const std::vector<std::string>& fabric_ports) {
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + join(problems));
   }
@@ -126,6 +149,23 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.numa_node = session.numa_node();
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  collectors::RemotePmaOptions fabric;
+  for (const auto& text : fabric_ports) {
+    const auto parsed = collectors::parse_remote_port(text);
+    if (!parsed || !parsed->port) {
+      throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
+    }
+    fabric.targets.push_back(*parsed);
+  }
+  std::vector<CounterSnapshot> fabric_before;
+  std::string fabric_problem;
+  if (!fabric.targets.empty()) {
+    try {
+      fabric_before = snapshot_fabric(fabric);
+    } catch (const std::exception& e) {
+      fabric_problem = e.what();
+    }
+  }
   const auto before = snapshot_after_lifespan(local);
   const auto run_start = Clock::now();
   const auto run_deadline = run_start + std::chrono::seconds(spec.timeout_seconds);
@@ -137,14 +177,36 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   const auto after = snapshot_after_lifespan(local);
+  if (!fabric.targets.empty() && fabric_problem.empty()) {
+    try {
+      const auto fabric_after = snapshot_fabric(fabric);
+      for (std::size_t i = 0; i < fabric_ports.size(); ++i) {
+        outcome.fabric_deltas.push_back(
+            {fabric_ports[i],
+             counter_deltas(i < fabric_before.size() ? fabric_before[i] : CounterSnapshot{},
+                            i < fabric_after.size() ? fabric_after[i] : CounterSnapshot{})});
+      }
+    } catch (const std::exception& e) {
+      fabric_problem = e.what();
+    }
+  }
   channel.send(protocol::Ready{}, run_deadline);
   const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
 
   outcome.local_deltas = counter_deltas(before, after);
   outcome.peer_deltas = counter_deltas(result.before, result.after);
+  if (!fabric.targets.empty()) {
+    outcome.checks.push_back({"local", "fabric_ports", fabric_problem.empty(),
+                              fabric_problem.empty()
+                                  ? std::to_string(fabric.targets.size()) + " fabric ports read"
+                                  : fabric_problem});
+  }
   auto all = outcome.local_deltas;
   all.insert(all.end(), outcome.peer_deltas.begin(), outcome.peer_deltas.end());
+  for (const auto& fabric_port : outcome.fabric_deltas) {
+    all.insert(all.end(), fabric_port.deltas.begin(), fabric_port.deltas.end());
+  }
   // The port that transmitted the probe's data: ours for write and send, the peer's for read.
   const auto& sender =
       spec.operation == Operation::kRead ? outcome.peer_deltas : outcome.local_deltas;

@@ -41,6 +41,14 @@ void print(const ProbeOutcome& outcome) {
                   std::string(to_string(d.status)).c_str(), d.delta.value_or(0));
     }
   }
+  for (const auto& fabric_port : outcome.fabric_deltas) {
+    for (const auto& d : fabric_port.deltas) {
+      if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;
+      std::printf("delta side=fabric:%s counter=%s status=%s value=%.0f\n",
+                  fabric_port.port.c_str(), d.counter.c_str(),
+                  std::string(to_string(d.status)).c_str(), d.delta.value_or(0));
+    }
+  }
   const auto& link = outcome.link;
   std::string moved;
   for (const auto& c : link.moved_error_counters) moved += (moved.empty() ? "" : ",") + c;
@@ -103,6 +111,9 @@ int main(int argc, char** argv) {
   run->add_option("-D,--duration", duration,
                   "Run for this many seconds instead of a number of iterations (bandwidth)");
   run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
+  std::vector<std::string> fabric_ports;
+  run->add_option("--fabric-port", fabric_ports,
+                  "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
   std::uint32_t timeout = 0;
   run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
   std::string numa = "auto";
@@ -151,7 +162,7 @@ int main(int argc, char** argv) {
       spec.numa_node = static_cast<std::uint32_t>(std::stoul(numa));
     }
     const auto [host, port] = split_address(peer);
-    print(run_probe(local, host, port, spec));
+    print(run_probe(local, host, port, spec, fabric_ports));
   } catch (const std::exception& e) {
     std::cerr << "ibprobe_probe: " << e.what() << "\n";
     return 1;

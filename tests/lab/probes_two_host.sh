@@ -95,6 +95,16 @@ check_numa() {
     note "NUMA: auto gives none on rxe, --numa 0 binds node 0, --numa 7 refused ($out)"
 }
 
+# rxe is RoCE: no fabric ports can be read over PerfMgt MADs, and the probe says so but runs.
+check_fabric_ports_unavailable() {
+    local out
+    out=$(run_probe write_bw -n 100 --fabric-port 1:1) || fail "probe with a fabric port failed: $out"
+    grep -q 'check side=local name=fabric_ports passed=0 detail="remote PMA unavailable' <<<"$out" \
+        || fail "no fabric_ports check explaining why: $out"
+    positive_number "$(field "$out" bw_average_MiBps)" || fail "no bandwidth with a fabric port: $out"
+    note "fabric port on RoCE: $(grep 'name=fabric_ports' <<<"$out")"
+}
+
 check_invalid_spec() {
     local out rc=0
     out=$(run_probe write_lat -q 4 2>&1) || rc=$?
@@ -116,6 +126,7 @@ main() {
     check_kind send_bw bw_average_MiBps -n 300 --use-srq
     check_kind write_bw bw_average_MiBps -D 6
     check_numa
+    check_fabric_ports_unavailable
     check_invalid_spec
     check_peer_killed_mid_run
 }

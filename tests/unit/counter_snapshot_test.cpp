@@ -55,3 +55,22 @@ TEST(CounterSnapshot, MissingPortIsEmpty) {
 
 }  // namespace
 }  // namespace ibprobe::testing
+
+namespace ibprobe::testing {
+namespace {
+
+TEST(DescribePortCounter, UnitAndClassFromTheName) {
+  const auto data = collectors::describe_port_counter("port_rcv_data", 10, 32);
+  EXPECT_EQ(data.scale, 4);
+  EXPECT_FALSE(data.error_class);
+  EXPECT_EQ(data.width_bits, 32u);
+  const auto symbol = collectors::describe_port_counter("symbol_error", 3, 16);
+  EXPECT_TRUE(symbol.error_class);
+  EXPECT_EQ(symbol.scale, 1);
+  const auto unknown = collectors::describe_port_counter("future_counter", 7, 64);
+  EXPECT_FALSE(unknown.error_class);
+  EXPECT_EQ(unknown.value, 7u);
+}
+
+}  // namespace
+}  // namespace ibprobe::testing

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace ibprobe::collectors {
 
@@ -26,6 +27,11 @@ struct PortSnapshot {
   // not show it yet.
   std::chrono::milliseconds hw_counters_lifespan{0};
 };
+
+// A PortCounters value read elsewhere (a remote port's PMA), described like a local one: unit
+// and class from the counter's name. Unknown names are informative with scale 1.
+CounterReading describe_port_counter(std::string_view name, std::uint64_t value,
+                                     std::uint32_t width_bits);
 
 // Unreadable files are left out of the snapshot (and so show as missing in a delta).
 PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::string& device,

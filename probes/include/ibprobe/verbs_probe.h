@@ -48,6 +48,12 @@ struct ProbeOutcome {
   double window_seconds = 0;
   std::vector<CounterDelta> local_deltas;
   std::vector<CounterDelta> peer_deltas;
+  // Fabric ports on the path (switch ports), read over PerfMgt MADs around the run.
+  struct FabricDeltas {
+    std::string port;  // LID:PORT as asked
+    std::vector<CounterDelta> deltas;
+  };
+  std::vector<FabricDeltas> fabric_deltas;
   LinkReading link;
 };
 
@@ -56,9 +62,11 @@ std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_ro
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a
 // std::runtime_error) with the reason when the run cannot complete; every verbs resource is
-// released on every path.
+// released on every path. `fabric_ports` ("LID:PORT", e.g. the switch ports on the path) are
+// read over PerfMgt MADs before and after the run; when they cannot be (no InfiniBand port with
+// a umad device here), the run goes on and the fabric_ports check says why.
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec);
+                       const ProbeSpec& spec, const std::vector<std::string>& fabric_ports = {});
 
 // Serves probe requests on a TCP address, one run at a time, on its own thread. Every number a
 // peer sends is checked against `limits` before anything is allocated.
