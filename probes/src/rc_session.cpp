@@ -226,11 +226,16 @@ void RcSession::connect(const protocol::QpInfo& remote) {
   }
 }
 
-void RcSession::post_receive(std::size_t qp) {
+ibv_sge RcSession::message_at(std::uint8_t* area) const {
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<std::uintptr_t>(receive_area(qp));
+  sge.addr = reinterpret_cast<std::uintptr_t>(area);
   sge.length = static_cast<std::uint32_t>(spec_.message_size);
   sge.lkey = buffer_.mr->lkey;
+  return sge;
+}
+
+void RcSession::post_receive(std::size_t qp) {
+  ibv_sge sge = message_at(receive_area(qp));
   ibv_recv_wr wr{};
   wr.wr_id = qp;
   wr.sg_list = &sge;
@@ -244,11 +249,8 @@ void RcSession::post_receive(std::size_t qp) {
 void RcSession::post(std::size_t qp, bool signaled) {
   const bool read = spec_.operation == Operation::kRead;
   const bool send = spec_.operation == Operation::kSend;
-  ibv_sge sge{};
-  // A read lands in our receive area; a write leaves from the send area.
-  sge.addr = reinterpret_cast<std::uintptr_t>(read ? receive_area(qp) : send_area(qp));
-  sge.length = static_cast<std::uint32_t>(spec_.message_size);
-  sge.lkey = buffer_.mr->lkey;
+  // A read lands in our receive area; a write or send leaves from the send area.
+  ibv_sge sge = message_at(read ? receive_area(qp) : send_area(qp));
   ibv_send_wr wr{};
   wr.wr_id = qp;
   wr.sg_list = &sge;

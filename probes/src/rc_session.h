@@ -82,6 +82,8 @@ class RcSession {
   // we send from the second.
   std::uint8_t* receive_area(std::size_t qp) const;
   std::uint8_t* send_area(std::size_t qp) const;
+  // One message-sized scatter/gather entry over `area` of our registered buffer.
+  ibv_sge message_at(std::uint8_t* area) const;
   void post(std::size_t qp, bool signaled);
   void post_receive(std::size_t qp);
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
