@@ -12,18 +12,9 @@ node_exporter_bin=$(command -v prometheus-node-exporter || true)
 [[ -x "$exporter_bin" && -x "$fixture_bin" ]] || { echo "build first: $exporter_bin" >&2; exit 1; }
 [[ -n "$node_exporter_bin" ]] || { echo "install prometheus-node-exporter" >&2; exit 1; }
 
-work=$(mktemp -d /tmp/ibprobe-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname "$0")/../lib/scratch.sh"
+scratch_begin ibprobe-bench
 
 "$fixture_bin" "$work/sys" --hcas 8 --ports 2
 ibprobe_port=$(free_port)

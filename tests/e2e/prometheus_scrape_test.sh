@@ -7,14 +7,9 @@ set -euo pipefail
 
 exporter_bin=$1
 fixture_bin=$2
-work=$(mktemp -d /tmp/ibprobe-e2e.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname "$0")/../lib/scratch.sh"
+scratch_begin ibprobe-e2e
 
 fail() {
   echo "FAIL: $*" >&2
@@ -23,10 +18,6 @@ fail() {
     tail -n 20 "$log" >&2
   done
   exit 1
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 # Polls a command until it succeeds, at most $1 seconds.

@@ -11,6 +11,8 @@
 set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/scratch.sh"
 
 EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
 PROM_DIR=""
@@ -84,7 +86,7 @@ check_values_match_sysfs() { # HOST COUNTER
 start_prometheus() {
     PROM_DIR=$(mktemp -d)
     local port
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     cat >"$PROM_DIR/prometheus.yml" <<YAML
 global:
   scrape_interval: 1s
