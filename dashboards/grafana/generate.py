@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""Writes the ibprobe Grafana dashboards (ibprobe-*.json beside this script).
+
+The JSON files are what users import; this script is their source, so that every panel gets the
+same datasource variable, label selectors and layout rules. Edit here, run it, commit both.
+Usage: generate.py [OUT_DIR]
+"""
+import json
+import os
+import sys
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+# Series of the probe mesh (scrape-ibprobe-probes.yml names its jobs ibprobe_probe_<module>).
+MESH = 'job=~"ibprobe_probe_.+"'
+PORT_JOIN = "on (job, instance, device, port)"
+PORT_LEGEND = "{{instance}} {{device}}/{{port}}"
+ERROR_HW_COUNTERS = (".*(err|error|errors|retry|discard|drop|out_of_buffer|out_of_seq|duplicate"
+                     "|link_downed).*")
+
+
+# ---------------------------------------------------------------------------------------------
+# variables
+
+def datasource_var():
+    return {
+        "name": "datasource", "label": "Data source", "type": "datasource",
+        "query": "prometheus", "current": {}, "hide": 0, "refresh": 1, "regex": "",
+        "options": [], "includeAll": False, "multi": False,
+    }
+
+
+def query_var(name, label, query, multi=True):
+    var = {
+        "name": name, "label": label, "type": "query", "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "refresh": 2, "sort": 1, "current": {}, "options": [], "hide": 0, "regex": "",
+        "multi": multi, "includeAll": multi,
+    }
+    if multi:
+        var["allValue"] = ".*"
+    return var
+
+
+def port_vars(multi=True):
+    return [
+        query_var("host", "Host", "label_values(rdma_port_state, instance)", multi),
+        query_var("device", "Device",
+                  'label_values(rdma_port_state{instance=~"$host"}, device)', multi),
+        query_var("port", "Port",
+                  'label_values(rdma_port_state{instance=~"$host",device=~"$device"}, port)',
+                  multi),
+    ]
+
+
+PORT_SEL = 'instance=~"$host",device=~"$device",port=~"$port"'
+
+
+# ---------------------------------------------------------------------------------------------
+# panels
+
+def target(expr, legend="", ref="A", instant=False):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend or "__auto",
+         "range": not instant, "instant": instant, "editorMode": "code"}
+    if instant:
+        t["format"] = "table"
+    return t
+
+
+def thresholds(*steps):
+    out = [{"color": "green", "value": None}]
+    out += [{"color": color, "value": value} for value, color in steps]
+    return {"mode": "absolute", "steps": out}
+
+
+def panel(kind, title, description, targets, w=12, h=8, unit="short", **extra):
+    p = {
+        "type": kind, "title": title, "description": description, "datasource": DS,
+        "targets": targets, "gridPos": {"w": w, "h": h},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {},
+    }
+    defaults = p["fieldConfig"]["defaults"]
+    if kind == "timeseries":
+        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
+                              "showPoints": "never", "spanNulls": False}
+        p["options"] = {"legend": {"displayMode": "table", "placement": "bottom",
+                                   "showLegend": True, "calcs": ["lastNotNull", "max"]},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}
+    elif kind in ("stat", "bargauge"):
+        p["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "orientation": "auto"}
+        if kind == "stat":
+            p["options"].update({"colorMode": "value", "graphMode": "none", "textMode": "auto",
+                                 "justifyMode": "auto"})
+        else:
+            p["options"].update({"displayMode": "gradient", "orientation": "horizontal",
+                                 "showUnfilled": True})
+    elif kind == "table":
+        p["options"] = {"showHeader": True, "cellHeight": "sm",
+                        "footer": {"show": False, "reducer": ["sum"], "fields": ""}}
+        p["transformations"] = [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}},
+        ]
+    for key, value in extra.items():
+        if key == "thresholds":
+            defaults["thresholds"] = value
+        elif key == "mappings":
+            defaults["mappings"] = value
+        elif key == "overrides":
+            p["fieldConfig"]["overrides"] = value
+        elif key == "stack":
+            defaults["custom"]["stacking"] = {"mode": "normal", "group": "A"}
+        elif key == "max":
+            defaults["max"] = value
+        else:
+            p[key] = value
+    return p
+
+
+def value_map(names):
+    return [{"type": "value", "options": {str(k): {"text": v, "index": i}
+                                           for i, (k, v) in enumerate(names.items())}}]
+
+
+PORT_STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
+PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
+               5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}
+
+
+def rename_series(names):
+    return [{"matcher": {"id": "byName", "options": str(k)},
+             "properties": [{"id": "displayName", "value": v}]} for k, v in names.items()]
+
+
+def dashboard(uid, title, description, variables, panels, tags=()):
+    y = x = row_h = 0
+    for i, p in enumerate(panels, start=1):
+        p["id"] = i
+        w, h = p["gridPos"]["w"], p["gridPos"]["h"]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["gridPos"].update({"x": x, "y": y})
+        x += w
+        row_h = max(row_h, h)
+    return {
+        "uid": uid, "title": title, "description": description,
+        "tags": ["ibprobe", "rdma", "infiniband", *tags],
+        "editable": True, "graphTooltip": 1, "timezone": "browser",
+        "schemaVersion": 39, "version": 1, "refresh": "1m",
+        "time": {"from": "now-6h", "to": "now"}, "timepicker": {},
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "links": [{"title": "ibprobe dashboards", "type": "dashboards", "tags": ["ibprobe"],
+                   "asDropdown": True, "includeVars": True, "keepTime": True}],
+        "templating": {"list": [datasource_var(), *variables]},
+        "panels": panels,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# dashboards
+
+def fabric_overview():
+    host = 'instance=~"$host"'
+    below = (f"rdma_port_rate_bytes_per_second{{{host}}} < {PORT_JOIN} "
+             f"ibprobe:port_expected_rate_bytes_per_second")
+    panels = [
+        panel("stat", "Ports ACTIVE", "Ports whose logical state is ACTIVE or ACTIVE_DEFER.",
+              [target(f"count(rdma_port_state{{{host}}} >= 4) or vector(0)")], w=4, h=4),
+        panel("stat", "Ports not ACTIVE",
+              "Ports DOWN, INIT (waiting for the subnet manager) or ARMED.",
+              [target(f"count(rdma_port_state{{{host}}} < 4) or vector(0)")], w=4, h=4,
+              thresholds=thresholds((1, "red"))),
+        panel("stat", "Ports below expected rate",
+              "Ports running slower than the fastest port of the same HCA model and link layer, "
+              "or than their own 7-day maximum (ibprobe:port_expected_rate_bytes_per_second).",
+              [target(f"count({below}) or vector(0)")], w=4, h=4,
+              thresholds=thresholds((1, "orange"))),
+        panel("stat", "Saturated counters",
+              "Fixed-width PortCounters stuck at all-ones: they no longer count until reset.",
+              [target(f"count(rdma_port_pma_saturated{{{host}}} == 1) or vector(0)")], w=4, h=4,
+              thresholds=thresholds((1, "orange"))),
+        panel("stat", "Error counter increase",
+              "All error-class PortCounters together, over the dashboard's time range.",
+              [target(f"sum(increase(rdma_port_errors_total{{{host}}}[$__range])) or vector(0)")],
+              w=4, h=4, thresholds=thresholds((1, "orange"))),
+        panel("stat", "Probe success",
+              "Share of successful probe-mesh runs from the selected hosts over the time range.",
+              [target(f"avg(avg_over_time(probe_success{{{MESH},{host}}}[$__range]))")],
+              w=4, h=4, unit="percentunit",
+              thresholds={"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                        {"color": "orange", "value": 0.9},
+                                                        {"color": "green", "value": 0.99}]}),
+        panel("bargauge", "Ports by state", "Number of ports in each logical state.",
+              [target(f"count_values(\"state\", rdma_port_state{{{host}}})", "{{state}}")],
+              w=8, h=7, overrides=rename_series(PORT_STATES)),
+        panel("bargauge", "Ports by physical state",
+              "Number of ports in each physical state (LinkUp is healthy; Polling: no partner).",
+              [target(f"count_values(\"state\", rdma_port_physical_state{{{host}}})",
+                      "{{state}}")],
+              w=8, h=7, overrides=rename_series(PHYS_STATES)),
+        panel("timeseries", "Rate vs expected",
+              "Port rate divided by the expected rate: 100 % when the link trained at full width "
+              "and speed.",
+              [target(f"rdma_port_rate_bytes_per_second{{{host}}} / {PORT_JOIN} "
+                      "ibprobe:port_expected_rate_bytes_per_second", PORT_LEGEND)],
+              w=8, h=7, unit="percentunit"),
+        panel("table", "Ports: state, rate and expected rate",
+              "Current state, physical state, rate, expected rate and width of every port.",
+              [target(f"rdma_port_state{{{host}}}", ref="A", instant=True),
+               target(f"rdma_port_physical_state{{{host}}}", ref="B", instant=True),
+               target(f"rdma_port_rate_bytes_per_second{{{host}}}", ref="C", instant=True),
+               target(f"ibprobe:port_expected_rate_bytes_per_second{{{host}}}", ref="D",
+                      instant=True),
+               target(f"rdma_port_link_width_lanes{{{host}}}", ref="E", instant=True)],
+              w=24, h=8,
+              overrides=[
+                  {"matcher": {"id": "byName", "options": "Value #A"},
+                   "properties": [{"id": "displayName", "value": "state"},
+                                  {"id": "mappings", "value": value_map(PORT_STATES)}]},
+                  {"matcher": {"id": "byName", "options": "Value #B"},
+                   "properties": [{"id": "displayName", "value": "physical state"},
+                                  {"id": "mappings", "value": value_map(PHYS_STATES)}]},
+                  {"matcher": {"id": "byName", "options": "Value #C"},
+                   "properties": [{"id": "displayName", "value": "rate"},
+                                  {"id": "unit", "value": "Bps"}]},
+                  {"matcher": {"id": "byName", "options": "Value #D"},
+                   "properties": [{"id": "displayName", "value": "expected rate"},
+                                  {"id": "unit", "value": "Bps"}]},
+                  {"matcher": {"id": "byName", "options": "Value #E"},
+                   "properties": [{"id": "displayName", "value": "width (lanes)"}]},
+              ]),
+        panel("timeseries", "Top talkers: transmitted bytes/s",
+              "The 10 ports sending the most (PortXmitData x 4, in bytes).",
+              [target(f"topk(10, rate(rdma_port_data_transmitted_bytes_total{{{host}}}"
+                      "[$__rate_interval]))", PORT_LEGEND)], unit="Bps"),
+        panel("timeseries", "Top talkers: received bytes/s",
+              "The 10 ports receiving the most (PortRcvData x 4, in bytes).",
+              [target(f"topk(10, rate(rdma_port_data_received_bytes_total{{{host}}}"
+                      "[$__rate_interval]))", PORT_LEGEND)], unit="Bps"),
+        panel("timeseries", "Fabric traffic",
+              "Bytes/s summed over the selected hosts' ports, per direction.",
+              [target(f"sum(rate(rdma_port_data_transmitted_bytes_total{{{host}}}"
+                      "[$__rate_interval]))", "transmitted", "A"),
+               target(f"sum(rate(rdma_port_data_received_bytes_total{{{host}}}"
+                      "[$__rate_interval]))", "received", "B")], unit="Bps"),
+        panel("timeseries", "Top link utilization (5m)",
+              "Transmit bytes/s over the port's signalling rate (SDR/DDR/QDR links top out at "
+              "80 %).",
+              [target(f"topk(10, ibprobe:port_transmit_utilization:ratio_rate5m{{{host}}})",
+                      PORT_LEGEND)], unit="percentunit"),
+        panel("timeseries", "Top transmit wait (ticks/s)",
+              "PortXmitWait: data queued but nothing sent (no credits or no arbitration). Rising "
+              "with low bandwidth points at the fabric.",
+              [target(f"topk(10, rate(rdma_port_transmit_wait_ticks_total{{{host}}}"
+                      "[$__rate_interval]))", PORT_LEGEND)]),
+        panel("timeseries", "Packets/s from driver counters (rxe, siw)",
+              "Soft-RoCE and siw have no PortCounters; their hw_counters count packets instead.",
+              [target(f"topk(10, rate(rdma_port_hw_stat_total{{{host},"
+                      "counter=~\"sent_pkts|rcvd_pkts\"}[$__rate_interval]))",
+                      PORT_LEGEND + " {{counter}}")], unit="pps"),
+    ]
+    return dashboard("ibprobe-fabric", "ibprobe / Fabric overview",
+                     "Port states, rates against expectation, top talkers and error totals.",
+                     [query_var("host", "Host", "label_values(rdma_port_state, instance)")],
+                     panels)
+
+
+def error_counters():
+    sel = PORT_SEL + ',counter=~"$counter"'
+    legend = PORT_LEGEND + " {{counter}}"
+    panels = [
+        panel("timeseries", "Error increase per class",
+              "Increase of each error-class PortCounter, summed over the selected ports.",
+              [target(f"sum by (counter) (increase(rdma_port_errors_total{{{sel}}}"
+                      "[$__rate_interval]))", "{{counter}}")], w=24, stack=True),
+        panel("timeseries", "Error increase per port and counter",
+              "Every error counter of every selected port; flat zero is healthy.",
+              [target(f"increase(rdma_port_errors_total{{{sel}}}[$__rate_interval])", legend)],
+              w=24, h=9),
+        panel("table", "Ports with rising errors",
+              "Ports and counters that rose within the dashboard's time range, most first.",
+              [target(f"sort_desc(sum by (instance, device, port, counter) "
+                      f"(increase(rdma_port_errors_total{{{sel}}}[$__range])) > 0)",
+                      instant=True)], w=12, h=9),
+        panel("table", "Saturated counters",
+              "Counters stuck at their maximum: reset them (perfquery -R) to see new errors.",
+              [target(f"rdma_port_pma_saturated{{{PORT_SEL}}} == 1", instant=True)],
+              w=12, h=9),
+        panel("timeseries", "Link downed vs link error recovery",
+              "link_error_recovery: the link retrained and recovered. link_downed: recovery "
+              "failed and the link went down. They are different findings.",
+              [target(f"sum by (instance, device, port) (increase(rdma_port_errors_total"
+                      f"{{{PORT_SEL},counter=\"link_downed\"}}[$__rate_interval]))",
+                      "downed " + PORT_LEGEND, "A"),
+               target(f"sum by (instance, device, port) (increase(rdma_port_errors_total"
+                      f"{{{PORT_SEL},counter=\"link_error_recovery\"}}[$__rate_interval]))",
+                      "recovered " + PORT_LEGEND, "B")]),
+        panel("timeseries", "Symbol errors",
+              "Bit errors the PHY could not correct: cable, transceiver or port.",
+              [target(f"increase(rdma_port_errors_total{{{PORT_SEL},counter=\"symbol_error\"}}"
+                      "[$__rate_interval])", PORT_LEGEND)]),
+        panel("timeseries", "Buffer overruns and VL15 drops",
+              "Often a credit/VL misconfiguration, or a probe that was too aggressive.",
+              [target(f"increase(rdma_port_errors_total{{{PORT_SEL},counter=~"
+                      "\"excessive_buffer_overrun_errors|VL15_dropped\"}[$__rate_interval])",
+                      legend)]),
+        panel("timeseries", "Receive errors and discards",
+              "port_rcv_errors, remote physical errors, switch relay errors, transmit discards.",
+              [target(f"increase(rdma_port_errors_total{{{PORT_SEL},counter=~"
+                      "\"port_rcv_errors|port_rcv_remote_physical_errors|"
+                      "port_rcv_switch_relay_errors|port_xmit_discards\"}[$__rate_interval])",
+                      legend)]),
+        panel("timeseries", "Driver error counters (hw_counters)",
+              "Driver hardware counters whose names say error, retry, drop or discard "
+              "(mlx5 out_of_buffer, rnr_nak_retry_err; rxe completer_retry_err...).",
+              [target(f"topk(20, increase(rdma_port_hw_stat_total{{{PORT_SEL},counter=~"
+                      f"\"{ERROR_HW_COUNTERS}\"}}[$__rate_interval]))", legend)], w=24),
+        panel("table", "Error counter values",
+              "Current value of every error counter (not reset by ibprobe; 16-bit counters stop "
+              "at 65535, 8-bit at 255, 4-bit at 15).",
+              [target(f"rdma_port_errors_total{{{sel}}}", instant=True)], w=24, h=9),
+    ]
+    return dashboard("ibprobe-errors", "ibprobe / Error counters",
+                     "Error-counter trends per class and per counter, rising ports, saturation.",
+                     [*port_vars(),
+                      query_var("counter", "Counter",
+                                "label_values(rdma_port_errors_total, counter)")],
+                     panels)
+
+
+def port_detail():
+    sel = 'instance=~"$host",device=~"$device",port=~"$port"'
+    dev = 'instance=~"$host",device=~"$device"'
+    panels = [
+        panel("stat", "State", "Logical port state.", [target(f"rdma_port_state{{{sel}}}")],
+              w=4, h=4, mappings=value_map(PORT_STATES),
+              thresholds={"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                        {"color": "green", "value": 4}]}),
+        panel("stat", "Physical state", "Physical port state.",
+              [target(f"rdma_port_physical_state{{{sel}}}")], w=4, h=4,
+              mappings=value_map(PHYS_STATES)),
+        panel("stat", "Rate", "Signalling rate (active width x speed).",
+              [target(f"rdma_port_rate_bytes_per_second{{{sel}}}")], w=4, h=4, unit="Bps"),
+        panel("stat", "Expected rate", "Fastest port of this model, or this port's 7-day max.",
+              [target(f"ibprobe:port_expected_rate_bytes_per_second{{{sel}}}")], w=4, h=4,
+              unit="Bps"),
+        panel("stat", "Width (lanes)", "Active link width.",
+              [target(f"rdma_port_link_width_lanes{{{sel}}}")], w=4, h=4),
+        panel("stat", "LID / SM LID", "Port LID and subnet manager LID (0 on RoCE).",
+              [target(f"rdma_port_lid{{{sel}}}", "LID", "A"),
+               target(f"rdma_port_sm_lid{{{sel}}}", "SM LID", "B")], w=4, h=4),
+        panel("table", "Identity",
+              "Device and port identity: HCA model, firmware, GUID, link layer, netdev.",
+              [target(f"rdma_port_info{{{sel}}} * on (job, instance, device) group_left "
+                      "(hca_type, fw_ver, board_id, node_guid, numa_node) "
+                      f"rdma_device_info{{{dev}}}",
+                      instant=True)], w=24, h=5),
+        panel("timeseries", "Throughput",
+              "Bytes/s per direction (PortXmitData/PortRcvData x 4) against the port rate.",
+              [target(f"rate(rdma_port_data_transmitted_bytes_total{{{sel}}}[$__rate_interval])",
+                      "transmitted " + PORT_LEGEND, "A"),
+               target(f"rate(rdma_port_data_received_bytes_total{{{sel}}}[$__rate_interval])",
+                      "received " + PORT_LEGEND, "B"),
+               target(f"rdma_port_rate_bytes_per_second{{{sel}}}", "rate " + PORT_LEGEND, "C")],
+              unit="Bps"),
+        panel("timeseries", "Packets/s", "PortXmitPkts / PortRcvPkts.",
+              [target(f"rate(rdma_port_packets_transmitted_total{{{sel}}}[$__rate_interval])",
+                      "transmitted " + PORT_LEGEND, "A"),
+               target(f"rate(rdma_port_packets_received_total{{{sel}}}[$__rate_interval])",
+                      "received " + PORT_LEGEND, "B")], unit="pps"),
+        panel("timeseries", "Transmit wait (ticks/s)",
+              "Data queued but nothing sent: no credits or no arbitration.",
+              [target(f"rate(rdma_port_transmit_wait_ticks_total{{{sel}}}[$__rate_interval])",
+                      PORT_LEGEND)]),
+        panel("timeseries", "Error counters",
+              "Increase of every error-class PortCounter of the port.",
+              [target(f"increase(rdma_port_errors_total{{{sel}}}[$__rate_interval])",
+                      PORT_LEGEND + " {{counter}}")]),
+        panel("timeseries", "Driver counters (hw_counters)",
+              "The 15 fastest-moving driver hardware counters of the port, per second.",
+              [target(f"topk(15, rate(rdma_port_hw_stat_total{{{sel}}}[$__rate_interval]))",
+                      PORT_LEGEND + " {{counter}}")]),
+        panel("table", "Counter saturation",
+              "1: the counter sits at its maximum and has stopped counting.",
+              [target(f"rdma_port_pma_saturated{{{sel}}}", instant=True)]),
+        panel("timeseries", "Probes from this host: BW average",
+              "Probe-mesh bandwidth runs started on this host, per peer and module.",
+              [target(f"rdma_probe_bandwidth_bytes_per_second{{{MESH},instance=~\"$host\"}}",
+                      "{{module}} to {{target}}")], w=12, unit="Bps"),
+        panel("timeseries", "Probes from this host: t_typical",
+              "Probe-mesh latency runs started on this host: median latency (t_typical).",
+              [target(f"rdma_probe_latency_seconds{{{MESH},instance=~\"$host\",quantile=\"0.5\"}}",
+                      "{{module}} to {{target}}")], w=12, unit="s"),
+    ]
+    return dashboard("ibprobe-port", "ibprobe / Port detail",
+                     "One port: state, identity, traffic, errors, driver counters and probes.",
+                     port_vars(multi=False), panels)
+
+
+def probes():
+    sel = MESH + ',instance=~"$prober",target=~"$target",module=~"$module"'
+    legend = "{{instance}} to {{target}} {{module}}"
+    panels = [
+        panel("stat", "Success ratio", "Share of successful runs over the time range.",
+              [target(f"avg(avg_over_time(probe_success{{{sel}}}[$__range]))")], w=6, h=4,
+              unit="percentunit",
+              thresholds={"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                        {"color": "orange", "value": 0.9},
+                                                        {"color": "green", "value": 0.99}]}),
+        panel("stat", "Failed runs", "Runs that failed over the time range.",
+              [target(f"sum(sum_over_time(rdma_probe_failure{{{sel}}}[$__range])) or vector(0)")],
+              w=6, h=4, thresholds=thresholds((1, "red"))),
+        panel("stat", "Runs started (exporter counter)",
+              "ibprobe_probes_total of the probing hosts: mesh and runbook runs together.",
+              [target("sum by (result) (increase(ibprobe_probes_total{instance=~\"$prober\","
+                      "module=~\"$module\"}[$__range]))", "{{result}}")], w=6, h=4),
+        panel("stat", "Median setup time",
+              "Request to first posted work request, median over the time range.",
+              [target(f"quantile(0.5, quantile_over_time(0.5, rdma_probe_setup_seconds{{{sel}}}"
+                      "[$__range]))")], w=6, h=4,
+              unit="s"),
+        panel("timeseries", "Probe success", "1: the run succeeded; 0: it failed.",
+              [target(f"probe_success{{{sel}}}", legend)], w=12, max=1),
+        panel("table", "Failed probes with reasons",
+              "Failed runs in the time range by prober, peer, module and reason (unreachable, "
+              "rejected, timeout, peer_lost, busy...).",
+              [target(f"sort_desc(sum by (instance, target, module, reason) "
+                      f"(sum_over_time(rdma_probe_failure{{{sel}}}[$__range])))", instant=True)],
+              w=12),
+        panel("timeseries", "BW average",
+              "perftest's BW average (bytes / (last completion - first post)) with the 1-day "
+              "median the bandwidth alert compares against.",
+              [target(f"rdma_probe_bandwidth_bytes_per_second{{{sel}}}", legend, "A"),
+               target(f"ibprobe:probe_bandwidth_bytes_per_second:median1d{{{sel}}}",
+                      "baseline " + legend, "B")], unit="Bps"),
+        panel("timeseries", "Peak BW and message rate",
+              "Peak bandwidth (bytes/s) and messages per second of bandwidth runs.",
+              [target(f"rdma_probe_bandwidth_peak_bytes_per_second{{{sel}}}", "peak " + legend,
+                      "A"),
+               target(f"rdma_probe_message_rate_per_second{{{sel}}}", "msg/s " + legend, "B")],
+              overrides=[{"matcher": {"id": "byFrameRefID", "options": "A"},
+                          "properties": [{"id": "unit", "value": "Bps"}]}]),
+        panel("timeseries", "Latency t_typical",
+              "Median one-way latency (RTT/2 for write and send), with its 1-day median baseline.",
+              [target(f"rdma_probe_latency_seconds{{{sel},quantile=\"0.5\"}}", legend, "A"),
+               target(f"ibprobe:probe_latency_seconds:median1d{{{sel},quantile=\"0.5\"}}",
+                      "baseline " + legend, "B")], unit="s"),
+        panel("timeseries", "Latency p99 and p99.9",
+              "Tail latency of latency runs (after dropping the two largest samples).",
+              [target(f"rdma_probe_latency_seconds{{{sel},quantile=~\"0.99|0.999\"}}",
+                      legend + " p{{quantile}}")], unit="s"),
+        panel("timeseries", "Latency min / average / max / stdev",
+              "The other perftest latency figures.",
+              [target(f"rdma_probe_latency_min_seconds{{{sel}}}", "min " + legend, "A"),
+               target(f"rdma_probe_latency_average_seconds{{{sel}}}", "avg " + legend, "B"),
+               target(f"rdma_probe_latency_max_seconds{{{sel}}}", "max " + legend, "C"),
+               target(f"rdma_probe_latency_stdev_seconds{{{sel}}}", "stdev " + legend, "D")],
+              unit="s"),
+        panel("timeseries", "Ratio to line rate",
+              "Link bytes/s seen in the counters during the run over the port's line rate.",
+              [target(f"rdma_probe_line_rate_ratio{{{sel}}}", legend)], unit="percentunit"),
+        panel("timeseries", "Link bytes/s during runs",
+              "The data-counter delta over the run window; higher than BW average means other "
+              "traffic or retransmissions on the port.",
+              [target(f"rdma_probe_link_bytes_per_second{{{sel}}}", legend)], unit="Bps"),
+        panel("timeseries", "Error counter deltas during runs",
+              "Error-class PortCounters and driver error counters that moved during runs, per "
+              "side. Non-zero is a finding once an over-aggressive probe is ruled out.",
+              [target(f"rdma_probe_counter_delta{{{sel},counter=~\"symbol_error|link_.*|.*errors"
+                      f"|port_xmit_discards|VL15_dropped|hw_counters/{ERROR_HW_COUNTERS}\"}}",
+                      legend + " {{side}} {{counter}}")]),
+        panel("table", "Counter deltas of the last run",
+              "Every counter delta of the latest successful run per prober, peer and module, "
+              "both sides "
+              "(bytes for port_xmit_data/port_rcv_data).",
+              [target(f"last_over_time(rdma_probe_counter_delta{{{sel}}}[$__range])",
+                      instant=True)], w=24, h=9),
+        panel("table", "Diagnoses",
+              "What each run's figure and the sending port's counters said together (link "
+              "saturated, host-side bottleneck, credits/arbitration, ...), runs per diagnosis.",
+              [target(f"sum by (instance, target, module, diagnosis) "
+                      f"(count_over_time(rdma_probe_diagnosis{{{sel}}}[$__range]))",
+                      instant=True)]),
+        panel("table", "Pre-flight checks",
+              "Lowest result of each check over the selected runs and time range: 1 passed "
+              "every time, 0 failed at least once.",
+              [target(f"min by (side, check) (min_over_time(rdma_probe_check{{{sel}}}[$__range]))",
+                      instant=True)]),
+        panel("timeseries", "Run duration and setup time",
+              "Whole probe (probe_duration_seconds) and request-to-first-post setup.",
+              [target(f"probe_duration_seconds{{{sel}}}", "duration " + legend, "A"),
+               target(f"rdma_probe_setup_seconds{{{sel}}}", "setup " + legend, "B")], unit="s"),
+    ]
+    return dashboard("ibprobe-probes", "ibprobe / Probe results",
+                     "Probe mesh results over time: bandwidth, latency, line-rate ratio, counter "
+                     "deltas, checks and failures.",
+                     [query_var("prober", "Probing host",
+                                f"label_values(probe_success{{{MESH}}}, instance)"),
+                      query_var("target", "Peer",
+                                f"label_values(probe_success{{{MESH},instance=~\"$prober\"}}, "
+                                "target)"),
+                      query_var("module", "Module",
+                                f"label_values(probe_success{{{MESH}}}, module)")],
+                     panels, tags=("probes",))
+
+
+DASHBOARDS = {
+    "ibprobe-fabric-overview.json": fabric_overview,
+    "ibprobe-error-counters.json": error_counters,
+    "ibprobe-port-detail.json": port_detail,
+    "ibprobe-probes.json": probes,
+}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    for name, build in DASHBOARDS.items():
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(build(), f, indent=2)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
