@@ -20,6 +20,8 @@
 #   lab.sh port A|B GUESTPORT           host port forwarded to GUESTPORT of the VM
 #   lab.sh addr A|B                     the VM's RDMA address (10.99.0.x)
 #   lab.sh gid A|B                      rxe0's RoCE v2 GID index for that address
+#   lab.sh link A|B [up|down]           cut (down) or restore (up) a VM's cable to the lab
+#                                       link, as a pulled cable; no argument: print its state
 #   lab.sh console A|B                  the VM's console log
 #   lab.sh status                       state of the lab (exit 0 up, 3 down)
 #   lab.sh down                         stop the VMs and remove the runtime state
@@ -359,16 +361,24 @@ cached_kernel_abi() { # newest kernel already in the cache (offline fallback)
 
 port_in_use() { [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; }
 
-# The unix socket of the lab link; sun_path holds 107 bytes, so a deep state
-# dir gets a short directory of its own (removed by down).
-link_socket_path() {
-    local sock=$RUN_DIR/link.sock dir
-    if ((${#sock} > 100)); then
+# The directory of the lab's unix sockets (the lab link, each VM's QMP monitor);
+# sun_path holds 107 bytes, so a deep state dir gets a short directory of its
+# own (removed by down).
+new_socket_dir() {
+    local dir=$RUN_DIR
+    if ((${#dir} > 90)); then
         dir=$(mktemp -d "${TMPDIR:-/tmp}/ibprobe-lab.XXXXXX")
         echo "$dir" >"$RUN_DIR/sockdir"
-        sock=$dir/link.sock
     fi
-    echo "$sock"
+    echo "$dir"
+}
+
+socket_dir() {
+    if [[ -r $RUN_DIR/sockdir ]]; then
+        cat "$RUN_DIR/sockdir"
+    else
+        echo "$RUN_DIR"
+    fi
 }
 
 # Free TCP ports are handed out once per `up`, so the search runs in this
@@ -392,8 +402,8 @@ pick_port() { # VAR [PREFERRED]: sets VAR to a free TCP port on 127.0.0.1
 
 host_index() { [[ $1 == A ]] && echo 1 || echo 2; }
 
-qemu_command() { # HOST MODE LINK_SOCKET FWDSPEC...
-    local host=$1 mode=$2 link_sock=$3
+qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
+    local host=$1 mode=$2 sock_dir=$3
     shift 3
     local idx kdir=$CACHE_DIR/current vdir
     idx=$(host_index "$host")
@@ -422,6 +432,7 @@ qemu_command() { # HOST MODE LINK_SOCKET FWDSPEC...
         -virtfs "local,path=$vdir/xchg,mount_tag=xchg,security_model=none,multidevs=remap"
         -device virtio-serial-pci,id=vser -chardev "pipe,id=wake,path=$vdir/wake"
         -device virtserialport,bus=vser.0,chardev=wake,name=ibprobe-lab.wake
+        -qmp "unix:$sock_dir/qmp-$host.sock,server=on,wait=off"
         -daemonize -pidfile "$vdir/qemu.pid")
     if [[ $mode == two ]]; then
         # A unix stream socket between the two qemus: lossless (flow control,
@@ -431,14 +442,14 @@ qemu_command() { # HOST MODE LINK_SOCKET FWDSPEC...
         local server=on
         [[ $host == B ]] && server=off
         append+=" lab.link_mac=$link_mac"
-        QEMU_ARGS+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=$link_sock"
+        QEMU_ARGS+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=$sock_dir/link.sock"
             -device "virtio-net-pci,netdev=n0,mac=$link_mac,romfile=")
     fi
     QEMU_ARGS+=(-netdev "$user" -device "virtio-net-pci,netdev=u0,mac=$mgmt_mac,romfile="
         -append "$append")
 }
 
-start_vm() { # HOST MODE LINK_SOCKET FWDSPEC...
+start_vm() { # HOST MODE SOCKET_DIR FWDSPEC...
     local host=$1 vdir
     vdir=$(vm_dir "$host")
     mkdir -p "$vdir/xchg/jobs"
@@ -529,8 +540,8 @@ cmd_up() {
 
     local -a hosts=(A)
     [[ $mode == two ]] && hosts=(A B)
-    local link_sock=- gp hp
-    [[ $mode == two ]] && link_sock=$(link_socket_path)
+    local sock_dir gp hp
+    sock_dir=$(new_socket_dir)
     : >"$RUN_DIR/ports"
     local -A fwds=()
     for host in "${hosts[@]}"; do
@@ -547,7 +558,7 @@ cmd_up() {
     say "booting VM ${hosts[*]} ($mode-host mode, ${VM_SMP} vCPU, ${VM_MEM_MB} MiB, TCG)"
     for host in "${hosts[@]}"; do
         # shellcheck disable=SC2086  # fwds is a word list
-        start_vm "$host" "$mode" "$link_sock" ${fwds[$host]:-} || {
+        start_vm "$host" "$mode" "$sock_dir" ${fwds[$host]:-} || {
             cmd_down >/dev/null 2>&1
             exit 1
         }
@@ -973,6 +984,58 @@ cmd_gid() {
         exit 1' _ "$hex"
 }
 
+# One QMP command to a VM's QEMU; prints the reply. perl (perl-base is
+# essential on Debian) speaks the unix socket; every read is bounded.
+qmp() { # HOST JSON
+    local sock
+    sock=$(socket_dir)/qmp-$1.sock
+    [[ -S $sock ]] || die "VM $1 has no QMP socket ($sock)"
+    # shellcheck disable=SC2016  # perl code
+    perl -MIO::Socket::UNIX -e '
+        my ($path, $command) = @ARGV;
+        $SIG{ALRM} = sub { die "no answer from QMP at $path within 10 s\n" };
+        alarm 10;
+        my $s = IO::Socket::UNIX->new(Peer => $path) or die "cannot connect to $path: $!\n";
+        $s->autoflush(1);
+        sub reply {
+            while (defined(my $line = <$s>)) {
+                next if $line =~ /"event"|"QMP"/;
+                return $line;
+            }
+            die "QMP at $path closed the connection\n";
+        }
+        print $s qq({"execute":"qmp_capabilities"}\n);
+        reply() =~ /"return"/ or die "QMP refused capabilities negotiation\n";
+        print $s "$command\n";
+        my $answer = reply();
+        print $answer;
+        exit($answer =~ /"return"/ ? 0 : 1);
+    ' "$sock" "$2"
+}
+
+# Carrier loss on a VM's lab NIC, as a pulled cable: QEMU drops every frame
+# the VM sends or would receive there, the VM's eth0 loses carrier (rxe0 goes
+# DOWN), and the other VM sees only silence. The VM's own interface stays
+# configured, unlike `ip link set eth0 down` inside it.
+cmd_link() {
+    local host=${1:-} want=${2:-} state_file reply
+    validate_host "$host"
+    [[ $(lab_hosts 2>/dev/null) == "A B" ]] || die "link needs the two-host lab"
+    require_vm "$host"
+    state_file=$(vm_dir "$host")/link
+    if [[ -z $want ]]; then
+        if [[ -r $state_file ]]; then cat "$state_file"; else echo up; fi
+        return 0
+    fi
+    [[ $want == up || $want == down ]] || usage
+    local up=true
+    [[ $want == down ]] && up=false
+    reply=$(qmp "$host" "{\"execute\":\"set_link\",\"arguments\":{\"name\":\"n0\",\"up\":$up}}") \
+        || die "set_link on VM $host failed: $reply"
+    echo "$want" >"$state_file"
+    say "VM $host lab link $want"
+}
+
 cmd_console() {
     validate_host "${1:-}"
     local log
@@ -1000,6 +1063,7 @@ main() {
         port) cmd_port "$@" ;;
         addr) cmd_addr "$@" ;;
         gid) cmd_gid "$@" ;;
+        link) cmd_link "$@" ;;
         console) cmd_console "$@" ;;
         -h | --help | help) usage 0 ;;
         *) usage ;;
