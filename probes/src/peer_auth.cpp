@@ -1,0 +1,171 @@
+#include "peer_auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "ibprobe/verbs_probe.h"
+
+namespace ibprobe::probes::peer_auth {
+namespace {
+
+using protocol::Bytes;
+
+// Versioned so a later scheme cannot be confused with this one.
+constexpr std::string_view kLabel = "ibprobe control protocol v1 peer authentication";
+
+void append(Bytes& out, std::span<const std::uint8_t> field) {
+  // Length prefixes keep the transcript unambiguous: no two field lists give the same bytes.
+  const auto size = static_cast<std::uint32_t>(field.size());
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<std::uint8_t>(size >> shift));
+  out.insert(out.end(), field.begin(), field.end());
+}
+
+void append(Bytes& out, std::string_view text) {
+  append(out, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+Bytes transcript(std::string_view role, const Bytes& initiator_nonce,
+                 const Bytes& responder_nonce) {
+  Bytes out;
+  append(out, kLabel);
+  append(out, role);
+  append(out, initiator_nonce);
+  append(out, responder_nonce);
+  return out;
+}
+
+Bytes hmac(std::string_view secret, const Bytes& message) {
+  Bytes out(EVP_MAX_MD_SIZE);
+  unsigned length = 0;
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(),
+            message.size(), out.data(), &length)) {
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  out.resize(length);
+  return out;
+}
+
+}  // namespace
+
+Bytes nonce() {
+  Bytes out(kNonceBytes);
+  std::size_t filled = 0;
+  while (filled < out.size()) {
+    const auto n = ::getrandom(out.data() + filled, out.size() - filled, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    }
+    filled += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
+Bytes responder_proof(std::string_view secret, const Bytes& initiator_nonce,
+                      const Bytes& responder_nonce) {
+  return hmac(secret, transcript("responder", initiator_nonce, responder_nonce));
+}
+
+Bytes initiator_proof(std::string_view secret, const Bytes& initiator_nonce,
+                      const Bytes& responder_nonce, const ProbeSpec& spec) {
+  auto message = transcript("initiator", initiator_nonce, responder_nonce);
+  // The spec as it travels (an unauthenticated request frame): both sides encode the spec they
+  // hold, so any field changed on the way makes the proofs differ.
+  append(message, protocol::encode(protocol::ProbeRequest{spec}));
+  return hmac(secret, message);
+}
+
+bool same_proof(const Bytes& expected, const std::optional<Bytes>& presented) {
+  if (!presented || presented->size() != expected.size()) return false;
+  return CRYPTO_memcmp(expected.data(), presented->data(), expected.size()) == 0;
+}
+
+std::string load_secret(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument(
+        "secret file " + path.string() +
+        (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::invalid_argument("secret file " + path.string() +
+                                " cannot be read: " + std::strerror(errno));
+  }
+  std::string secret(kMaxSecretBytes + 1, '\0');
+  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  secret.resize(static_cast<std::size_t>(in.gcount()));
+  if (secret.size() > kMaxSecretBytes) {
+    throw std::invalid_argument("secret file " + path.string() + " is longer than " +
+                                std::to_string(kMaxSecretBytes) + " bytes");
+  }
+  // Files written by editors and `echo` end in a newline the other side's file may lack.
+  if (secret.ends_with('\n')) secret.pop_back();
+  if (secret.ends_with('\r')) secret.pop_back();
+  if (secret.empty()) throw std::invalid_argument("secret file " + path.string() + " is empty");
+  if (secret.size() < kMinSecretBytes) {
+    throw std::invalid_argument("secret file " + path.string() + " holds " +
+                                std::to_string(secret.size()) + " bytes; a shared secret needs " +
+                                std::to_string(kMinSecretBytes) + " at least");
+  }
+  return secret;
+}
+
+InitiatorAuth::InitiatorAuth(std::string secret) : secret_(std::move(secret)) {
+  if (!secret_.empty()) nonce_ = nonce();
+}
+
+void InitiatorAuth::verify(const protocol::Hello& responder_hello, const std::string& peer) const {
+  if (secret_.empty()) return;
+  if (!responder_hello.challenge || !responder_hello.challenge_response) {
+    throw ProbeFailure(peer + " does not authenticate itself: it has no shared secret configured",
+                       FailureKind::kUnauthorized);
+  }
+  if (!same_proof(responder_proof(secret_, *nonce_, *responder_hello.challenge),
+                  responder_hello.challenge_response)) {
+    throw ProbeFailure(peer + " could not prove it holds the shared secret",
+                       FailureKind::kUnauthorized);
+  }
+}
+
+std::optional<Bytes> InitiatorAuth::authenticator(const protocol::Hello& responder_hello,
+                                                  const ProbeSpec& spec) const {
+  if (secret_.empty() || !responder_hello.challenge) return std::nullopt;
+  return initiator_proof(secret_, *nonce_, *responder_hello.challenge, spec);
+}
+
+std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
+    const protocol::Hello& initiator_hello, const std::string& software_version) {
+  protocol::Hello hello{protocol::kProtocolVersion, software_version, std::nullopt, std::nullopt};
+  if (secret_.empty()) return hello;
+  if (!initiator_hello.challenge) {
+    return protocol::Error{protocol::ErrorCode::kUnauthorized,
+                           "this responder requires peer authentication: the initiator needs the "
+                           "shared secret"};
+  }
+  initiator_nonce_ = *initiator_hello.challenge;
+  responder_nonce_ = nonce();
+  hello.challenge = responder_nonce_;
+  hello.challenge_response = responder_proof(secret_, initiator_nonce_, responder_nonce_);
+  return hello;
+}
+
+std::optional<protocol::Error> ResponderAuth::check(const protocol::ProbeRequest& request) const {
+  if (secret_.empty()) return std::nullopt;
+  if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request.spec),
+                 request.authenticator)) {
+    return std::nullopt;
+  }
+  return protocol::Error{protocol::ErrorCode::kUnauthorized,
+                         "the initiator could not prove it holds the shared secret"};
+}
+
+}  // namespace ibprobe::probes::peer_auth

@@ -1,0 +1,172 @@
+#include "target_allowlist.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+namespace ibprobe::exporter {
+namespace {
+
+using Address = TargetAllowlist::Address;
+
+Address address(const std::string& text) {
+  Address out{};
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    out[10] = out[11] = 0xff;
+    std::memcpy(out.data() + 12, &v4, 4);
+    return out;
+  }
+  in6_addr v6{};
+  EXPECT_EQ(::inet_pton(AF_INET6, text.c_str(), &v6), 1) << text;
+  std::memcpy(out.data(), &v6, 16);
+  return out;
+}
+
+// Name resolution from a table, so the tests do not depend on this host's DNS.
+TargetAllowlist::Resolver table(std::map<std::string, std::vector<std::string>> names) {
+  return [names = std::move(names)](
+             const std::string& name) -> std::variant<std::vector<Address>, std::string> {
+    const auto it = names.find(name);
+    if (it == names.end()) return std::string("Name or service not known");
+    std::vector<Address> out;
+    for (const auto& text : it->second) out.push_back(address(text));
+    return out;
+  };
+}
+
+TargetAllowlist parse(const std::vector<std::string>& entries) {
+  auto parsed = TargetAllowlist::parse(entries);
+  if (const auto* error = std::get_if<std::string>(&parsed)) {
+    ADD_FAILURE() << *error;
+    return std::get<TargetAllowlist>(TargetAllowlist::parse({}));
+  }
+  return std::get<TargetAllowlist>(std::move(parsed));
+}
+
+std::string parse_error(const std::vector<std::string>& entries) {
+  auto parsed = TargetAllowlist::parse(entries);
+  if (const auto* error = std::get_if<std::string>(&parsed)) return *error;
+  return "accepted";
+}
+
+const auto kNoNames = table({});
+
+TEST(TargetAllowlist, EmptyListAllowsEverything) {
+  const auto list = parse({});
+  EXPECT_TRUE(list.allows_everything());
+  EXPECT_EQ(list.refuse("198.51.100.1", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("anything.example", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, Ipv4Cidrs) {
+  const auto list = parse({"10.0.0.0/8", "192.0.2.7", "172.16.0.0/12"});
+  EXPECT_EQ(list.refuse("10.255.1.2", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("192.0.2.7", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("172.31.255.255", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("172.32.0.0", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("192.0.2.8", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("11.0.0.1", kNoNames), std::nullopt);
+  // The same IPv4 address written as IPv4-mapped IPv6 is the same host.
+  EXPECT_EQ(list.refuse("::ffff:10.0.0.1", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("::ffff:11.0.0.1", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, Ipv6Cidrs) {
+  const auto list = parse({"fd00:1::/32", "2001:db8::5"});
+  EXPECT_EQ(list.refuse("fd00:1:ffff::1", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("[fd00:1::9]", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("fd00:1::9%eth0", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("2001:db8::5", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("2001:db8::6", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("fd00:2::1", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, AllOfIpv6DoesNotAllowIpv4) {
+  const auto list = parse({"::/0"});
+  EXPECT_EQ(list.refuse("2001:db8::1", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("10.0.0.1", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, OddPrefixLengths) {
+  const auto list = parse({"10.1.2.128/25", "fc00::/7"});
+  EXPECT_EQ(list.refuse("10.1.2.255", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("10.1.2.127", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("fc00::1", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("fe00::1", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, ExactAndWildcardNames) {
+  const auto list = parse({"node1.example.com", "*.ib.example.com"});
+  EXPECT_EQ(list.refuse("node1.example.com", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("NODE1.Example.COM.", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("a.ib.example.com", kNoNames), std::nullopt);
+  EXPECT_EQ(list.refuse("a.b.ib.example.com", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("ib.example.com", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("evilib.example.com", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("node1.example.com.evil.net", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("node2.example.com", kNoNames), std::nullopt);
+  // Names allow names: an address is not let in because some allowed name might resolve to it.
+  EXPECT_NE(list.refuse("10.0.0.1", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, NameIsAllowedWhenEveryAddressIsInAnAllowedNetwork) {
+  const auto list = parse({"10.0.0.0/8", "fd00::/8"});
+  const auto names = table({{"inside", {"10.0.0.1", "fd00::1"}},
+                            {"straddles", {"10.0.0.1", "203.0.113.9"}},
+                            {"outside", {"203.0.113.9"}},
+                            {"nothing", {}}});
+  EXPECT_EQ(list.refuse("inside", names), std::nullopt);
+  const auto straddles = list.refuse("straddles", names);
+  ASSERT_NE(straddles, std::nullopt);
+  EXPECT_NE(straddles->find("203.0.113.9"), std::string::npos) << *straddles;
+  EXPECT_NE(list.refuse("outside", names), std::nullopt);
+  EXPECT_NE(list.refuse("nothing", names), std::nullopt);
+  const auto unknown = list.refuse("unknown", names);
+  ASSERT_NE(unknown, std::nullopt);
+  EXPECT_NE(unknown->find("does not resolve"), std::string::npos) << *unknown;
+}
+
+TEST(TargetAllowlist, NameMatchNeedsNoResolution) {
+  const auto list = parse({"10.0.0.0/8", "*.lab"});
+  int lookups = 0;
+  const TargetAllowlist::Resolver counting = [&](const std::string&) {
+    ++lookups;
+    return std::variant<std::vector<Address>, std::string>(std::string("no DNS here"));
+  };
+  EXPECT_EQ(list.refuse("host.lab", counting), std::nullopt);
+  EXPECT_EQ(lookups, 0);
+}
+
+TEST(TargetAllowlist, MalformedTargetsAreRefused) {
+  const auto list = parse({"10.0.0.0/8", "*.lab"});
+  EXPECT_NE(list.refuse("", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("host name.lab", kNoNames), std::nullopt);
+  EXPECT_NE(list.refuse("-x.lab", kNoNames), std::nullopt);
+}
+
+TEST(TargetAllowlist, RealResolverForLocalhost) {
+  // localhost resolves to loopback addresses only (RFC 6761), whatever else the host has.
+  EXPECT_EQ(parse({"127.0.0.0/8", "::1/128"}).refuse("localhost"), std::nullopt);
+  EXPECT_NE(parse({"10.0.0.0/8"}).refuse("localhost"), std::nullopt);
+}
+
+TEST(TargetAllowlist, BadEntriesSayWhich) {
+  EXPECT_NE(parse_error({"10.0.0.0/8", "10.0.0.0/33"}).find("10.0.0.0/33"), std::string::npos);
+  EXPECT_NE(parse_error({"fd00::/129"}).find("0 to 128"), std::string::npos);
+  EXPECT_NE(parse_error({"10.0.0.0/"}), "accepted");
+  EXPECT_NE(parse_error({"10.0.0.0/8x"}), "accepted");
+  EXPECT_NE(parse_error({"10.0.0.300/8"}), "accepted");
+  EXPECT_NE(parse_error({"bad name!"}), "accepted");
+  EXPECT_NE(parse_error({"*"}), "accepted");
+  EXPECT_NE(parse_error({""}), "accepted");
+  EXPECT_NE(parse_error({"a..b"}), "accepted");
+  const auto host_bits = parse_error({"10.1.2.3/8"});
+  EXPECT_NE(host_bits.find("10.0.0.0/8"), std::string::npos) << host_bits;
+  EXPECT_EQ(parse_error({"0.0.0.0/0", "::/0", "a-b.c_d.example", "*.x"}), "accepted");
+}
+
+}  // namespace
+}  // namespace ibprobe::exporter
