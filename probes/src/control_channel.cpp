@@ -27,9 +27,26 @@ void wait_ready(int fd, short events, ControlChannel::Deadline deadline, const c
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, remaining_ms(deadline));
     if (rc > 0) return;
-    if (rc == 0) throw ProbeFailure(std::string("timed out ") + what);
-    if (errno != EINTR) throw ProbeFailure(std::string("poll failed ") + what);
+    if (rc == 0) throw ProbeFailure(std::string("timed out ") + what, FailureKind::kTimeout);
+    if (errno != EINTR) throw ProbeFailure(std::string("poll failed ") + what, FailureKind::kInternal);
   }
+}
+
+FailureKind failure_kind(protocol::ErrorCode code) {
+  switch (code) {
+    case protocol::ErrorCode::kBadRequest:
+    case protocol::ErrorCode::kLimitExceeded:
+    case protocol::ErrorCode::kBusy:
+      return FailureKind::kRejected;
+    case protocol::ErrorCode::kUnauthorized:
+      return FailureKind::kUnauthorized;
+    case protocol::ErrorCode::kTimeout:
+      return FailureKind::kTimeout;
+    case protocol::ErrorCode::kInternal:
+      break;
+  }
+  // The responder's own run broke (its verbs, its link): the run is lost on the peer's side.
+  return FailureKind::kPeerLost;
 }
 
 std::string describe_peer(int fd) {
@@ -53,7 +70,8 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + gai_strerror(rc));
+    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + gai_strerror(rc),
+                       FailureKind::kUnreachable);
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
   std::string last_error = "no address";
@@ -81,7 +99,8 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
     channel.peer_ = host + ":" + port;
     return channel;
   }
-  throw ProbeFailure("cannot connect to " + host + ":" + port + ": " + last_error);
+  throw ProbeFailure("cannot connect to " + host + ":" + port + ": " + last_error,
+                     FailureKind::kUnreachable);
 }
 
 ControlChannel::ControlChannel(int fd) : fd_(fd), peer_(describe_peer(fd)) {
@@ -109,7 +128,8 @@ void ControlChannel::send(const protocol::Message& message, Deadline deadline) {
       wait_ready(fd_, POLLOUT, deadline, "sending to the peer");
     } else {
       throw ProbeFailure("control connection to " + peer_ +
-                         " lost while sending: " + std::strerror(errno));
+                         " lost while sending: " + std::strerror(errno),
+                         FailureKind::kPeerLost);
     }
   }
 }
@@ -121,11 +141,12 @@ void ControlChannel::read_exactly(std::uint8_t* data, std::size_t size, Deadline
     if (n > 0) {
       got += static_cast<std::size_t>(n);
     } else if (n == 0) {
-      throw ProbeFailure("control connection closed by " + peer_);
+      throw ProbeFailure("control connection closed by " + peer_, FailureKind::kPeerLost);
     } else if (errno == EAGAIN || errno == EINTR) {
       wait_ready(fd_, POLLIN, deadline, ("waiting for " + peer_).c_str());
     } else {
-      throw ProbeFailure("control connection to " + peer_ + " lost: " + std::strerror(errno));
+      throw ProbeFailure("control connection to " + peer_ + " lost: " + std::strerror(errno),
+                         FailureKind::kPeerLost);
     }
   }
 }
@@ -135,14 +156,14 @@ protocol::Message ControlChannel::receive(Deadline deadline) {
   read_exactly(header_bytes, sizeof(header_bytes), deadline);
   const auto header = protocol::decode_header(header_bytes);
   if (const auto* error = std::get_if<protocol::DecodeError>(&header)) {
-    throw ProbeFailure("bad frame from " + peer_ + ": " + error->message);
+    throw ProbeFailure("bad frame from " + peer_ + ": " + error->message, FailureKind::kProtocol);
   }
   const auto& parsed = std::get<protocol::FrameHeader>(header);
   std::vector<std::uint8_t> body(parsed.body_length);
   read_exactly(body.data(), body.size(), deadline);
   auto message = protocol::decode_body(parsed, body);
   if (const auto* error = std::get_if<protocol::DecodeError>(&message)) {
-    throw ProbeFailure("bad message from " + peer_ + ": " + error->message);
+    throw ProbeFailure("bad message from " + peer_ + ": " + error->message, FailureKind::kProtocol);
   }
   return std::get<protocol::Message>(std::move(message));
 }
@@ -153,7 +174,8 @@ void ControlChannel::check_still_open() const {
   std::uint8_t byte;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-    throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)");
+    throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
+                       FailureKind::kPeerLost);
   }
 }
 
@@ -171,13 +193,14 @@ bool ControlChannel::has_pending_message() const {
 
 void ControlChannel::fail_unexpected(const protocol::Message& message, const char* what) const {
   if (const auto* error = std::get_if<protocol::Error>(&message)) {
-    throw ProbeFailure(peer_ + " reported an error: " + error->text);
+    throw ProbeFailure(peer_ + " reported an error: " + error->text, failure_kind(error->code));
   }
   if (const auto* reject = std::get_if<protocol::ProbeReject>(&message)) {
-    throw ProbeFailure(peer_ + " rejected the probe: " + reject->reason);
+    throw ProbeFailure(peer_ + " rejected the probe: " + reject->reason, FailureKind::kRejected);
   }
   throw ProbeFailure(std::string("unexpected message from ") + peer_ + " while waiting for " +
-                     what);
+                         what,
+                     FailureKind::kProtocol);
 }
 
 }  // namespace ibprobe::probes

@@ -44,9 +44,10 @@ class ControlChannel {
   // only be its reason for giving up (an Error), so it is read and thrown as ProbeFailure;
   // a closed connection throws too.
   void fail_if_peer_spoke();
+  // Throws the ProbeFailure that an unexpected `message` means while waiting for `what`.
+  [[noreturn]] void fail_unexpected(const protocol::Message& message, const char* what) const;
 
  private:
-  [[noreturn]] void fail_unexpected(const protocol::Message& message, const char* what) const;
   void read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline);
 
   int fd_;

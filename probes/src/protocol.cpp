@@ -88,6 +88,10 @@ json spec_to_json(const ProbeSpec& spec) {
   put_optional(out, "mtu", spec.mtu);
   put_optional(out, "gid_index", spec.gid_index);
   put_optional(out, "numa_node", spec.numa_node);
+  // Sent only when set, so a plain probe's request reads the same to a peer that predates them.
+  if (spec.validation) out["validation"] = true;
+  if (spec.posted_receives != 0) out["posted_receives"] = spec.posted_receives;
+  if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
   return out;
 }
 
@@ -110,7 +114,9 @@ json body_of(const Hello& hello) {
   return out;
 }
 json body_of(const ProbeRequest& request) {
-  return {{"spec", spec_to_json(request.spec)}};
+  json out = {{"spec", spec_to_json(request.spec)}};
+  if (request.authenticator) out["authenticator"] = hex(*request.authenticator);
+  return out;
 }
 json body_of(const ProbeAccept&) {
   return json::object();
@@ -139,9 +145,21 @@ json body_of(const Result& result) {
   for (const auto& check : result.checks) {
     checks.push_back({{"name", check.name}, {"passed", check.passed}, {"detail", check.detail}});
   }
-  return {{"checks", checks},
-          {"before", snapshot_to_json(result.before)},
-          {"after", snapshot_to_json(result.after)}};
+  json out = {{"checks", checks},
+              {"before", snapshot_to_json(result.before)},
+              {"after", snapshot_to_json(result.after)}};
+  if (const auto& v = result.validation) {
+    out["validation"] = {{"messages_received", v->messages_received},
+                         {"checked", v->checked},
+                         {"errors", v->errors},
+                         {"skipped_overwritten", v->skipped_overwritten},
+                         {"races", v->races},
+                         {"rechecks", v->rechecks},
+                         {"tail_checks", v->tail_checks},
+                         {"stale_completions", v->stale_completions},
+                         {"first_error", v->first_error}};
+  }
+  return out;
 }
 json body_of(const Error& error) {
   return {{"code", to_wire(error.code)}, {"text", error.text}};
@@ -352,6 +370,9 @@ ProbeSpec spec_from(const Fields& in) {
   spec.numa = enum_field(in, "numa", parse_numa_policy, "auto, none, node");
   spec.numa_node = in.optional_u32("numa_node");
   spec.timeout_seconds = in.u32("timeout_seconds");
+  spec.validation = in.has("validation") && in.boolean("validation");
+  spec.posted_receives = in.optional_u32("posted_receives").value_or(0);
+  spec.receive_sges = in.optional_u32("receive_sges").value_or(1);
   return spec;
 }
 
@@ -444,6 +465,20 @@ Result result_from(const Fields& in) {
   }
   result.before = snapshot_from(in.object("before"));
   result.after = snapshot_from(in.object("after"));
+  if (in.has("validation")) {
+    const Fields v(in.at("validation"), "validation");
+    ValidationReport report;
+    report.messages_received = v.unsigned_number("messages_received", kMaxU64);
+    report.checked = v.unsigned_number("checked", kMaxU64);
+    report.errors = v.unsigned_number("errors", kMaxU64);
+    report.skipped_overwritten = v.unsigned_number("skipped_overwritten", kMaxU64);
+    report.races = v.unsigned_number("races", kMaxU64);
+    report.rechecks = v.unsigned_number("rechecks", kMaxU64);
+    report.tail_checks = v.unsigned_number("tail_checks", kMaxU64);
+    report.stale_completions = v.unsigned_number("stale_completions", kMaxU64);
+    report.first_error = v.text("first_error", kMaxLongText);
+    result.validation = report;
+  }
   return result;
 }
 
@@ -453,7 +488,10 @@ Message message_from(const FrameHeader& header, const json& body) {
     case MessageType::kHello:
       return hello_from(in, header.version);
     case MessageType::kProbeRequest:
-      return ProbeRequest{spec_from(in.object("spec"))};
+      return ProbeRequest{spec_from(in.object("spec")),
+                          in.has("authenticator")
+                              ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
+                              : std::nullopt};
     case MessageType::kProbeAccept:
       return ProbeAccept{};
     case MessageType::kProbeReject:
@@ -482,7 +520,8 @@ json parse_json(std::span<const std::uint8_t> body) {
   };
   try {
     return json::parse(body.begin(), body.end(), limit_depth);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {
+    // Not only parse_error: a number too large for a double ("1e999") throws out_of_range.
     throw Failure{DecodeErrorKind::kMalformed,
                   std::string("body is not valid JSON: ") + error.what()};
   }

@@ -41,8 +41,9 @@ enum class MessageType : std::uint16_t {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// First message in each direction. With a shared secret, the responder's Hello carries a random
-// challenge and the initiator answers with an HMAC of it in challenge_response.
+// First message in each direction. With a shared secret (peer_auth.h), each side's Hello carries
+// a random challenge, and the responder's also carries its proof of the secret in
+// challenge_response; the initiator's proof follows in its ProbeRequest, bound to the spec.
 struct Hello {
   std::uint32_t protocol_version = kProtocolVersion;
   std::string software_version;
@@ -54,6 +55,8 @@ struct Hello {
 
 struct ProbeRequest {
   ProbeSpec spec;
+  // The initiator's proof of the shared secret over both challenges and this spec.
+  std::optional<Bytes> authenticator = std::nullopt;
 
   bool operator==(const ProbeRequest&) const = default;
 };
@@ -105,6 +108,8 @@ struct Result {
   std::vector<PreflightCheck> checks;
   CounterSnapshot before;
   CounterSnapshot after;
+  // What the responder verified, for a validating probe whose receiving side it is.
+  std::optional<ValidationReport> validation;
 
   bool operator==(const Result&) const = default;
 };

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include "payload.h"
+
 namespace ibprobe::probes {
 namespace {
 
@@ -29,9 +31,25 @@ void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
   }
 }
 
-void check(const RunGuard& guard, const std::string& waiting_for) {
+// A wait that gave up also tells whether this side's own port is still up: a port gone down
+// explains the silence here, an ACTIVE one points at the path or the peer.
+void check(const RunGuard& guard, const std::string& waiting_for, ibv_context* context,
+           std::uint8_t port) {
   if (guard.check_peer) guard.check_peer();
-  if (Clock::now() > guard.deadline) throw ProbeFailure("timed out waiting for " + waiting_for);
+  if (Clock::now() <= guard.deadline) return;
+  std::string local = std::string("local port ") + ibv_get_device_name(context->device) + "/" +
+                      std::to_string(port);
+  ibv_port_attr attr{};
+  if (ibv_query_port(context, port, &attr) == 0) {
+    local += std::string(" is ") + ibv_port_state_str(attr.state);
+  }
+  throw ProbeFailure("timed out waiting for " + waiting_for + "; " + local, FailureKind::kTimeout);
+}
+
+std::string seconds_since(TimestampNs since) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(steady_now_ns() - since) / 1e9);
+  return text;
 }
 
 }  // namespace
@@ -58,7 +76,8 @@ int numa_node_for(const std::string& device, const ProbeSpec& spec) {
     if (node > numa_max_node()) {
       throw ProbeFailure("NUMA node " + std::to_string(node) +
                          " does not exist on this host (nodes 0-" +
-                         std::to_string(numa_max_node()) + ")");
+                         std::to_string(numa_max_node()) + ")",
+                         FailureKind::kRejected);
     }
     return node;
   }
@@ -77,12 +96,14 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
                               spec.gid_index ? static_cast<int>(*spec.gid_index) : -1)) {
   if (port_.attr.state != IBV_PORT_ACTIVE) {
     throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
-                       " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")");
+                       " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")",
+                       FailureKind::kVerbs);
   }
   if (!spec.iterations && spec.test == TestKind::kLatency) {
     throw ProbeFailure(
         "duration mode is available for bandwidth probes only; give latency probes "
-        "iterations");
+        "iterations",
+        FailureKind::kRejected);
   }
   ibv_device_attr device_attr{};
   if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
@@ -92,15 +113,22 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
 
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
-  buffer_ = verbs::register_buffer(pd_.get(), spec.qps * 2 * spec.message_size);
   const bool send = spec.operation == Operation::kSend;
+  if (spec.validation) {
+    send_slots_ = spec.tx_depth;
+    receive_slots_ = send ? (spec.posted_receives ? spec.posted_receives : spec.rx_depth)
+                          : std::max(spec.tx_depth, spec.rx_depth);
+  }
+  generation_ = payload::next_generation();
+  buffer_ = verbs::register_buffer(pd_.get(),
+                                   spec.qps * (receive_slots_ + send_slots_) * spec.message_size);
   const int cq_entries = static_cast<int>(spec.qps * (spec.tx_depth + (send ? spec.rx_depth : 0)));
   cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, nullptr, 0));
   if (!cq_) throw verbs::VerbsError("ibv_create_cq(" + std::to_string(cq_entries) + ")", errno);
   if (spec.use_srq) {
     ibv_srq_init_attr srq_attr{};
     srq_attr.attr.max_wr = spec.rx_depth;
-    srq_attr.attr.max_sge = 1;
+    srq_attr.attr.max_sge = spec.receive_sges;
     srq_.reset(ibv_create_srq(pd_.get(), &srq_attr));
     if (!srq_) throw verbs::VerbsError("ibv_create_srq", errno);
   }
@@ -114,7 +142,7 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
     init.srq = srq_.get();
     init.cap.max_recv_wr = send && !srq_ ? spec.rx_depth : 1;
     init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
+    init.cap.max_recv_sge = spec.receive_sges;
     init.cap.max_inline_data = spec.inline_size;
     verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
@@ -133,11 +161,11 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
 }
 
 std::uint8_t* RcSession::receive_area(std::size_t qp) const {
-  return buffer_.memory.get() + qp * 2 * spec_.message_size;
+  return buffer_.memory.get() + qp * (receive_slots_ + send_slots_) * spec_.message_size;
 }
 
 std::uint8_t* RcSession::send_area(std::size_t qp) const {
-  return receive_area(qp) + spec_.message_size;
+  return receive_area(qp) + receive_slots_ * spec_.message_size;
 }
 
 std::vector<protocol::PreflightCheck> RcSession::preflight_checks() const {
@@ -177,7 +205,8 @@ protocol::QpInfo RcSession::local_endpoints() const {
 void RcSession::connect(const protocol::QpInfo& remote) {
   if (remote.qps.size() != qps_.size()) {
     throw ProbeFailure("peer offered " + std::to_string(remote.qps.size()) + " QPs, expected " +
-                       std::to_string(qps_.size()));
+                       std::to_string(qps_.size()),
+                       FailureKind::kProtocol);
   }
   const auto local = local_endpoints();
   for (std::size_t q = 0; q < qps_.size(); ++q) {
@@ -220,8 +249,15 @@ void RcSession::connect(const protocol::QpInfo& remote) {
   // RNR NAKs.
   if (spec_.operation == Operation::kSend) {
     const std::size_t queues = srq_ ? 1 : qps_.size();
+    const std::uint32_t posted = spec_.posted_receives ? spec_.posted_receives : spec_.rx_depth;
     for (std::size_t q = 0; q < queues; ++q) {
-      for (std::uint32_t i = 0; i < spec_.rx_depth; ++i) post_receive(q);
+      for (std::uint32_t i = 0; i < posted; ++i) {
+        if (spec_.validation) {
+          post_validated_receive(q, i);
+        } else {
+          post_receive(q);
+        }
+      }
     }
   }
 }
@@ -270,12 +306,10 @@ void RcSession::post(std::size_t qp, bool signaled) {
 
 int RcSession::poll(ibv_wc* wcs, int max) {
   const int n = ibv_poll_cq(cq_.get(), max, wcs);
-  if (n < 0) throw ProbeFailure("ibv_poll_cq failed");
+  if (n < 0) throw ProbeFailure("ibv_poll_cq failed", FailureKind::kVerbs);
   for (int i = 0; i < n; ++i) {
     if (wcs[i].status != IBV_WC_SUCCESS) {
-      throw ProbeFailure(std::string("completion failed on QP ") + std::to_string(wcs[i].wr_id) +
-                         ": " + ibv_wc_status_str(wcs[i].status) + " (vendor error " +
-                         std::to_string(wcs[i].vendor_err) + ")");
+      throw ProbeFailure(describe_failed_completion(wcs[i], spec_), FailureKind::kVerbs);
     }
   }
   return n;
@@ -285,6 +319,7 @@ int RcSession::poll(ibv_wc* wcs, int max) {
 // every cq_moderation messages (and for the last), timestamp every post and every reaped
 // completion batch.
 BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
+  if (spec_.validation) return run_bandwidth_validated(guard);
   return spec_.iterations ? run_bandwidth_iterations(guard) : run_bandwidth_duration(guard);
 }
 
@@ -294,6 +329,7 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   std::vector<TimestampNs> posted(total), completed(total);
   std::vector<std::uint64_t> sent(qps_.size()), done(qps_.size());
   std::uint64_t total_sent = 0, total_done = 0;
+  TimestampNs last_progress = steady_now_ns();
   unsigned spins = 0;
   ibv_wc wcs[kPollBatch];
   while (total_done < total) {
@@ -309,12 +345,16 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
     const int n = poll(wcs, kPollBatch);
     if (n == 0) {
       if (++spins % kSpinsPerClockCheck == 0) {
-        check(guard, "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
-                         " messages done)");
+        check(guard,
+              "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
+                  " messages done, " + std::to_string(total_sent - total_done) +
+                  " in flight, none completed for " + seconds_since(last_progress) + ")",
+              context_.get(), port_number_);
       }
       continue;
     }
     const TimestampNs now = steady_now_ns();
+    last_progress = now;
     for (int i = 0; i < n; ++i) {
       const auto q = static_cast<std::size_t>(wcs[i].wr_id);
       // Each completion closes the batch up to its signaled message: cq_moderation messages,
@@ -342,7 +382,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
   };
   std::vector<QpState> state(qps_.size());
   std::uint64_t total_done = 0, done_at_from = 0, done_at_to = 0;
-  TimestampNs from_ns = 0, to_ns = 0;
+  TimestampNs from_ns = 0, to_ns = 0, last_progress = steady_now_ns();
   ibv_wc wcs[kPollBatch];
   for (unsigned spins = 1;; ++spins) {
     const auto now = Clock::now();
@@ -374,6 +414,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
     }
     if (!posting && !outstanding) break;
     const int n = poll(wcs, kPollBatch);
+    if (n > 0) last_progress = steady_now_ns();
     for (int i = 0; i < n; ++i) {
       auto& s = state[static_cast<std::size_t>(wcs[i].wr_id)];
       const std::uint64_t batch = s.batches.front();
@@ -381,7 +422,14 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
       s.in_flight -= batch;
       total_done += batch;
     }
-    if (spins % kSpinsPerClockCheck == 0) check(guard, "completions of the duration run");
+    if (spins % kSpinsPerClockCheck == 0) {
+      std::uint64_t in_flight = 0;
+      for (const auto& s : state) in_flight += s.in_flight;
+      check(guard,
+            "completions of the duration run (" + std::to_string(in_flight) +
+                " messages in flight, none completed for " + seconds_since(last_progress) + ")",
+            context_.get(), port_number_);
+    }
   }
   return bandwidth_stats_duration(from_ns, to_ns, done_at_to - done_at_from, spec_.message_size);
 }
@@ -413,8 +461,11 @@ LatencyStats RcSession::run_latency(const RunGuard& guard) {
       }
       if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
       if (spins % kSpinsPerClockCheck == 0) {
-        check(guard, "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
-                         std::to_string(iterations));
+        check(guard,
+              "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
+                  std::to_string(iterations) + " (sent " + seconds_since(post_times[i]) + " ago, " +
+                  (completed ? "acknowledged" : "not acknowledged") + " by the peer's HCA)",
+              context_.get(), port_number_);
       }
     }
   }
@@ -449,14 +500,18 @@ void RcSession::serve_latency(const RunGuard& guard) {
     for (unsigned spins = 1;; ++spins) {
       if (spec_.operation == Operation::kWrite ? *arrival == mark : (reap(), received > i)) break;
       if (spins % kSpinsPerClockCheck == 0) {
-        check(guard, "the initiator's message " + std::to_string(i + 1) + " of " +
-                         std::to_string(iterations));
+        check(guard,
+              "the initiator's message " + std::to_string(i + 1) + " of " +
+                  std::to_string(iterations),
+              context_.get(), port_number_);
       }
     }
     *outgoing = mark;
     post(0, true);
     for (unsigned spins = 1; !reap(); ++spins) {
-      if (spins % kSpinsPerClockCheck == 0) check(guard, "our answer's completion");
+      if (spins % kSpinsPerClockCheck == 0) {
+        check(guard, "our answer's completion", context_.get(), port_number_);
+      }
     }
   }
 }
@@ -464,6 +519,7 @@ void RcSession::serve_latency(const RunGuard& guard) {
 // Keeps receives posted for the initiator's sends and counts them: every message needs a
 // receive, and a missing one is an RNR NAK the sender has to retry.
 void RcSession::serve_send_bandwidth(const RunGuard& guard) {
+  if (spec_.validation) return serve_send_validated(guard);
   // Iteration mode: the count is known. Duration mode: until the initiator says it is over.
   const bool counted = spec_.iterations.has_value();
   const std::uint64_t expected = counted ? *spec_.iterations * qps_.size() : 0;
@@ -477,7 +533,8 @@ void RcSession::serve_send_bandwidth(const RunGuard& guard) {
     }
     if (spins % kSpinsPerClockCheck == 0) {
       if (!counted && guard.peer_finished && guard.peer_finished()) return;
-      check(guard, "message " + std::to_string(received + 1) + " from the initiator");
+      check(guard, "message " + std::to_string(received + 1) + " from the initiator",
+            context_.get(), port_number_);
     }
   }
 }

@@ -15,12 +15,6 @@
 
 namespace ibprobe::probes {
 
-// A run that cannot go on: peer gone silent, a failed completion, a verbs call refused.
-class ProbeFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // Bounds every wait on the peer during a run: a deadline, and a check that throws when the peer
 // is known to be gone (its control connection closed), so a dead peer fails the run at once.
 struct RunGuard {
@@ -72,6 +66,15 @@ class RcSession {
   void serve_latency(const RunGuard& guard);
   void serve_send_bandwidth(const RunGuard& guard);
 
+  // Correctness probes (validation_loops.cpp). The receiving side of a validating write run
+  // verifies what lands in its slots until the initiator says the run is over.
+  void serve_write_validation(const RunGuard& guard);
+  // This side's share of a validating run's findings.
+  const ValidationReport& validation() const { return validation_; }
+  // Test-only fault switch: flip one payload byte of every n-th message after its checksum was
+  // computed (0: off). Only the command-line tool sets it.
+  void corrupt_every(std::uint64_t n) { corrupt_every_ = n; }
+
  private:
   struct Peer {
     std::uint64_t addr = 0;
@@ -91,6 +94,16 @@ class RcSession {
   // Polls completions, throwing on a failed one; returns how many it reaped.
   int poll(ibv_wc* wcs, int max);
 
+  // Validating runs: every message in flight has its own slot, reused only once a completion
+  // says the previous message in it is done.
+  std::uint8_t* receive_slot(std::size_t qp, std::size_t slot) const;
+  std::uint8_t* send_slot(std::size_t qp, std::size_t slot) const;
+  BandwidthStats run_bandwidth_validated(const RunGuard& guard);
+  void serve_send_validated(const RunGuard& guard);
+  void post_validated(std::size_t qp, std::uint64_t sequence, bool signaled);
+  void post_validated_receive(std::size_t queue, std::uint32_t slot);
+  void record_error(const std::string& what);
+
   ProbeSpec spec_;
   // First, so the buffer below is allocated on the node, and released last.
   NumaBinding numa_;
@@ -105,6 +118,16 @@ class RcSession {
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
   std::uint32_t max_rd_atomic_ = 1;
+  // Slots per QP in each half of the buffer: 1 and 1 unless validating.
+  std::size_t receive_slots_ = 1;
+  std::size_t send_slots_ = 1;
+  std::uint16_t generation_ = 0;
+  ValidationReport validation_;
+  std::uint64_t corrupt_every_ = 0;
 };
+
+// Why a completion failed, in words an operator can act on; for RNR retry exhaustion, what it
+// means and which knobs led there.
+std::string describe_failed_completion(const ibv_wc& wc, const ProbeSpec& spec);
 
 }  // namespace ibprobe::probes

@@ -125,6 +125,50 @@ void check_link(const ProbeSpec& spec, Violations& out) {
   }
 }
 
+// Receive pieces a validating send may scatter one message over; rxe and mlx5 offer far more.
+constexpr std::uint32_t kMaxReceiveSges = 8;
+constexpr std::uint64_t kMinValidatedMessage = 64;  // header, trailer and some payload
+
+void check_validation(const ProbeSpec& spec, Violations& out) {
+  const bool send = spec.operation == Operation::kSend;
+  if (spec.validation) {
+    if (spec.test != TestKind::kBandwidth) {
+      out.push_back(
+          "validation applies to bandwidth probes: a latency ping-pong's timing is its "
+          "result and checking each message would change it");
+    }
+    if (spec.operation == Operation::kRead) {
+      out.push_back(
+          "validation applies to write and send: a read's data is checked by nobody "
+          "but the reader, which would be checking its own peer's unverified buffer");
+    }
+    if (spec.message_size < kMinValidatedMessage) {
+      out.push_back(field("message_size", spec.message_size) +
+                    ": a validated message needs at least " + std::to_string(kMinValidatedMessage) +
+                    " bytes (header, pseudo-random payload, trailer)");
+    }
+  }
+  if (spec.posted_receives > 0) {
+    if (!send || spec.test != TestKind::kBandwidth) {
+      out.push_back(field("posted_receives", spec.posted_receives) +
+                    ": applies to send bandwidth only, the one probe whose receiver posts "
+                    "receives while messages stream in");
+    } else if (spec.posted_receives > spec.rx_depth) {
+      out.push_back(field("posted_receives", spec.posted_receives) +
+                    ": more than the receive queue holds (rx_depth " +
+                    std::to_string(spec.rx_depth) + ")");
+    }
+  }
+  if (spec.receive_sges == 0 || spec.receive_sges > kMaxReceiveSges) {
+    out.push_back(field("receive_sges", spec.receive_sges) + ": must be 1.." +
+                  std::to_string(kMaxReceiveSges));
+  } else if (spec.receive_sges > 1 && !(spec.validation && send)) {
+    out.push_back(field("receive_sges", spec.receive_sges) +
+                  ": scattered receives are a check of validating send probes; set validation "
+                  "and operation send");
+  }
+}
+
 void check_numa(const ProbeSpec& spec, Violations& out) {
   if (spec.numa == NumaPolicy::kNode) {
     if (!spec.numa_node) {
@@ -228,6 +272,7 @@ std::vector<std::string> validate(const ProbeSpec& spec) {
   check_message(spec, out);
   check_link(spec, out);
   check_numa(spec, out);
+  check_validation(spec, out);
   return out;
 }
 
@@ -256,7 +301,10 @@ std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limit
     out.push_back(field("iterations", *spec.iterations) + ": above this responder's limit of " +
                   std::to_string(limits.max_iterations));
   }
-  const std::uint64_t depth = std::max(spec.tx_depth, spec.rx_depth);
+  // A validating run gives every message in flight its own slot on both sides.
+  const std::uint64_t depth =
+      spec.validation ? std::uint64_t{spec.tx_depth} + std::max(spec.tx_depth, spec.rx_depth)
+                      : std::max(spec.tx_depth, spec.rx_depth);
   const auto per_qp = checked_multiply(depth, spec.message_size);
   const auto total = per_qp ? checked_multiply(*per_qp, spec.qps) : std::nullopt;
   if (!total || *total > limits.max_total_buffer_bytes) {

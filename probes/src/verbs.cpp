@@ -22,7 +22,7 @@ bool is_ipv4_mapped(const ibv_gid& gid) {
 }  // namespace
 
 VerbsError::VerbsError(const std::string& what, int err)
-    : std::runtime_error(what + ": " + std::strerror(err)) {}
+    : ProbeFailure(what + ": " + std::strerror(err), FailureKind::kVerbs) {}
 
 std::vector<std::string> device_names() {
   int count = 0;
@@ -46,8 +46,8 @@ Context open_device(const std::string& name) {
     }
     found += (found.empty() ? "" : ", ") + std::string(ibv_get_device_name(device));
   }
-  throw std::runtime_error("no RDMA device named '" + name +
-                           "' (present: " + (found.empty() ? "none" : found) + ")");
+  throw VerbsError("no RDMA device named '" + name +
+                   "' (present: " + (found.empty() ? "none" : found) + ")");
 }
 
 PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_index) {

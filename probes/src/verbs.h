@@ -13,12 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "ibprobe/verbs_probe.h"
+
 namespace ibprobe::probes::verbs {
 
 // A failed verbs call, with what was attempted and the errno text.
-class VerbsError : public std::runtime_error {
+// A verbs call refused, or no device to make it on: a failed probe of kind kVerbs.
+class VerbsError : public ProbeFailure {
  public:
   VerbsError(const std::string& what, int err);
+  explicit VerbsError(const std::string& message) : ProbeFailure(message, FailureKind::kVerbs) {}
 };
 
 struct ContextCloser {

@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "control_channel.h"
 #include "ibprobe/counter_snapshot.h"
 #include "ibprobe/remote_pma.h"
+#include "peer_auth.h"
 #include "rc_session.h"
 
 namespace ibprobe::probes {
@@ -85,7 +87,106 @@ void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightChec
                             std::string("local ") + kSoftwareVersion + ", peer " + peer_version});
 }
 
+// The initiator's figures (what it sent, the order of its completions) with the receiver's
+// verdict, and the one check only both together allow: one receive completion per send.
+ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport& local,
+                                  const protocol::Result& result) {
+  ValidationReport merged = result.validation.value_or(ValidationReport{});
+  merged.messages_sent = local.messages_sent;
+  merged.stale_completions += local.stale_completions;
+  if (local.errors > 0) {
+    merged.errors += local.errors;
+    if (merged.first_error.empty()) merged.first_error = "initiator: " + local.first_error;
+  }
+  if (!result.validation) {
+    merged.errors += 1;
+    if (merged.first_error.empty()) {
+      merged.first_error = "the responder returned no validation figures (older software?)";
+    }
+  } else if (spec.operation == Operation::kSend &&
+             merged.messages_received != merged.messages_sent) {
+    merged.errors += 1;
+    if (merged.first_error.empty()) {
+      merged.first_error = std::to_string(merged.messages_received) + " receive completions for " +
+                           std::to_string(merged.messages_sent) + " sends";
+    }
+  }
+  return merged;
+}
+
+// The receiving side's verdict for whoever reads the responder's log; each error's offset and
+// bytes are logged at debug level as they are found.
+void log_validation(const std::string& peer, const ValidationReport& v) {
+  spdlog::log(v.errors > 0 ? spdlog::level::warn : spdlog::level::info,
+              "probe validation for {}: received={} checked={} errors={} skipped_overwritten={} "
+              "races={} rechecks={} tail_checks={}{}{}",
+              peer, v.messages_received, v.checked, v.errors, v.skipped_overwritten, v.races,
+              v.rechecks, v.tail_checks,
+              v.first_error.empty() ? "" : " first_error: ", v.first_error);
+}
+
+void throw_if_cancelled(const RunOptions& options) {
+  if (options.cancel && options.cancel->load()) {
+    throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
+                       FailureKind::kCancelled);
+  }
+}
+
+struct Greeting {
+  ControlChannel channel;
+  protocol::Hello hello;
+};
+
+// Connects and exchanges Hellos. A responder busy with another run says so at once; that run
+// often ends within moments (its side may still be releasing its resources after our previous
+// run), so ask again, backing off, until the setup deadline.
+Greeting greet(const std::string& host, const std::string& port, Clock::time_point deadline,
+               const peer_auth::InitiatorAuth& auth, const RunOptions& options) {
+  auto backoff = std::chrono::milliseconds(50);
+  while (true) {
+    auto channel = ControlChannel::connect(host, port, deadline);
+    channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(),
+                                 std::nullopt},
+                 deadline);
+    auto message = channel.receive(deadline);
+    if (auto* hello = std::get_if<protocol::Hello>(&message)) {
+      return Greeting{std::move(channel), std::move(*hello)};
+    }
+    const auto* error = std::get_if<protocol::Error>(&message);
+    if (!error || error->code != protocol::ErrorCode::kBusy || Clock::now() + backoff > deadline) {
+      channel.fail_unexpected(message, "the responder's hello");
+    }
+    throw_if_cancelled(options);
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
 }  // namespace
+
+std::string_view to_string(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kUnreachable:
+      return "unreachable";
+    case FailureKind::kRejected:
+      return "rejected";
+    case FailureKind::kUnauthorized:
+      return "unauthorized";
+    case FailureKind::kTimeout:
+      return "timeout";
+    case FailureKind::kPeerLost:
+      return "peer_lost";
+    case FailureKind::kProtocol:
+      return "protocol";
+    case FailureKind::kVerbs:
+      return "verbs";
+    case FailureKind::kCancelled:
+      return "cancelled";
+    case FailureKind::kInternal:
+      break;
+  }
+  return "internal";
+}
 
 std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root) {
   const auto class_dir = sysfs_root / "class" / "infiniband";
@@ -111,7 +212,8 @@ std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_ro
 }
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec, const std::vector<std::string>& fabric_ports) {
+                       const ProbeSpec& spec, const RunOptions& options) {
+  const auto& fabric_ports = options.fabric_ports;
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + join(problems));
   }
@@ -119,25 +221,30 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   const auto setup_deadline =
       start +
       std::min<Clock::duration>(kHandshakeTimeout, std::chrono::seconds(spec.timeout_seconds));
-  auto channel = ControlChannel::connect(host, port, setup_deadline);
-  channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, {}, {}},
-               setup_deadline);
-  const auto hello = channel.expect<protocol::Hello>(setup_deadline, "the responder's hello");
+  const peer_auth::InitiatorAuth auth(options.shared_secret);
+  auto greeting = greet(host, port, setup_deadline, auth, options);
+  // References, not a structured binding: lambdas below capture the channel.
+  auto& channel = greeting.channel;
+  const auto& hello = greeting.hello;
   if (hello.protocol_version != protocol::kProtocolVersion) {
     throw ProbeFailure(channel.peer() + " speaks control protocol version " +
                        std::to_string(hello.protocol_version) + ", this side " +
-                       std::to_string(protocol::kProtocolVersion));
+                       std::to_string(protocol::kProtocolVersion),
+                       FailureKind::kProtocol);
   }
-  channel.send(protocol::ProbeRequest{spec}, setup_deadline);
+  auth.verify(hello, channel.peer());
+  channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, setup_deadline);
   channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the request");
   // Nothing is allocated here until the peer has accepted and offered endpoints that fit the spec.
   const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
   if (remote.qps.size() != spec.qps) {
     throw ProbeFailure(channel.peer() + " offered " + std::to_string(remote.qps.size()) +
-                       " QPs for a probe with " + std::to_string(spec.qps));
+                       " QPs for a probe with " + std::to_string(spec.qps),
+                       FailureKind::kProtocol);
   }
 
   RcSession session(local, spec);
+  session.corrupt_every(options.test_corrupt_every);
   channel.send(session.local_endpoints(), setup_deadline);
   session.connect(remote);
   channel.expect<protocol::Ready>(setup_deadline, "the responder to be ready");
@@ -169,7 +276,12 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   const auto before = snapshot_after_lifespan(local);
   const auto run_start = Clock::now();
   const auto run_deadline = run_start + std::chrono::seconds(spec.timeout_seconds);
-  const RunGuard guard{run_deadline, [&channel] { channel.fail_if_peer_spoke(); }, nullptr};
+  const RunGuard guard{run_deadline,
+                       [&channel, &options] {
+                         throw_if_cancelled(options);
+                         channel.fail_if_peer_spoke();
+                       },
+                       nullptr};
   if (spec.test == TestKind::kBandwidth) {
     outcome.bandwidth = session.run_bandwidth(guard);
   } else {
@@ -193,6 +305,15 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   channel.send(protocol::Ready{}, run_deadline);
   const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
+  if (spec.validation) {
+    outcome.validation = merge_validation(spec, session.validation(), result);
+    const auto& v = *outcome.validation;
+    outcome.checks.push_back(
+        {"both", "validation", v.errors == 0,
+         std::to_string(v.checked) + " of " + std::to_string(v.messages_sent) +
+             " messages checked, " + std::to_string(v.errors) + " errors" +
+             (v.first_error.empty() ? std::string() : "; first: " + v.first_error)});
+  }
 
   outcome.local_deltas = counter_deltas(before, after);
   outcome.peer_deltas = counter_deltas(result.before, result.after);
@@ -217,8 +338,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
 }
 
 Responder::Responder(const std::string& host, const std::string& port, LocalPort local,
-                     Limits limits)
-    : local_(std::move(local)), limits_(limits) {
+                     ResponderOptions options)
+    : local_(std::move(local)), options_(std::move(options)) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -246,6 +367,7 @@ Responder::Responder(const std::string& host, const std::string& port, LocalPort
   ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), length, nullptr, 0, port_text,
                 sizeof(port_text), NI_NUMERICSERV);
   port_ = std::atoi(port_text);
+  if (!options_.gate) options_.gate = std::make_shared<ProbeGate>();
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -253,6 +375,7 @@ Responder::~Responder() {
   stopping_ = true;
   if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
   thread_.join();
+  if (run_thread_.joinable()) run_thread_.join();
   ::close(listen_fd_);
 }
 
@@ -261,7 +384,37 @@ void Responder::serve() {
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) handle(fd);
+    if (fd < 0) continue;
+    if (!options_.gate->try_enter()) {
+      refuse_busy(fd);
+      continue;
+    }
+    // The previous run has left the gate, so its thread is ending or ended.
+    if (run_thread_.joinable()) run_thread_.join();
+    run_thread_ = std::thread([this, fd] {
+      handle(fd);
+      options_.gate->leave();
+    });
+  }
+}
+
+void Responder::refuse_busy(int fd) {
+  ControlChannel channel(fd);
+  try {
+    channel.send(protocol::Error{protocol::ErrorCode::kBusy,
+                                 "busy: another probe is running on " + local_.device + " port " +
+                                     std::to_string(local_.port) + "; try again later"},
+                 Clock::now() + std::chrono::milliseconds(200));
+  } catch (const std::exception&) {
+    // An initiator that cannot take the answer learns from the closed connection.
+    return;
+  }
+  // Closing with the initiator's hello unread would reset the connection and could destroy the
+  // answer in flight; reading what has arrived lets the close be an orderly one.
+  ::shutdown(fd, SHUT_WR);
+  pollfd p{fd, POLLIN, 0};
+  std::uint8_t sink[512];
+  while (::poll(&p, 1, 100) > 0 && ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
   }
 }
 
@@ -288,12 +441,19 @@ void Responder::handle(int fd) {
           setup_deadline);
       return;
     }
-    channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, {}, {}},
-                 setup_deadline);
+    // Strangers are turned away here, before anything is allocated for them.
+    peer_auth::ResponderAuth auth(options_.shared_secret);
+    const auto answer = auth.answer(hello, kSoftwareVersion);
+    std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
+    if (std::holds_alternative<protocol::Error>(answer)) return;
     const auto request =
         channel.expect<protocol::ProbeRequest>(setup_deadline, "the probe request");
+    if (const auto refusal = auth.check(request)) {
+      channel.send(*refusal, setup_deadline);
+      return;
+    }
     auto problems = validate(request.spec);
-    const auto over_limits = check_limits(request.spec, limits_);
+    const auto over_limits = check_limits(request.spec, options_.limits);
     problems.insert(problems.end(), over_limits.begin(), over_limits.end());
     if (!problems.empty()) {
       channel.send(protocol::ProbeReject{join(problems)}, setup_deadline);
@@ -314,10 +474,16 @@ void Responder::handle(int fd) {
       session.serve_latency(guard);
     } else if (request.spec.operation == Operation::kSend) {
       session.serve_send_bandwidth(guard);
+    } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
+      session.serve_write_validation(guard);
     }
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
     result.after = snapshot_after_lifespan(local_);
     result.checks = session.preflight_checks();
+    if (request.spec.validation) {
+      result.validation = session.validation();
+      log_validation(channel.peer(), result.validation.value());
+    }
     channel.send(result, run_deadline);
   } catch (const std::exception& e) {
     try {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "ibprobe/verbs_probe.h"
+#include "peer_auth.h"
 
 namespace {
 
@@ -72,6 +73,21 @@ void print(const ProbeOutcome& outcome) {
         bw->peak_bytes_per_second ? mebibytes_per_second(*bw->peak_bytes_per_second) : 0,
         bw->messages_per_second / 1e6, static_cast<unsigned long long>(bw->messages), bw->seconds);
   }
+  if (const auto& v = outcome.validation) {
+    const double coverage =
+        v->messages_sent > 0 ? 100.0 * static_cast<double>(v->checked) / v->messages_sent : 0;
+    std::printf(
+        "validation sent=%llu received=%llu checked=%llu errors=%llu coverage_percent=%.1f "
+        "skipped_overwritten=%llu races=%llu rechecks=%llu tail_checks=%llu "
+        "stale_completions=%llu first_error=\"%s\"\n",
+        static_cast<unsigned long long>(v->messages_sent),
+        static_cast<unsigned long long>(v->messages_received),
+        static_cast<unsigned long long>(v->checked), static_cast<unsigned long long>(v->errors),
+        coverage, static_cast<unsigned long long>(v->skipped_overwritten),
+        static_cast<unsigned long long>(v->races), static_cast<unsigned long long>(v->rechecks),
+        static_cast<unsigned long long>(v->tail_checks),
+        static_cast<unsigned long long>(v->stale_completions), v->first_error.c_str());
+  }
   if (const auto& lat = outcome.latency) {
     std::printf(
         "t_min_usec=%.3f t_max_usec=%.3f t_typical_usec=%.3f t_avg_usec=%.3f "
@@ -94,6 +110,10 @@ int main(int argc, char** argv) {
   serve->add_option("--listen", listen, "HOST:PORT to accept probes on")->capture_default_str();
   serve->add_option("-d,--device", local.device, "RDMA device")->required();
   serve->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  std::string secret_file;
+  const char* const secret_help =
+      "File holding the shared secret both sides must prove they hold (16 bytes at least)";
+  serve->add_option("--secret-file", secret_file, secret_help);
 
   auto* run = app.add_subcommand("run", "Run one probe against a responder");
   std::string peer, kind = "write_bw";
@@ -102,6 +122,7 @@ int main(int argc, char** argv) {
   run->add_option("peer", peer, "Responder HOST:PORT")->required();
   run->add_option("-d,--device", local.device, "RDMA device")->required();
   run->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  run->add_option("--secret-file", secret_file, secret_help);
   std::uint32_t duration = 0;
   bool use_srq = false;
   run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
@@ -123,8 +144,33 @@ int main(int argc, char** argv) {
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
   run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
+  bool validate_payload = false;
+  std::uint32_t posted_receives = 0, receive_sges = 0, rnr_retry = 0, tx_depth = 0, rx_depth = 0,
+                min_rnr_timer = 0;
+  std::uint64_t corrupt_every = 0;
+  run->add_flag("--validate", validate_payload,
+                "Check every message: header, pseudo-random payload, checksum (write_bw, send_bw)");
+  run->add_option("--posted-receives", posted_receives,
+                  "send_bw: keep exactly this many receives posted (back-pressure probe)");
+  run->add_option("--receive-sges", receive_sges,
+                  "Validating send_bw: scatter each receive over this many pieces");
+  run->add_option("--tx-depth", tx_depth, "Messages in flight per QP (default: perftest's)");
+  run->add_option("--rx-depth", rx_depth, "Receive queue depth (default: perftest's)");
+  run->add_option("--rnr-retry", rnr_retry, "RNR NAK retries before failing, 0-7 (7: forever)");
+  run->add_option("--min-rnr-timer", min_rnr_timer, "RNR NAK timer code the receiver asks for");
+  run->add_option("--test-fault-corrupt-every", corrupt_every,
+                  "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
+                  "prove that --validate catches it")
+      ->group("Test faults");
   CLI11_PARSE(app, argc, argv);
   local.port = static_cast<std::uint8_t>(port_number);
+  std::string secret;
+  try {
+    if (!secret_file.empty()) secret = peer_auth::load_secret(secret_file);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ibprobe_probe: --secret-file: " << e.what() << "\n";
+    return 2;
+  }
 
   try {
     if (*serve) {
@@ -134,7 +180,7 @@ int main(int argc, char** argv) {
       sigaddset(&stop, SIGINT);
       sigaddset(&stop, SIGTERM);
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-      Responder responder(host, port, local, Limits{});
+      Responder responder(host, port, local, ResponderOptions{Limits{}, secret, nullptr});
       std::printf("responder listening on port %d\n", responder.port());
       std::fflush(stdout);
       int signal = 0;
@@ -154,6 +200,15 @@ int main(int argc, char** argv) {
       spec.timeout_seconds = std::max(spec.timeout_seconds, duration + 10);
     }
     spec.use_srq = use_srq;
+    spec.validation = validate_payload;
+    spec.posted_receives = posted_receives;
+    if (receive_sges > 0) spec.receive_sges = receive_sges;
+    if (tx_depth > 0) spec.tx_depth = tx_depth;
+    if (rx_depth > 0) spec.rx_depth = rx_depth;
+    // A fixed number of posted receives above the default depth needs the queue to hold them.
+    spec.rx_depth = std::max(spec.rx_depth, posted_receives);
+    if (run->count("--rnr-retry") > 0) spec.rc.rnr_retry = rnr_retry;
+    if (run->count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = min_rnr_timer;
     if (timeout > 0) spec.timeout_seconds = timeout;
     if (const auto policy = parse_numa_policy(numa)) {
       spec.numa = *policy;
@@ -162,7 +217,12 @@ int main(int argc, char** argv) {
       spec.numa_node = static_cast<std::uint32_t>(std::stoul(numa));
     }
     const auto [host, port] = split_address(peer);
-    print(run_probe(local, host, port, spec, fabric_ports));
+    RunOptions options{fabric_ports, secret, nullptr};
+    options.test_corrupt_every = corrupt_every;
+    const auto outcome = run_probe(local, host, port, spec, options);
+    print(outcome);
+    // A validating run that found errors is a failed check, whatever its throughput.
+    if (outcome.validation && outcome.validation->errors > 0) return 3;
   } catch (const std::exception& e) {
     std::cerr << "ibprobe_probe: " << e.what() << "\n";
     return 1;

@@ -71,8 +71,41 @@ struct ProbeSpec {
   NumaPolicy numa = NumaPolicy::kAuto;
   std::optional<std::uint32_t> numa_node;  // with NumaPolicy::kNode only
   std::uint32_t timeout_seconds = 30;      // whole run, connection to release
+  // Correctness probes (write and send bandwidth): every message carries a header and a
+  // checksummed pseudo-random payload that the receiving side verifies. Slower than a plain run;
+  // its figures are not perftest's.
+  bool validation = false;
+  // Send bandwidth: keep exactly this many receives posted per receive queue (a back-pressure
+  // probe; fewer receives than messages in flight draw RNR NAKs). 0: rx_depth, as perftest.
+  std::uint32_t posted_receives = 0;
+  // Validating send: scatter each receive over this many pieces of the buffer, placed out of
+  // address order, to check that one message fills them in order with one completion.
+  std::uint32_t receive_sges = 1;
 
   bool operator==(const ProbeSpec&) const = default;
+};
+
+// What the validating side(s) of a run found. The coverage figures are reported next to the
+// verdict so that a pass over a fraction of the messages is visible as such.
+struct ValidationReport {
+  std::uint64_t messages_sent = 0;      // messages the initiator generated
+  std::uint64_t messages_received = 0;  // send: receive completions; write: messages seen
+  std::uint64_t checked = 0;            // verified end to end (header, trailer, checksum)
+  std::uint64_t errors = 0;             // corruption or broken send/receive semantics
+  // Write: messages a later one overwrote before the receiver could verify them (data arrived
+  // faster than it could be checked). checked + skipped_overwritten = messages_sent.
+  std::uint64_t skipped_overwritten = 0;
+  // Informational. races: checks abandoned because a newer message was landing in the slot;
+  // rechecks: a check that failed while the data was still landing and passed on a re-read;
+  // tail_checks: messages verified in the final pass after the initiator finished;
+  // stale_completions: completions of an earlier connection, dropped.
+  std::uint64_t races = 0;
+  std::uint64_t rechecks = 0;
+  std::uint64_t tail_checks = 0;
+  std::uint64_t stale_completions = 0;
+  std::string first_error;  // what, where (offset) and the bytes; empty without errors
+
+  bool operator==(const ValidationReport&) const = default;
 };
 
 // perftest's defaults for ib_<operation>_<test>: bandwidth 64 KiB messages, tx depth 128, CQ

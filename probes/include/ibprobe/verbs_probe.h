@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,25 +56,90 @@ struct ProbeOutcome {
   };
   std::vector<FabricDeltas> fabric_deltas;
   LinkReading link;
+  // Validating probes: the initiator's sent and completion-order figures merged with what the
+  // receiving side verified. A run with errors still returns its outcome: the errors are the
+  // finding.
+  std::optional<ValidationReport> validation;
+};
+
+// Why a run failed, in classes a dashboard can group by; the message says the rest.
+enum class FailureKind {
+  kUnreachable,   // the responder could not be resolved or connected to
+  kRejected,      // the responder refused the spec (its limits, its validation) or was busy
+  kUnauthorized,  // the shared-secret challenge failed on either side
+  kTimeout,       // a deadline passed: handshake, run or result
+  kPeerLost,      // the responder closed the connection or reported an error mid-run
+  kProtocol,      // the peer spoke something else: bad frame, version, unexpected message
+  kVerbs,         // a local verbs call or a completion failed
+  kCancelled,     // this side was asked to stop (shutdown)
+  kInternal,
+};
+std::string_view to_string(FailureKind kind);
+
+// A run that cannot go on. Every verbs resource is released by the time it reaches the caller.
+class ProbeFailure : public std::runtime_error {
+ public:
+  explicit ProbeFailure(const std::string& what, FailureKind kind = FailureKind::kInternal)
+      : std::runtime_error(what), kind_(kind) {}
+  FailureKind kind() const { return kind_; }
+
+ private:
+  FailureKind kind_;
+};
+
+struct RunOptions {
+  // "LID:PORT" fabric ports (e.g. the switch ports on the path), read over PerfMgt MADs before
+  // and after the run; when they cannot be (no InfiniBand port with a umad device here), the run
+  // goes on and the fabric_ports check says why.
+  std::vector<std::string> fabric_ports;
+  // Shared secret both sides prove they hold (HMAC challenge); empty: no peer authentication.
+  std::string shared_secret;
+  // Set by another thread to end the run early (shutdown): the run fails with kCancelled at its
+  // next wait, with every resource released.
+  const std::atomic<bool>* cancel = nullptr;
+  // TEST-ONLY fault switch, for proving that validation really checks: flip one payload byte of
+  // every n-th message after its checksum was computed (0: off). Set by the ibprobe_probe tool
+  // only; the exporter's configuration and HTTP API have no way to reach it.
+  std::uint64_t test_corrupt_every = 0;
+};
+
+// One probe at a time on a port, whichever side started it: an exporter's own probes and the runs
+// its responder serves share one gate, since concurrent runs disturb each other's figures.
+class ProbeGate {
+ public:
+  bool try_enter() {
+    bool expected = false;
+    return busy_.compare_exchange_strong(expected, true);
+  }
+  void leave() { busy_ = false; }
+
+ private:
+  std::atomic<bool> busy_ = false;
+};
+
+struct ResponderOptions {
+  Limits limits;
+  std::string shared_secret;  // empty: any initiator may probe
+  // Shared with the exporter's own probes on the same port; null: the responder's own gate.
+  std::shared_ptr<ProbeGate> gate;
 };
 
 // The first port under <sysfs_root>/class/infiniband whose state is ACTIVE, in device order.
 std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root);
 
-// Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure (a
-// std::runtime_error) with the reason when the run cannot complete; every verbs resource is
-// released on every path. `fabric_ports` ("LID:PORT", e.g. the switch ports on the path) are
-// read over PerfMgt MADs before and after the run; when they cannot be (no InfiniBand port with
-// a umad device here), the run goes on and the fabric_ports check says why.
+// Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure with the
+// reason when the run cannot complete, std::invalid_argument for a spec validate() rejects;
+// every verbs resource is released on every path.
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec, const std::vector<std::string>& fabric_ports = {});
+                       const ProbeSpec& spec, const RunOptions& options = {});
 
 // Serves probe requests on a TCP address, one run at a time, on its own thread. Every number a
 // peer sends is checked against `limits` before anything is allocated.
 class Responder {
  public:
   // Binds at once (port "0": any free port); throws std::runtime_error when it cannot.
-  Responder(const std::string& host, const std::string& port, LocalPort local, Limits limits);
+  Responder(const std::string& host, const std::string& port, LocalPort local,
+            ResponderOptions options);
   // Ends a run in progress at once: its control connection is shut down, so the initiator learns
   // why, and the run's verbs resources are released before this returns.
   ~Responder();
@@ -85,14 +151,17 @@ class Responder {
  private:
   void serve();
   void handle(int fd);
+  // Tells an initiator that arrives during another run that the port is busy, and closes.
+  void refuse_busy(int fd);
 
   LocalPort local_;
-  Limits limits_;
+  ResponderOptions options_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_ = false;
   std::atomic<int> active_fd_ = -1;
   std::thread thread_;
+  std::thread run_thread_;  // the run being served, while serve() keeps answering the rest
 };
 
 }  // namespace ibprobe::probes

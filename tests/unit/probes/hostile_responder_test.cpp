@@ -80,18 +80,28 @@ ProbeSpec quick_spec() {
   return spec;
 }
 
-// Runs a probe against the fake responder; returns the failure text and how long it took.
-std::pair<std::string, double> probe_failure(FakeResponder& responder,
-                                             const ProbeSpec& spec = quick_spec()) {
-  const auto start = std::chrono::steady_clock::now();
+struct Failure {
   std::string what;
+  std::string kind;
+  double seconds = 0;
+};
+
+// Runs a probe against the fake responder; returns the failure, its class and how long it took.
+Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = quick_spec()) {
+  const auto start = std::chrono::steady_clock::now();
+  Failure failure{"no failure", "none"};
   try {
     run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), spec);
-    what = "no failure";
+  } catch (const ProbeFailure& e) {
+    failure.what = e.what();
+    failure.kind = to_string(e.kind());
   } catch (const std::exception& e) {
-    what = e.what();
+    failure.what = e.what();
+    failure.kind = "not a ProbeFailure";
   }
-  return {what, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  failure.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return failure;
 }
 
 TEST(HostileResponder, OversizedFrameIsRefusedFromItsHeader) {
@@ -101,9 +111,10 @@ TEST(HostileResponder, OversizedFrameIsRefusedFromItsHeader) {
     Bytes header = {'I', 'B', 'P', 'R', 0, 1, 0, 1, 0x40, 0, 0, 0};
     write_all(fd, header);
   });
-  const auto [what, seconds] = probe_failure(responder);
-  EXPECT_NE(what.find("bad frame"), std::string::npos) << what;
-  EXPECT_LT(seconds, 2);
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("bad frame"), std::string::npos) << failure.what;
+  EXPECT_EQ(failure.kind, "protocol");
+  EXPECT_LT(failure.seconds, 2);
 }
 
 TEST(HostileResponder, GarbageIsNotAFrame) {
@@ -111,7 +122,9 @@ TEST(HostileResponder, GarbageIsNotAFrame) {
     read_frame(fd);
     write_all(fd, Bytes{'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', '2', '0', '0'});
   });
-  EXPECT_NE(probe_failure(responder).first.find("bad frame"), std::string::npos);
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("bad frame"), std::string::npos) << failure.what;
+  EXPECT_EQ(failure.kind, "protocol");
 }
 
 TEST(HostileResponder, OutOfRangeNumbersAreRejected) {
@@ -127,9 +140,10 @@ TEST(HostileResponder, OutOfRangeNumbersAreRejected) {
     frame.insert(frame.end(), body.begin(), body.end());
     write_all(fd, frame);
   });
-  const auto what = probe_failure(responder).first;
-  EXPECT_NE(what.find("bad message"), std::string::npos) << what;
-  EXPECT_NE(what.find("qpn"), std::string::npos) << what;
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("bad message"), std::string::npos) << failure.what;
+  EXPECT_NE(failure.what.find("qpn"), std::string::npos) << failure.what;
+  EXPECT_EQ(failure.kind, "protocol");
 }
 
 TEST(HostileResponder, WrongQpCountIsRefusedBeforeAllocating) {
@@ -141,8 +155,10 @@ TEST(HostileResponder, WrongQpCountIsRefusedBeforeAllocating) {
     info.qps.resize(8, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
     write_all(fd, protocol::encode(info));
   });
-  const auto what = probe_failure(responder).first;
-  EXPECT_NE(what.find("offered 8 QPs for a probe with 1"), std::string::npos) << what;
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("offered 8 QPs for a probe with 1"), std::string::npos)
+      << failure.what;
+  EXPECT_EQ(failure.kind, "protocol");
 }
 
 TEST(HostileResponder, RejectionCarriesTheReason) {
@@ -151,8 +167,10 @@ TEST(HostileResponder, RejectionCarriesTheReason) {
     read_frame(fd);
     write_all(fd, protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"}));
   });
-  const auto what = probe_failure(responder).first;
-  EXPECT_NE(what.find("rejected the probe: message_size above 8 MiB"), std::string::npos) << what;
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("rejected the probe: message_size above 8 MiB"), std::string::npos)
+      << failure.what;
+  EXPECT_EQ(failure.kind, "rejected");
 }
 
 TEST(HostileResponder, ErrorCarriesTheText) {
@@ -161,8 +179,10 @@ TEST(HostileResponder, ErrorCarriesTheText) {
     read_frame(fd);
     write_all(fd, protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"}));
   });
-  const auto what = probe_failure(responder).first;
-  EXPECT_NE(what.find("reported an error: busy probing"), std::string::npos) << what;
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("reported an error: busy probing"), std::string::npos)
+      << failure.what;
+  EXPECT_EQ(failure.kind, "rejected");
 }
 
 TEST(HostileResponder, SilentPeerTimesOutWithinTheSpecTimeout) {
@@ -170,14 +190,17 @@ TEST(HostileResponder, SilentPeerTimesOutWithinTheSpecTimeout) {
     read_frame(fd);
     std::this_thread::sleep_for(std::chrono::seconds(3));
   });
-  const auto [what, seconds] = probe_failure(responder);
-  EXPECT_NE(what.find("timed out"), std::string::npos) << what;
-  EXPECT_LT(seconds, 2.9);
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("timed out"), std::string::npos) << failure.what;
+  EXPECT_EQ(failure.kind, "timeout");
+  EXPECT_LT(failure.seconds, 2.9);
 }
 
 TEST(HostileResponder, ClosedConnectionMidHandshake) {
   FakeResponder responder([](int fd) { read_frame(fd); });
-  EXPECT_NE(probe_failure(responder).first.find("closed by"), std::string::npos);
+  const auto failure = probe_failure(responder);
+  EXPECT_NE(failure.what.find("closed by"), std::string::npos) << failure.what;
+  EXPECT_EQ(failure.kind, "peer_lost");
 }
 
 TEST(HostileResponder, NobodyListening) {
@@ -197,8 +220,9 @@ TEST(HostileResponder, NobodyListening) {
   try {
     run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port), quick_spec());
     FAIL() << "connected to nothing";
-  } catch (const std::exception& e) {
+  } catch (const ProbeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), FailureKind::kUnreachable);
   }
 }
 
