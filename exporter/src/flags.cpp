@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "ibprobe/exporter.h"
+#include "peer_auth.h"
+#include "web_config.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -63,13 +65,26 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   app.add_option("--probe.responder-address", config.probe_responder_address,
-                 "HOST:PORT the verbs probe responder listens on (empty: no responder)")
-      ->capture_default_str();
+                 "HOST:PORT the verbs probe responder listens on (default :9471; empty: no "
+                 "responder)")
+      // "--probe.responder-address=" (nothing after the =) is the empty value, not a missing one.
+      ->expected(0, 1)
+      ->default_str("");
   app.add_option("--probe.device", config.probe_device,
-                 "RDMA device probes from peers run on (default: the first with an ACTIVE port)");
+                 "RDMA device probes run on, both ways (default: the first with an ACTIVE port)");
   app.add_option("--probe.device-port", config.probe_device_port, "Port of --probe.device")
       ->capture_default_str()
       ->check(CLI::Range(1, 255));
+  app.add_option("--config.file", config.config_file,
+                 "Probe modules, allowed targets and scheduler bounds (YAML; reloaded on SIGHUP "
+                 "and POST /-/reload); empty: the built-in modules")
+      ->check(CLI::ExistingFile);
+  app.add_option("--web.config.file", config.web_config_file,
+                 "TLS and authentication of the HTTP server (exporter-toolkit web config YAML)");
+  std::string probe_secret_file;
+  app.add_option("--probe.secret-file", probe_secret_file,
+                 "File holding the shared secret probe peers must prove they hold (16 bytes at "
+                 "least; both the responder and probes sent from here use it)");
   app.add_option("--path.sysfs", config.sysfs_root, "sysfs mount point")->capture_default_str();
   app.add_option("--device.include", config.device_include,
                  "Regular expression of RDMA device names to export (whole name)");
@@ -152,6 +167,22 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   } catch (const std::exception& e) {
     std::cerr << "ibprobe_exporter: " << e.what() << "\n";
     return 2;
+  }
+  if (!probe_secret_file.empty()) {
+    try {
+      config.probe_shared_secret = probes::peer_auth::load_secret(probe_secret_file);
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "ibprobe_exporter: --probe.secret-file: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (!config.web_config_file.empty()) {
+    auto web = load_web_config(config.web_config_file);
+    if (const auto* error = std::get_if<std::string>(&web)) {
+      std::cerr << "ibprobe_exporter: --web.config.file: " << *error << "\n";
+      return 2;
+    }
+    config.web_config = std::make_shared<const WebConfig>(std::get<WebConfig>(std::move(web)));
   }
   if (remote_pma > 0 && remote_targets.empty()) {
     std::cerr << "ibprobe_exporter: --collector.remote_pma needs at least one "

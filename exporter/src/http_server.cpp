@@ -1,21 +1,146 @@
 #include <civetweb.h>
+#include <dlfcn.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ibprobe/exporter.h"
+#include "web_config.h"
 
 namespace ibprobe::exporter {
+
+// Request bodies are small JSON documents (the async probe API); nothing larger is read.
+constexpr long long kMaxBodyBytes = 64 * 1024;
+
+namespace {
+
+// Loads the libssl.so stand-in civetweb needs for TLS with OpenSSL 3 (civetweb_ssl_compat.cpp)
+// before civetweb loads libssl.so itself; the empty string when done, else why not.
+std::string load_civetweb_ssl_compat() {
+  const char* const kName = "libibprobe_civetweb_ssl.so";
+  std::error_code ec;
+  const auto exe_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  std::string tried;
+  for (const std::filesystem::path& path :
+       {exe_dir / ".." / "lib" / "ibprobe" / kName, exe_dir / kName,
+        std::filesystem::path(IBPROBE_CIVETWEB_SSL_BUILD_PATH)}) {
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return "";
+    tried += (tried.empty() ? "" : ", ") + path.string();
+  }
+  return std::string("cannot load ") + kName + " (tried " + tried + ")";
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   const Routes& routes;
   mg_context* context = nullptr;
+  std::optional<TlsServerConfig> tls;
+  std::optional<Authenticator> auth;
+  std::string tls_error;  // why init_ssl failed, for the constructor's exception
 
-  explicit Impl(const Routes& r) : routes(r) {}
+  Impl(const Routes& r, const WebConfig& web) : routes(r), tls(web.tls) {
+    if (web.auth_required()) auth.emplace(web);
+  }
+
+  // A 401 for a request without valid credentials. Nothing of what was sent is logged.
+  static HttpResponse unauthorized(const Impl& impl, const mg_connection* connection) {
+    HttpResponse response{401,
+                          "text/plain; charset=utf-8",
+                          "unauthorized\n",
+                          {{"WWW-Authenticate", "Basic realm=\"ibprobe\""}}};
+    if (impl.auth->offers_bearer()) {
+      response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"ibprobe\"");
+    }
+    // The body of a refused request is never read; the connection cannot be reused after it.
+    if (mg_get_request_info(connection)->content_length > 0) {
+      response.headers.emplace_back("Connection", "close");
+    }
+    return response;
+  }
+
+  static std::string openssl_errors() {
+    std::string text;
+    while (const unsigned long code = ERR_get_error()) {
+      char line[256];
+      ERR_error_string_n(code, line, sizeof(line));
+      text += (text.empty() ? "" : "; ") + std::string(line);
+    }
+    return text.empty() ? "no detail from OpenSSL" : text;
+  }
+
+  static int tls_version(const std::string& name) {
+    if (name == "TLS10") return TLS1_VERSION;
+    if (name == "TLS11") return TLS1_1_VERSION;
+    if (name == "TLS12") return TLS1_2_VERSION;
+    return TLS1_3_VERSION;
+  }
+
+  // Client certificates that are asked for but not verified (exporter-toolkit's
+  // RequestClientCert and RequireAnyClientCert) pass whatever their chain.
+  static int accept_any_certificate(int, X509_STORE_CTX*) { return 1; }
+
+  // civetweb's SSL_CTX, set up from the web config: certificate and key from separate files
+  // (civetweb alone wants them in one), protocol versions and client certificate policy.
+  static int init_ssl(void* ssl_ctx, void* self) {
+    auto& impl = *static_cast<Impl*>(self);
+    auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
+    const auto& tls = *impl.tls;
+    auto failed = [&](const std::string& what) {
+      impl.tls_error = what + ": " + openssl_errors();
+      return -1;
+    };
+    if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
+      return failed("cannot load cert_file " + tls.cert_file.string());
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return failed("cannot load key_file " + tls.key_file.string());
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+      return failed("key_file " + tls.key_file.string() + " does not match cert_file");
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, tls_version(tls.min_version)) != 1 ||
+        SSL_CTX_set_max_proto_version(ctx, tls_version(tls.max_version)) != 1) {
+      return failed("cannot set the TLS versions");
+    }
+    // Session resumption with client certificates needs a session id context.
+    static constexpr unsigned char kSessionContext[] = "ibprobe";
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
+    if (!tls.client_ca_file.empty()) {
+      if (SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1) {
+        return failed("cannot load client_ca_file " + tls.client_ca_file.string());
+      }
+      if (auto* names = SSL_load_client_CA_file(tls.client_ca_file.c_str())) {
+        SSL_CTX_set_client_CA_list(ctx, names);
+      }
+    }
+    switch (tls.client_auth) {
+      case ClientAuth::kNoClientCert:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+        break;
+      case ClientAuth::kRequestClientCert:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, &accept_any_certificate);
+        break;
+      case ClientAuth::kRequireAnyClientCert:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                           &accept_any_certificate);
+        break;
+      case ClientAuth::kVerifyClientCertIfGiven:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+        break;
+      case ClientAuth::kRequireAndVerifyClientCert:
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+        break;
+    }
+    return 1;
+  }
 
   static HttpRequest to_request(mg_connection* connection) {
     const mg_request_info* info = mg_get_request_info(connection);
@@ -29,6 +154,21 @@ struct HttpServer::Impl {
       request.headers[name] = info->http_headers[i].value;
     }
     return request;
+  }
+
+  // Reads a request body of at most kMaxBodyBytes; false when it is larger (or truncated).
+  static bool read_body(mg_connection* connection, HttpRequest& request) {
+    const long long length = mg_get_request_info(connection)->content_length;
+    if (length <= 0) return true;
+    if (length > kMaxBodyBytes) return false;
+    request.body.resize(static_cast<std::size_t>(length));
+    std::size_t got = 0;
+    while (got < request.body.size()) {
+      const int n = mg_read(connection, request.body.data() + got, request.body.size() - got);
+      if (n <= 0) return false;
+      got += static_cast<std::size_t>(n);
+    }
+    return true;
   }
 
   // Status line, headers and body leave in one write: split writes of a small response meet
@@ -48,10 +188,23 @@ struct HttpServer::Impl {
   static int handle(mg_connection* connection, void* self) {
     const auto start = std::chrono::steady_clock::now();
     auto& impl = *static_cast<Impl*>(self);
-    const HttpRequest request = to_request(connection);
+    HttpRequest request = to_request(connection);
     HttpResponse response;
     try {
-      response = impl.routes.handle(request);
+      const auto authorization = request.headers.find("authorization");
+      if (impl.auth && !impl.auth->allowed(request.path, authorization == request.headers.end()
+                                                             ? nullptr
+                                                             : &authorization->second)) {
+        response = unauthorized(impl, connection);
+      } else if (!read_body(connection, request)) {
+        response = HttpResponse{413,
+                                "text/plain; charset=utf-8",
+                                "request body larger than " + std::to_string(kMaxBodyBytes) +
+                                    " bytes, or shorter than its Content-Length\n",
+                                {{"Connection", "close"}}};
+      } else {
+        response = impl.routes.handle(request);
+      }
     } catch (const std::exception& e) {
       spdlog::error("request {} {} failed: {}", request.method, request.path, e.what());
       response = HttpResponse{
@@ -72,12 +225,24 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(const std::string& listen_address, int threads, const Routes& routes)
-    : impl_(std::make_unique<Impl>(routes)) {
+    : HttpServer(listen_address, threads, routes, WebConfig{}) {}
+
+HttpServer::HttpServer(const std::string& listen_address, int threads, const Routes& routes,
+                       const WebConfig& web)
+    : impl_(std::make_unique<Impl>(routes, web)) {
   static const unsigned kLibraryInit = mg_init_library(MG_FEATURES_IPV6);
   (void)kLibraryInit;
+  if (web.tls) {
+    // civetweb loads libssl and libcrypto at run time, once asked to; its return value is 0
+    // even on success, so a failure shows when the server starts.
+    static const std::string kCompatError = load_civetweb_ssl_compat();
+    if (!kCompatError.empty()) throw std::runtime_error("cannot serve HTTPS: " + kCompatError);
+    static const unsigned kTlsInit = mg_init_library(MG_FEATURES_IPV6 | MG_FEATURES_TLS);
+    (void)kTlsInit;
+  }
   // spdlog creates its registry on first use; do that here, before the worker threads exist.
   spdlog::default_logger_raw();
-  const std::string ports = civetweb_listening_port(listen_address);
+  const std::string ports = civetweb_listening_port(listen_address) + (web.tls ? "s" : "");
   const std::string thread_count = std::to_string(threads);
   const char* options[] = {"listening_ports",
                            ports.c_str(),
@@ -90,6 +255,7 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
                            nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &Impl::log_message;
+  if (web.tls) callbacks.init_ssl = &Impl::init_ssl;
   mg_init_data init{};
   init.callbacks = &callbacks;
   init.user_data = impl_.get();
@@ -100,7 +266,9 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
   error.text_buffer_size = sizeof(error_text);
   impl_->context = mg_start2(&init, &error);
   if (!impl_->context) {
-    throw std::runtime_error("cannot serve HTTP on " + listen_address + ": " + error_text);
+    throw std::runtime_error("cannot serve HTTP" + std::string(web.tls ? "S" : "") + " on " +
+                             listen_address + ": " +
+                             (impl_->tls_error.empty() ? error_text : impl_->tls_error));
   }
   mg_set_request_handler(impl_->context, "/", &Impl::handle, impl_.get());
 }

@@ -6,6 +6,9 @@
 
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
+#include "probe_api.h"
+#include "probe_service.h"
+#include "web_config.h"
 
 namespace {
 
@@ -48,14 +51,21 @@ std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors
   return result;
 }
 
+// The port probes run on, both ways: the one asked for, or the first ACTIVE one.
+std::optional<probes::LocalPort> probe_port(const exporter::Config& config) {
+  if (!config.probe_device.empty()) {
+    return probes::LocalPort{config.probe_device,
+                             static_cast<std::uint8_t>(config.probe_device_port),
+                             config.sysfs_root};
+  }
+  return probes::first_active_port(config.sysfs_root);
+}
+
 // The verbs probe responder, when asked for and when there is a port to probe on.
-std::unique_ptr<probes::Responder> start_probe_responder(const exporter::Config& config) {
+std::unique_ptr<probes::Responder> start_probe_responder(
+    const exporter::Config& config, const std::optional<probes::LocalPort>& local,
+    const probes::Limits& limits, std::shared_ptr<probes::ProbeGate> gate) {
   if (config.probe_responder_address.empty()) return nullptr;
-  auto local = config.probe_device.empty()
-                   ? probes::first_active_port(config.sysfs_root)
-                   : std::optional(probes::LocalPort{
-                         config.probe_device, static_cast<std::uint8_t>(config.probe_device_port),
-                         config.sysfs_root});
   if (!local) {
     spdlog::info("probe responder off: no RDMA port is ACTIVE");
     return nullptr;
@@ -64,7 +74,8 @@ std::unique_ptr<probes::Responder> start_probe_responder(const exporter::Config&
   std::string host = config.probe_responder_address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   auto responder = std::make_unique<probes::Responder>(
-      host, config.probe_responder_address.substr(colon + 1), *local, probes::Limits{});
+      host, config.probe_responder_address.substr(colon + 1), *local,
+      probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate)});
   spdlog::info("probe responder listening on {} port {} for {} port {}",
                config.probe_responder_address, responder->port(), local->device, local->port);
   return responder;
@@ -82,6 +93,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -94,20 +106,36 @@ int main(int argc, char** argv) {
                         collectors::to_string(reason));
         },
         make_fabric_collectors(config));
-    exporter::Routes routes(config, scraper);
-    exporter::HttpServer server(config.listen_address, config.http_threads, routes);
-    const auto responder = start_probe_responder(config);
+    const auto local = probe_port(config);
+    const auto gate = std::make_shared<probes::ProbeGate>();
+    exporter::ProbeService probe_service(exporter::ProbeService::Options{
+        local, config.probe_shared_secret, config.config_file, gate});
+    const exporter::ProbeApi probe_api(probe_service);
+    exporter::Routes routes(config, scraper, &probe_api);
+    exporter::HttpServer server(config.listen_address, config.http_threads, routes,
+                                config.web_config ? *config.web_config : exporter::WebConfig{});
+    const auto responder =
+        start_probe_responder(config, local, probe_service.config()->limits, gate);
     routes.set_ready(true);
     spdlog::info(
         "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: "
-        "{}{})",
+        "{}{}; probes from {})",
         exporter::kVersion, config.listen_address, server.port(), config.telemetry_path,
         config.sysfs_root, fmt::join(config.enabled_collectors, ","),
-        config.remote_pma ? ",remote_pma" : "");
+        config.remote_pma ? ",remote_pma" : "",
+        local ? local->device + " port " + std::to_string(local->port) : "nowhere");
     int signal = 0;
-    sigwait(&stop_signals, &signal);
+    while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
+      if (const auto error = probe_service.reload()) {
+        spdlog::error("reload refused, the previous configuration stays: {}", *error);
+      } else {
+        spdlog::info("configuration reloaded from {}", config.config_file);
+      }
+    }
     spdlog::info("received signal {}, shutting down", signal);
     routes.set_ready(false);
+    // A running probe is cancelled and its waiters answered before the server stops.
+    probe_service.shutdown();
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ibprobe/exporter.h"
+#include "probe_api.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -24,16 +25,53 @@ prometheus::MetricFamily build_info() {
           {metric}};
 }
 
+HttpResponse method_not_allowed(const HttpRequest& request, const std::string& allow) {
+  auto response =
+      text(405, "method " + request.method + " not allowed on " + request.path + "\n");
+  response.headers.emplace_back("Allow", allow);
+  return response;
+}
+
+constexpr std::string_view kApiRuns = "/api/v1/probes";
+
 }  // namespace
 
-Routes::Routes(const Config& config, collectors::Scraper& scraper)
-    : config_(config), scraper_(scraper) {}
+Routes::Routes(const Config& config, collectors::Scraper& scraper, const ProbeApi* probes)
+    : config_(config), scraper_(scraper), probes_(probes) {}
+
+HttpResponse Routes::probe_route(const HttpRequest& request) const {
+  const bool read = request.method == "GET" || request.method == "HEAD";
+  if (request.path == "/-/reload") {
+    if (request.method != "POST" && request.method != "PUT") {
+      return method_not_allowed(request, "POST, PUT");
+    }
+    if (!probes_) return text(503, "probes are off on this exporter: nothing to reload\n");
+    return probes_->reload();
+  }
+  if (!probes_) {
+    return text(503, "probes are off on this exporter (no --probe.responder-address or no "
+                     "ACTIVE RDMA port)\n");
+  }
+  if (request.path == "/probe") {
+    // Not HEAD: a HEAD request would start a probe whose result nobody reads.
+    return request.method == "GET" ? probes_->probe(request) : method_not_allowed(request, "GET");
+  }
+  if (request.path == kApiRuns) {
+    if (request.method == "POST") return probes_->start(request);
+    return read ? probes_->list(request) : method_not_allowed(request, "GET, HEAD, POST");
+  }
+  const auto id = std::string_view(request.path).substr(kApiRuns.size() + 1);
+  return read ? probes_->get(request, id) : method_not_allowed(request, "GET, HEAD");
+}
 
 HttpResponse Routes::handle(const HttpRequest& request) const {
+  if (request.path == "/probe" || request.path == "/-/reload" || request.path == kApiRuns ||
+      (request.path.starts_with(kApiRuns) && request.path[kApiRuns.size()] == '/' &&
+       request.path.size() > kApiRuns.size() + 1)) {
+    return probe_route(request);
+  }
   if (request.method != "GET" && request.method != "HEAD") {
-    auto response = text(405, "method " + request.method + " not allowed\n");
-    response.headers.emplace_back("Allow", "GET, HEAD");
-    return response;
+    return method_not_allowed(request, "GET, HEAD");
   }
   if (request.path == config_.telemetry_path) return metrics();
   if (request.path == "/-/healthy") return text(200, "Healthy\n");
@@ -47,6 +85,11 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
 HttpResponse Routes::metrics() const {
   auto families = scraper_.scrape();
   families.push_back(build_info());
+  if (probes_) {
+    auto probe_families = probes_->metrics();
+    families.insert(families.end(), std::make_move_iterator(probe_families.begin()),
+                    std::make_move_iterator(probe_families.end()));
+  }
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, families);
   HttpResponse response;
@@ -69,6 +112,8 @@ HttpResponse Routes::landing_page() const {
                   R"(">Metrics</a></li>
 <li><a href="/-/healthy">Health</a></li>
 <li><a href="/-/ready">Readiness</a></li>
+<li><a href="/api/v1/probes">Recent probes</a> (start one: POST /api/v1/probes, or
+<code>/probe?target=PEER:9471&amp;module=write_bw</code>)</li>
 </ul>
 </body></html>
 )";

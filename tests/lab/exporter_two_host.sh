@@ -24,22 +24,11 @@ stop_prometheus() {
     return 0
 }
 
-exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
-
 start_exporters() {
-    local host url deadline
+    local host
+    lab_start_exporters "$EXPORTER"
     for host in A B; do
-        lab spawn --name exporter "$host" -- "$EXPORTER" --web.listen-address=:9470 >/dev/null \
-            || fail "cannot start the exporter in VM $host"
-    done
-    for host in A B; do
-        url=$(exporter_url "$host")
-        deadline=$((SECONDS + 60))
-        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
-            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
-            sleep 0.5
-        done
-        note "exporter in VM $host serves $url/metrics"
+        note "exporter in VM $host serves $(exporter_url "$host")/metrics"
     done
 }
 
@@ -111,19 +100,10 @@ YAML
     note "Prometheus scrapes both lab exporters"
 }
 
-prom_query() { # PROMQL -> the single value, or nothing
-    curl -fsS --get "$PROM_API/query" --data-urlencode "query=$1" 2>/dev/null | python3 -c '
-import json, sys
-try:
-    r = json.load(sys.stdin)["data"]["result"]
-except ValueError:  # Prometheus not answering yet
-    r = []
-print(r[0]["value"][1] if len(r) == 1 else "")'
-}
-
 main() {
     lab_test_begin
-    trap 'stop_prometheus; lab_test_end' EXIT
+    # lab_test_end reports and returns the status it finds in $?: hand it the test's own.
+    trap 'rc=$?; set +e; stop_prometheus; (exit $rc); lab_test_end' EXIT
     lab_test_up two --forward 9470
     start_exporters
     check_exposition A

@@ -75,6 +75,39 @@ lab_wait_listen() { # HOST PORT [TIMEOUT_SECS]
         exit 1' _ "$2" "$tries" || fail "nothing listens on port $2 in VM $1"
 }
 
+# The exporter of a VM as the host reaches it, through the port forwarded to its :9470.
+exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
+
+# Starts ibprobe_exporter (:9470) in both VMs with the extra ARGS and waits until both are ready.
+lab_start_exporters() { # EXPORTER ARGS...
+    local exporter=$1 host url deadline
+    shift
+    for host in A B; do
+        lab spawn --name exporter "$host" -- "$exporter" --web.listen-address=:9470 "$@" >/dev/null \
+            || fail "cannot start the exporter in VM $host"
+    done
+    for host in A B; do
+        url=$(exporter_url "$host")
+        deadline=$((SECONDS + 60))
+        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
+            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
+            sleep 0.5
+        done
+    done
+}
+
+# One PromQL value from the Prometheus at $PROM_API, or nothing when the result is not exactly
+# one sample (or Prometheus is not answering yet).
+prom_query() { # PROMQL
+    curl -fsS --get "$PROM_API/query" --data-urlencode "query=$1" 2>/dev/null | python3 -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)["data"]["result"]
+except ValueError:
+    r = []
+print(r[0]["value"][1] if len(r) == 1 else "")'
+}
+
 lab_hw_counter() { # HOST COUNTER
     lab exec --timeout 60 "$1" -- cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$2"
 }

@@ -37,6 +37,19 @@ TEST(Flags, PrometheusStyleOptions) {
             (std::vector<std::string>{"port_counters", "hw_counters", "port_info"}));
 }
 
+TEST(Flags, ProbeResponderAddress) {
+  Config config;
+  EXPECT_FALSE(parse({}, config));
+  EXPECT_EQ(config.probe_responder_address, ":9471");
+  EXPECT_FALSE(parse({"--probe.responder-address=10.0.0.5:9471"}, config));
+  EXPECT_EQ(config.probe_responder_address, "10.0.0.5:9471");
+  // Nothing after the '=': the responder is off, and the next flag is not taken as the address.
+  Config off;
+  EXPECT_FALSE(parse({"--probe.responder-address=", "--web.listen-address=:1234"}, off));
+  EXPECT_EQ(off.probe_responder_address, "");
+  EXPECT_EQ(off.listen_address, ":1234");
+}
+
 TEST(Flags, RejectsBadInputWithExitCode) {
   for (const auto& bad : std::vector<std::vector<std::string>>{{"--web.listen-address=9470"},
                                                                {"--web.listen-address=:99999"},

@@ -22,7 +22,7 @@ class RoutesTest : public ::testing::Test {
   }
 
   exporter::HttpResponse get(const std::string& path) const {
-    return routes_->handle(HttpRequest{"GET", path, "", {}});
+    return routes_->handle(HttpRequest{"GET", path, "", {}, ""});
   }
 
   SysfsTree tree_;
@@ -62,7 +62,7 @@ TEST_F(RoutesTest, HealthReadinessAndLanding) {
 TEST_F(RoutesTest, UnknownPathsAndMethods) {
   EXPECT_EQ(get("/nope").status, 404);
   EXPECT_EQ(get("/metrics/").status, 404);
-  const auto post = routes_->handle(HttpRequest{"POST", "/metrics", "", {}});
+  const auto post = routes_->handle(HttpRequest{"POST", "/metrics", "", {}, ""});
   EXPECT_EQ(post.status, 405);
   ASSERT_EQ(post.headers.size(), 1u);
   EXPECT_EQ(post.headers[0].first, "Allow");

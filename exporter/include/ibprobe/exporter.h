@@ -13,6 +13,8 @@
 
 namespace ibprobe::exporter {
 
+struct WebConfig;
+
 struct Config {
   std::string listen_address = ":9470";
   std::string telemetry_path = "/metrics";
@@ -30,6 +32,14 @@ struct Config {
   std::string probe_responder_address = ":9471";
   std::string probe_device;  // empty: the first device with an ACTIVE port
   int probe_device_port = 1;
+  // Shared secret of the probe control protocol (--probe.secret-file): peers prove they hold it.
+  std::string probe_shared_secret;
+  // TLS and authentication of the HTTP server (--web.config.file), loaded and checked by
+  // parse_flags; null: plain HTTP, no authentication.
+  std::string web_config_file;
+  std::shared_ptr<const WebConfig> web_config;
+  // Probe modules, allowed targets and scheduler bounds (YAML); empty: the built-in modules.
+  std::string config_file;
 };
 
 // Parses the command line. Returns the exit code when the process should stop right away
@@ -45,6 +55,7 @@ struct HttpRequest {
   std::string path;
   std::string query;
   std::map<std::string, std::string> headers;  // lower-cased names
+  std::string body;
 };
 
 struct HttpResponse {
@@ -54,19 +65,24 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+class ProbeApi;
+
 // Maps requests to handlers; independent of the server so it can be tested without sockets.
 class Routes {
  public:
-  Routes(const Config& config, collectors::Scraper& scraper);
+  // `probes` may be null: the probe endpoints then answer 503.
+  Routes(const Config& config, collectors::Scraper& scraper, const ProbeApi* probes = nullptr);
   HttpResponse handle(const HttpRequest& request) const;
   void set_ready(bool ready) { ready_ = ready; }
 
  private:
   HttpResponse metrics() const;
   HttpResponse landing_page() const;
+  HttpResponse probe_route(const HttpRequest& request) const;
 
   const Config& config_;
   collectors::Scraper& scraper_;
+  const ProbeApi* probes_;
   std::atomic<bool> ready_ = false;
 };
 
@@ -74,6 +90,10 @@ class HttpServer {
  public:
   // Starts serving at once; throws std::runtime_error when the address cannot be bound.
   HttpServer(const std::string& listen_address, int threads, const Routes& routes);
+  // With TLS and authentication as `web` says (web_config.h); throws std::runtime_error also
+  // when its certificate or key cannot be used.
+  HttpServer(const std::string& listen_address, int threads, const Routes& routes,
+             const WebConfig& web);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   // The bound port (useful with port 0, which asks the kernel for a free one).

@@ -1,0 +1,342 @@
+#include "probe_api.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "probe_metrics.h"
+#include "probe_request.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Subtracted from Prometheus' scrape timeout so the answer arrives before Prometheus gives up
+// (blackbox_exporter's timeout_offset).
+constexpr double kScrapeTimeoutOffset = 0.5;
+// Beyond the module's own timeout, a run also needs its handshake and counter reads.
+constexpr auto kRunOverhead = std::chrono::seconds(15);
+constexpr double kMaxApiWaitSeconds = 300;
+constexpr std::size_t kDefaultListLimit = 20;
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = "application/json";
+  response.body = body.dump() + "\n";
+  return response;
+}
+
+// Errors share one shape: {"error": {"code": "...", "message": "..."}}.
+HttpResponse json_error(int status, const std::string& code, const std::string& message,
+                        std::optional<int> retry_after = std::nullopt) {
+  auto response = json_response(status, {{"error", {{"code", code}, {"message", message}}}});
+  if (retry_after) response.headers.emplace_back("Retry-After", std::to_string(*retry_after));
+  return response;
+}
+
+HttpResponse text_error(int status, const std::string& message,
+                        std::optional<int> retry_after = std::nullopt) {
+  HttpResponse response;
+  response.status = status;
+  response.body = message + "\n";
+  if (retry_after) response.headers.emplace_back("Retry-After", std::to_string(*retry_after));
+  return response;
+}
+
+double unix_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+json deltas_json(const std::vector<probes::CounterDelta>& deltas) {
+  json out = json::array();
+  for (const auto& d : deltas) {
+    json entry = {{"counter", d.counter},
+                  {"status", std::string(probes::to_string(d.status))},
+                  {"error_class", d.error_class}};
+    entry["delta"] = d.delta ? json(*d.delta) : json(nullptr);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json spec_json(const probes::ProbeSpec& spec) {
+  json out = {{"operation", std::string(probes::to_string(spec.operation))},
+              {"test", std::string(probes::to_string(spec.test))},
+              {"message_size", spec.message_size},
+              {"qps", spec.qps},
+              {"tx_depth", spec.tx_depth},
+              {"rx_depth", spec.rx_depth},
+              {"cq_moderation", spec.cq_moderation},
+              {"post_list", spec.post_list},
+              {"inline_size", spec.inline_size},
+              {"use_srq", spec.use_srq},
+              {"numa", std::string(probes::to_string(spec.numa))},
+              {"timeout_seconds", spec.timeout_seconds},
+              {"rc",
+               {{"timeout", spec.rc.timeout},
+                {"retry_count", spec.rc.retry_cnt},
+                {"rnr_retry", spec.rc.rnr_retry},
+                {"min_rnr_timer", spec.rc.min_rnr_timer}}}};
+  if (spec.iterations) out["iterations"] = *spec.iterations;
+  if (spec.duration_seconds) {
+    out["duration_seconds"] = *spec.duration_seconds;
+    out["margin_seconds"] = spec.margin_seconds;
+  }
+  if (spec.mtu) out["mtu"] = *spec.mtu;
+  if (spec.gid_index) out["gid_index"] = *spec.gid_index;
+  if (spec.numa_node) out["numa_node"] = *spec.numa_node;
+  out["validation"] = spec.validation ? "on" : "off";
+  if (spec.posted_receives) out["posted_receives"] = spec.posted_receives;
+  if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
+  return out;
+}
+
+json outcome_json(const probes::ProbeOutcome& outcome) {
+  json out = {{"peer", outcome.peer},
+              {"gid_index", outcome.gid_index},
+              {"numa_node", outcome.numa_node},
+              {"mtu", outcome.mtu},
+              {"setup_seconds", outcome.setup_seconds},
+              {"window_seconds", outcome.window_seconds}};
+  if (const auto& bw = outcome.bandwidth) {
+    out["bandwidth"] = {{"messages", bw->messages},
+                        {"seconds", bw->seconds},
+                        {"bytes_per_second", bw->bytes_per_second},
+                        {"mebibytes_per_second", probes::mebibytes_per_second(bw->bytes_per_second)},
+                        {"messages_per_second", bw->messages_per_second}};
+    out["bandwidth"]["peak_bytes_per_second"] =
+        bw->peak_bytes_per_second ? json(*bw->peak_bytes_per_second) : json(nullptr);
+  }
+  if (const auto& lat = outcome.latency) {
+    out["latency"] = {{"samples", lat->samples},          {"t_min_us", lat->min_ns / 1e3},
+                      {"t_max_us", lat->max_ns / 1e3},     {"t_typical_us", lat->typical_ns / 1e3},
+                      {"t_avg_us", lat->average_ns / 1e3}, {"t_stdev_us", lat->stdev_ns / 1e3},
+                      {"p99_us", lat->p99_ns / 1e3},       {"p99_9_us", lat->p99_9_ns / 1e3}};
+  }
+  json checks = json::array();
+  for (const auto& c : outcome.checks) {
+    checks.push_back(
+        {{"side", c.side}, {"name", c.name}, {"passed", c.passed}, {"detail", c.detail}});
+  }
+  out["checks"] = std::move(checks);
+  json fabric = json::object();
+  for (const auto& f : outcome.fabric_deltas) fabric[f.port] = deltas_json(f.deltas);
+  out["deltas"] = {{"local", deltas_json(outcome.local_deltas)},
+                   {"peer", deltas_json(outcome.peer_deltas)},
+                   {"fabric", std::move(fabric)}};
+  const auto& link = outcome.link;
+  out["link"] = {{"diagnosis", std::string(probes::to_string(link.diagnosis))},
+                 {"explanation", link.explanation},
+                 {"moved_error_counters", link.moved_error_counters}};
+  out["link"]["link_bytes_per_second"] =
+      link.link_bytes_per_second ? json(*link.link_bytes_per_second) : json(nullptr);
+  out["link"]["line_rate_ratio"] =
+      link.line_rate_ratio ? json(*link.line_rate_ratio) : json(nullptr);
+  if (const auto& v = outcome.validation) {
+    out["validation"] = {{"messages_sent", v->messages_sent},
+                         {"messages_received", v->messages_received},
+                         {"messages_checked", v->checked},
+                         {"errors", v->errors},
+                         {"skipped", {{"overwritten", v->skipped_overwritten}}},
+                         {"transient",
+                          {{"races", v->races},
+                           {"rechecks", v->rechecks},
+                           {"tail_checks", v->tail_checks},
+                           {"stale_completions", v->stale_completions}}}};
+    out["validation"]["first_error"] =
+        v->first_error.empty() ? json(nullptr) : json(v->first_error);
+  }
+  return out;
+}
+
+std::string serialize(const std::vector<prometheus::MetricFamily>& families) {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return std::move(out).str();
+}
+
+// The run's story for debug=true: what was asked, what ran, what came of it.
+std::string debug_log(const ProbeRun& run) {
+  std::ostringstream out;
+  out << "Probe id " << run.id << ": module " << run.module << " against " << run.target << "\n";
+  out << "Resolved module: " << spec_json(run.resolved.spec).dump() << "\n";
+  if (!run.resolved.fabric_ports.empty()) {
+    out << "Fabric ports: " << json(run.resolved.fabric_ports).dump() << "\n";
+  }
+  out << "State: " << to_string(run.state) << " after " << run.duration_seconds << " s\n";
+  if (run.outcome) {
+    for (const auto& c : run.outcome->checks) {
+      out << "Check " << c.side << "/" << c.name << ": " << (c.passed ? "passed" : "FAILED")
+          << " (" << c.detail << ")\n";
+    }
+    out << "Link: " << run.outcome->link.explanation << "\n";
+  } else {
+    out << "Failure (" << run.failure_reason << "): " << run.failure << "\n";
+  }
+  return out.str();
+}
+
+std::optional<std::uint64_t> parse_id(std::string_view text) {
+  std::uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
+nlohmann::json run_to_json(const ProbeRun& run) {
+  json out = {{"id", std::to_string(run.id)},
+              {"target", run.target},
+              {"module", run.module},
+              {"state", std::string(to_string(run.state))},
+              {"submitted", unix_seconds(run.submitted)},
+              {"spec", spec_json(run.resolved.spec)}};
+  if (run.state != RunState::kQueued) out["started"] = unix_seconds(run.started);
+  if (run.state == RunState::kSucceeded || run.state == RunState::kFailed) {
+    out["finished"] = unix_seconds(run.finished);
+    out["duration_seconds"] = run.duration_seconds;
+    out["success"] = run.outcome.has_value();
+  }
+  if (run.outcome) out["result"] = outcome_json(*run.outcome);
+  if (run.state == RunState::kFailed) {
+    out["failure"] = {{"reason", run.failure_reason}, {"message", run.failure}};
+  }
+  return out;
+}
+
+HttpResponse ProbeApi::probe(const HttpRequest& request) const {
+  const auto parsed = parse_probe_query(request.query);
+  if (const auto* error = std::get_if<std::string>(&parsed)) return text_error(400, *error);
+  const auto& params = std::get<ProbeParams>(parsed);
+  std::optional<double> timeout = params.timeout_seconds;
+  if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
+      header != request.headers.end()) {
+    const auto scrape = parse_wait_seconds(header->second);
+    if (!scrape) {
+      return text_error(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
+                                 "' is not a number of seconds");
+    }
+    const double usable = *scrape - kScrapeTimeoutOffset;
+    timeout = timeout ? std::min(*timeout, usable) : usable;
+  }
+  const auto submitted = service_.submit(params.target, params.module, timeout);
+  if (const auto* refusal = std::get_if<Refusal>(&submitted)) {
+    return text_error(refusal->status, refusal->message, refusal->retry_after_seconds);
+  }
+  const auto id = std::get<std::uint64_t>(submitted);
+  // Queueing counts against the scrape's time: once it has passed, the run is abandoned.
+  // With a short history and other runs finishing, it may already be gone.
+  const auto queued = service_.get(id, std::chrono::milliseconds(0));
+  if (!queued) return text_error(500, "probe " + std::to_string(id) + " left the history");
+  const auto module_timeout = queued->resolved.spec.timeout_seconds;
+  const auto wait = timeout ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::duration<double>(*timeout))
+                            : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::seconds(module_timeout) + kRunOverhead);
+  auto run = service_.get(id, wait);
+  if (run && (run->state == RunState::kQueued || run->state == RunState::kRunning)) {
+    service_.abandon(id, "the probe did not finish within its timeout");
+    run = service_.get(id, std::chrono::seconds(15));
+  }
+  if (!run) return text_error(500, "probe " + std::to_string(id) + " left the history");
+  if (run->state == RunState::kQueued || run->state == RunState::kRunning) {
+    // Still going after the cancel and its grace: answer for it now; it ends on its own.
+    run->outcome.reset();
+    run->failure_reason = "timeout";
+    run->failure = "the probe did not stop within 15 s of its deadline";
+  }
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = serialize(probe_run_families(*run, false));
+  if (params.debug) {
+    response.content_type = "text/plain; charset=utf-8";
+    response.body = "Logs for the probe:\n" + debug_log(*run) + "\n\nMetrics that would have been returned:\n" +
+                    response.body;
+  }
+  return response;
+}
+
+HttpResponse ProbeApi::start(const HttpRequest& request) const {
+  const auto parsed = parse_probe_json(request.body);
+  if (const auto* error = std::get_if<std::string>(&parsed)) {
+    return json_error(400, "bad_request", *error);
+  }
+  const auto& params = std::get<ProbeParams>(parsed);
+  const auto submitted = service_.submit(params.target, params.module, params.timeout_seconds);
+  if (const auto* refusal = std::get_if<Refusal>(&submitted)) {
+    return json_error(refusal->status, refusal->code, refusal->message,
+                      refusal->retry_after_seconds);
+  }
+  const auto id = std::to_string(std::get<std::uint64_t>(submitted));
+  auto response = json_response(202, {{"id", id},
+                                      {"state", "queued"},
+                                      {"href", "/api/v1/probes/" + id}});
+  response.headers.emplace_back("Location", "/api/v1/probes/" + id);
+  return response;
+}
+
+HttpResponse ProbeApi::list(const HttpRequest& request) const {
+  const auto query = parse_query(request.query);
+  if (const auto* error = std::get_if<std::string>(&query)) {
+    return json_error(400, "bad_request", *error);
+  }
+  std::size_t limit = kDefaultListLimit;
+  for (const auto& [name, value] : std::get<0>(query)) {
+    if (name != "limit") return json_error(400, "bad_request", "unknown parameter '" + name + "'");
+    const auto parsed = parse_id(value);
+    if (!parsed || *parsed == 0 || *parsed > 4096) {
+      return json_error(400, "bad_request", "limit must be a number from 1 to 4096");
+    }
+    limit = *parsed;
+  }
+  json runs = json::array();
+  for (const auto& run : service_.recent(limit)) runs.push_back(run_to_json(run));
+  return json_response(200, {{"probes", std::move(runs)}});
+}
+
+HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text) const {
+  const auto id = parse_id(id_text);
+  if (!id) return json_error(400, "bad_request", "probe id must be a number");
+  const auto query = parse_query(request.query);
+  if (const auto* error = std::get_if<std::string>(&query)) {
+    return json_error(400, "bad_request", *error);
+  }
+  double wait = 0;
+  for (const auto& [name, value] : std::get<0>(query)) {
+    if (name != "wait") return json_error(400, "bad_request", "unknown parameter '" + name + "'");
+    const auto parsed = parse_wait_seconds(value);
+    if (!parsed || *parsed > kMaxApiWaitSeconds) {
+      return json_error(400, "bad_request",
+                        "wait must be a duration of at most " +
+                            std::to_string(static_cast<int>(kMaxApiWaitSeconds)) + "s");
+    }
+    wait = *parsed;
+  }
+  const auto run = service_.get(
+      *id, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(wait)));
+  if (!run) {
+    return json_error(404, "not_found",
+                      "no probe with id " + std::string(id_text) + " (unknown, or past the history)");
+  }
+  return json_response(200, run_to_json(*run));
+}
+
+HttpResponse ProbeApi::reload() const {
+  if (const auto error = service_.reload()) return json_error(400, "invalid_config", *error);
+  json modules = json::array();
+  for (const auto& [name, _] : service_.config()->modules) modules.push_back(name);
+  return json_response(200, {{"status", "reloaded"}, {"modules", std::move(modules)}});
+}
+
+std::vector<prometheus::MetricFamily> ProbeApi::metrics() const {
+  return last_result_families(service_.last_results(), service_.totals());
+}
+
+}  // namespace ibprobe::exporter

@@ -1,0 +1,338 @@
+#include "probe_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "ibprobe/remote_pma.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+using probes::Operation;
+using probes::TestKind;
+
+struct Kind {
+  const char* name;
+  Operation operation;
+  TestKind test;
+};
+constexpr Kind kKinds[] = {
+    {"write_bw", Operation::kWrite, TestKind::kBandwidth},
+    {"write_lat", Operation::kWrite, TestKind::kLatency},
+    {"read_bw", Operation::kRead, TestKind::kBandwidth},
+    {"read_lat", Operation::kRead, TestKind::kLatency},
+    {"send_bw", Operation::kSend, TestKind::kBandwidth},
+    {"send_lat", Operation::kSend, TestKind::kLatency},
+};
+
+// Thrown while walking the document; caught at the top and turned into the error text.
+struct ConfigError {
+  std::string message;
+};
+
+std::string where(const YAML::Node& node) {
+  const auto mark = node.Mark();
+  if (mark.line < 0) return "";
+  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
+         ": ";
+}
+
+[[noreturn]] void fail(const YAML::Node& node, const std::string& what) {
+  throw ConfigError{where(node) + what};
+}
+
+void require_map(const YAML::Node& node, const std::string& what) {
+  if (!node.IsMap()) fail(node, what + " must be a mapping");
+}
+
+// Also refuses what yaml-cpp lets through silently: a repeated key (lookups see only the first)
+// and a key without a value (whose node marks the next token, so the error names the key).
+void reject_unknown_keys(const YAML::Node& node, const std::string& what,
+                         const std::set<std::string, std::less<>>& known) {
+  std::set<std::string, std::less<>> seen;
+  for (const auto& entry : node) {
+    const auto key = entry.first.as<std::string>();
+    if (!known.contains(key)) fail(entry.first, "unknown field '" + key + "' in " + what);
+    if (!seen.insert(key).second) fail(entry.first, key + " is given twice in " + what);
+    if (entry.second.IsNull()) fail(entry.first, key + " in " + what + " has no value");
+  }
+}
+
+std::string scalar(const YAML::Node& node, const std::string& field) {
+  if (!node.IsScalar()) fail(node, field + " must be a single value");
+  return node.Scalar();
+}
+
+std::uint64_t unsigned_value(const YAML::Node& node, const std::string& field,
+                             std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
+  const auto text = scalar(node, field);
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    fail(node, field + " must be a non-negative integer, not '" + text + "'");
+  }
+  if (value > max) {
+    fail(node, field + " " + text + " is above its maximum " + std::to_string(max));
+  }
+  return value;
+}
+
+std::uint32_t u32(const YAML::Node& node, const std::string& field) {
+  return static_cast<std::uint32_t>(
+      unsigned_value(node, field, std::numeric_limits<std::uint32_t>::max()));
+}
+
+bool boolean(const YAML::Node& node, const std::string& field) {
+  const auto text = scalar(node, field);
+  if (text == "true") return true;
+  if (text == "false") return false;
+  fail(node, field + " must be true or false, not '" + text + "'");
+}
+
+// Whole seconds from a Prometheus-style duration ("30s", "2m", "1h", or a bare number of
+// seconds). Probe specs count whole seconds, so "1500ms" is refused rather than rounded.
+std::uint32_t seconds(const YAML::Node& node, const std::string& field) {
+  const auto text = scalar(node, field);
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string_view unit(end, text.data() + text.size() - end);
+  std::uint64_t factor = 0;
+  if (unit.empty() || unit == "s") factor = 1;
+  if (unit == "m") factor = 60;
+  if (unit == "h") factor = 3600;
+  if (ec != std::errc() || end == text.data() || factor == 0) {
+    fail(node, field + " must be a duration in whole seconds such as 30s, 2m or 1h, not '" +
+                   text + "'");
+  }
+  if (value > std::numeric_limits<std::uint32_t>::max() / factor) {
+    fail(node, field + " '" + text + "' is too long");
+  }
+  return static_cast<std::uint32_t>(value * factor);
+}
+
+void parse_rc(const YAML::Node& node, probes::RcKnobs& rc) {
+  require_map(node, "rc");
+  reject_unknown_keys(node, "rc", {"timeout", "retry_count", "rnr_retry", "min_rnr_timer"});
+  if (node["timeout"]) rc.timeout = u32(node["timeout"], "rc.timeout");
+  if (node["retry_count"]) rc.retry_cnt = u32(node["retry_count"], "rc.retry_count");
+  if (node["rnr_retry"]) rc.rnr_retry = u32(node["rnr_retry"], "rc.rnr_retry");
+  if (node["min_rnr_timer"]) rc.min_rnr_timer = u32(node["min_rnr_timer"], "rc.min_rnr_timer");
+}
+
+void parse_numa(const YAML::Node& node, probes::ProbeSpec& spec) {
+  const auto text = scalar(node, "numa");
+  if (const auto policy = probes::parse_numa_policy(text); policy && text != "node") {
+    spec.numa = *policy;
+    return;
+  }
+  spec.numa = probes::NumaPolicy::kNode;
+  spec.numa_node = u32(node, "numa (auto, none or a node number)");
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
+  return out;
+}
+
+ProbeModule parse_module(const std::string& name, const YAML::Node& node,
+                         const probes::Limits& limits) {
+  const std::string what = "module " + name;
+  require_map(node, what);
+  reject_unknown_keys(node, what,
+                      {"kind", "message_size", "iterations", "duration", "margin", "qps",
+                       "tx_depth", "rx_depth", "cq_moderation", "post_list", "inline_size", "mtu",
+                       "gid_index", "use_srq", "numa", "timeout", "rc", "fabric_ports",
+                       "validation", "posted_receives", "receive_sges"});
+  if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
+  const auto kind_text = scalar(node["kind"], "kind");
+  const Kind* kind = nullptr;
+  for (const auto& candidate : kKinds) {
+    if (kind_text == candidate.name) kind = &candidate;
+  }
+  if (!kind) {
+    fail(node["kind"], "kind '" + kind_text +
+                           "' is not one of write_bw, write_lat, read_bw, read_lat, send_bw, "
+                           "send_lat");
+  }
+  ProbeModule module;
+  auto& spec = module.spec;
+  spec = probes::default_spec(kind->operation, kind->test);
+  if (node["message_size"]) spec.message_size = unsigned_value(node["message_size"], "message_size");
+  if (node["duration"]) {
+    spec.duration_seconds = seconds(node["duration"], "duration");
+    spec.iterations.reset();
+  }
+  if (node["iterations"]) spec.iterations = unsigned_value(node["iterations"], "iterations");
+  if (node["margin"]) spec.margin_seconds = seconds(node["margin"], "margin");
+  if (node["qps"]) spec.qps = u32(node["qps"], "qps");
+  if (node["tx_depth"]) spec.tx_depth = u32(node["tx_depth"], "tx_depth");
+  if (node["rx_depth"]) spec.rx_depth = u32(node["rx_depth"], "rx_depth");
+  if (node["cq_moderation"]) spec.cq_moderation = u32(node["cq_moderation"], "cq_moderation");
+  if (node["post_list"]) spec.post_list = u32(node["post_list"], "post_list");
+  if (node["inline_size"]) spec.inline_size = u32(node["inline_size"], "inline_size");
+  if (node["mtu"]) spec.mtu = u32(node["mtu"], "mtu");
+  if (node["gid_index"]) spec.gid_index = u32(node["gid_index"], "gid_index");
+  if (node["use_srq"]) spec.use_srq = boolean(node["use_srq"], "use_srq");
+  if (const auto v = node["validation"]) {
+    const auto text = scalar(v, "validation");
+    if (text != "on" && text != "off") fail(v, "validation must be on or off, not '" + text + "'");
+    spec.validation = text == "on";
+  }
+  if (node["posted_receives"]) {
+    spec.posted_receives = u32(node["posted_receives"], "posted_receives");
+    // The receive queue must hold the fixed number of receives a back-pressure module asks for.
+    if (!node["rx_depth"]) spec.rx_depth = std::max(spec.rx_depth, spec.posted_receives);
+  }
+  if (node["receive_sges"]) spec.receive_sges = u32(node["receive_sges"], "receive_sges");
+  if (node["numa"]) parse_numa(node["numa"], spec);
+  if (node["timeout"]) spec.timeout_seconds = seconds(node["timeout"], "timeout");
+  if (node["rc"]) parse_rc(node["rc"], spec.rc);
+  if (const auto ports = node["fabric_ports"]) {
+    if (!ports.IsSequence()) fail(ports, "fabric_ports must be a list of LID:PORT");
+    for (const auto& port : ports) {
+      const auto text = scalar(port, "fabric_ports");
+      // A run would refuse it only after the peer has set up its side.
+      const auto parsed = collectors::parse_remote_port(text);
+      if (!parsed || !parsed->port) fail(port, "fabric port '" + text + "' is not LID:PORT");
+      module.fabric_ports.push_back(text);
+    }
+  }
+  auto problems = probes::validate(spec);
+  const auto over = probes::check_limits(spec, limits);
+  problems.insert(problems.end(), over.begin(), over.end());
+  if (!problems.empty()) fail(node, what + " is not a valid probe: " + join(problems));
+  return module;
+}
+
+probes::Limits parse_limits(const YAML::Node& node) {
+  require_map(node, "limits");
+  reject_unknown_keys(node, "limits",
+                      {"max_message_size", "max_depth", "max_qps", "max_duration",
+                       "max_iterations", "max_total_buffer_bytes"});
+  // The built-in limits are the ceiling: a file may tighten them, never widen them, since they
+  // are what keeps one request from taking the host's memory.
+  const probes::Limits ceiling;
+  probes::Limits limits;
+  if (node["max_message_size"]) {
+    limits.max_message_size =
+        unsigned_value(node["max_message_size"], "max_message_size", ceiling.max_message_size);
+  }
+  if (node["max_depth"]) {
+    limits.max_depth = static_cast<std::uint32_t>(
+        unsigned_value(node["max_depth"], "max_depth", ceiling.max_depth));
+  }
+  if (node["max_qps"]) {
+    limits.max_qps =
+        static_cast<std::uint32_t>(unsigned_value(node["max_qps"], "max_qps", ceiling.max_qps));
+  }
+  if (node["max_duration"]) {
+    limits.max_duration_seconds = seconds(node["max_duration"], "max_duration");
+    if (limits.max_duration_seconds > ceiling.max_duration_seconds) {
+      fail(node["max_duration"], "max_duration is above its maximum " +
+                                     std::to_string(ceiling.max_duration_seconds) + "s");
+    }
+  }
+  if (node["max_iterations"]) {
+    limits.max_iterations =
+        unsigned_value(node["max_iterations"], "max_iterations", ceiling.max_iterations);
+  }
+  if (node["max_total_buffer_bytes"]) {
+    limits.max_total_buffer_bytes = unsigned_value(
+        node["max_total_buffer_bytes"], "max_total_buffer_bytes", ceiling.max_total_buffer_bytes);
+  }
+  return limits;
+}
+
+void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
+  require_map(node, "scheduler");
+  reject_unknown_keys(node, "scheduler", {"queue_length", "history_length"});
+  if (node["queue_length"]) {
+    config.queue_length = unsigned_value(node["queue_length"], "queue_length", 64);
+  }
+  if (node["history_length"]) {
+    config.history_length = unsigned_value(node["history_length"], "history_length", 4096);
+    if (config.history_length == 0) fail(node["history_length"], "history_length must be >= 1");
+  }
+}
+
+void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
+  auto parsed = TargetAllowlist::parse(config.allowed_targets);
+  if (auto* error = std::get_if<std::string>(&parsed)) {
+    if (node) fail(*node, "allowed_targets: " + *error);
+    throw ConfigError{"allowed_targets: " + *error};
+  }
+  if (!config.allowed_targets.empty()) {
+    config.allowlist =
+        std::make_shared<const TargetAllowlist>(std::get<TargetAllowlist>(std::move(parsed)));
+  }
+}
+
+}  // namespace
+
+ProbeConfig default_probe_config() {
+  ProbeConfig config;
+  for (const auto& kind : kKinds) {
+    config.modules.emplace(kind.name,
+                           ProbeModule{probes::default_spec(kind.operation, kind.test), {}});
+  }
+  return config;
+}
+
+std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    if (root.IsNull()) return std::string("the file is empty: it needs a modules section");
+    require_map(root, "the file");
+    reject_unknown_keys(root, "the file", {"modules", "allowed_targets", "scheduler", "limits"});
+    ProbeConfig config;
+    if (root["limits"]) config.limits = parse_limits(root["limits"]);
+    if (root["scheduler"]) parse_scheduler(root["scheduler"], config);
+    const auto modules = root["modules"];
+    if (!modules) fail(root, "no modules section: define at least one probe module");
+    require_map(modules, "modules");
+    if (modules.size() == 0) fail(modules, "modules is empty: define at least one probe module");
+    for (const auto& entry : modules) {
+      const auto name = entry.first.as<std::string>();
+      if (config.modules.contains(name)) fail(entry.first, "module " + name + " is defined twice");
+      if (entry.second.IsNull()) fail(entry.first, "module " + name + " has no fields");
+      config.modules.emplace(name, parse_module(name, entry.second, config.limits));
+    }
+    if (const auto targets = root["allowed_targets"]) {
+      if (!targets.IsSequence()) fail(targets, "allowed_targets must be a list");
+      for (const auto& target : targets) {
+        config.allowed_targets.push_back(scalar(target, "allowed_targets"));
+        // Checked one by one so the error names the entry's own line.
+        const auto parsed = TargetAllowlist::parse({config.allowed_targets.back()});
+        if (const auto* error = std::get_if<std::string>(&parsed)) {
+          fail(target, "allowed_targets: " + *error);
+        }
+      }
+      set_allowlist(config, &targets);
+    }
+    return config;
+  } catch (const ConfigError& e) {
+    return e.message;
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's own text already says "yaml-cpp: error at line L, column C: ..."
+    return std::string(e.what());
+  }
+}
+
+std::variant<ProbeConfig, std::string> load_probe_config(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return "cannot read " + path;
+  std::ostringstream text;
+  text << file.rdbuf();
+  auto parsed = parse_probe_config(text.str());
+  if (auto* error = std::get_if<std::string>(&parsed)) return path + ": " + *error;
+  return parsed;
+}
+
+}  // namespace ibprobe::exporter

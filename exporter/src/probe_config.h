@@ -1,0 +1,51 @@
+// The probe configuration file (--config.file): probe modules in the manner of blackbox_exporter's
+// blackbox.yml, the targets that may be probed, and the scheduler's bounds.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ibprobe/probes.h"
+#include "target_allowlist.h"
+
+namespace ibprobe::exporter {
+
+struct ProbeModule {
+  // Everything both sides must agree on; spec.timeout_seconds caps a run of this module, also
+  // when Prometheus allows a longer scrape.
+  probes::ProbeSpec spec;
+  // "LID:PORT" fabric ports whose counters are read around every run of this module.
+  std::vector<std::string> fabric_ports;
+};
+
+struct ProbeConfig {
+  std::map<std::string, ProbeModule, std::less<>> modules;
+  // CIDRs and host names (exact or "*.suffix") a probe may target; empty: any target.
+  std::vector<std::string> allowed_targets;
+  std::shared_ptr<const TargetAllowlist> allowlist;  // built from allowed_targets; null: any
+  // Requests waiting behind the running probe; more are refused with 429.
+  std::size_t queue_length = 4;
+  // Finished runs kept for the async API, oldest dropped first.
+  std::size_t history_length = 64;
+  // Bounds of every module, and of what a peer's responder is asked to do.
+  probes::Limits limits;
+};
+
+// The six modules a fresh install has: write_bw, write_lat, read_bw, read_lat, send_bw, send_lat,
+// with perftest's defaults for each (probes::default_spec).
+ProbeConfig default_probe_config();
+
+// Parses the YAML text of a configuration file. On error, the text says where (line and column
+// of the offending node) and why; nothing of a rejected file is used.
+std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml);
+
+// Reads and parses a file; errors name the file.
+std::variant<ProbeConfig, std::string> load_probe_config(const std::string& path);
+
+}  // namespace ibprobe::exporter

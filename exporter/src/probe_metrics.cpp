@@ -1,0 +1,202 @@
+#include "probe_metrics.h"
+
+#include <chrono>
+#include <utility>
+
+namespace ibprobe::exporter {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+// Families in a fixed order; a family is created on its first sample.
+class FamilyBuilder {
+ public:
+  void gauge(const std::string& name, const std::string& help, Labels labels, double value) {
+    ClientMetric metric;
+    metric.label = std::move(labels);
+    metric.gauge.value = value;
+    family(name, help, MetricType::Gauge).metric.push_back(std::move(metric));
+  }
+  void counter(const std::string& name, const std::string& help, Labels labels, double value) {
+    ClientMetric metric;
+    metric.label = std::move(labels);
+    metric.counter.value = value;
+    family(name, help, MetricType::Counter).metric.push_back(std::move(metric));
+  }
+  std::vector<MetricFamily> take() { return std::move(families_); }
+
+ private:
+  MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
+    for (auto& f : families_) {
+      if (f.name == name) return f;
+    }
+    families_.push_back(MetricFamily{name, help, type, {}});
+    return families_.back();
+  }
+  std::vector<MetricFamily> families_;
+};
+
+Labels with(const Labels& base, Labels more) {
+  Labels out = base;
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+void add_deltas(FamilyBuilder& out, const Labels& base, const std::string& side,
+                const std::vector<probes::CounterDelta>& deltas) {
+  for (const auto& delta : deltas) {
+    if (delta.delta) {
+      out.gauge("rdma_probe_counter_delta",
+                "Increase of a port counter during the probe (bytes for the data counters).",
+                with(base, {{"side", side}, {"counter", delta.counter}}), *delta.delta);
+    } else {
+      out.gauge("rdma_probe_counter_delta_unknown",
+                "1 for a counter whose increase during the probe is unknown (reset, saturated, "
+                "or read on one side of the run only).",
+                with(base, {{"side", side},
+                            {"counter", delta.counter},
+                            {"status", std::string(probes::to_string(delta.status))}}),
+                1);
+    }
+  }
+}
+
+// Verdict and coverage side by side: errors = 0 over a fraction of the messages is visible as
+// such.
+void add_validation(FamilyBuilder& out, const Labels& base, const probes::ValidationReport& v) {
+  auto n = [](std::uint64_t value) { return static_cast<double>(value); };
+  out.gauge("rdma_probe_validation_messages_sent", "Messages the validating probe sent.", base,
+            n(v.messages_sent));
+  out.gauge("rdma_probe_validation_messages_checked",
+            "Messages the receiving side verified end to end (header, payload checksum, "
+            "sequence).",
+            base, n(v.checked));
+  out.gauge("rdma_probe_validation_errors",
+            "Corrupted messages and broken send/receive semantics the probe found.", base,
+            n(v.errors));
+  out.gauge("rdma_probe_validation_skipped",
+            "Messages not verified, by reason: overwritten (a later message landed in the slot "
+            "before the receiver could check it).",
+            with(base, {{"reason", "overwritten"}}), n(v.skipped_overwritten));
+  const std::string transient_help =
+      "Informational validation events: race (check abandoned, a newer message was landing), "
+      "recheck (passed on a second look), tail (verified after the run), stale_completion "
+      "(of an earlier connection, dropped).";
+  for (const auto& [kind, value] :
+       {std::pair{"race", v.races}, std::pair{"recheck", v.rechecks},
+        std::pair{"tail", v.tail_checks}, std::pair{"stale_completion", v.stale_completions}}) {
+    out.gauge("rdma_probe_validation_transient", transient_help, with(base, {{"kind", kind}}),
+              n(value));
+  }
+}
+
+void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutcome& outcome) {
+  if (const auto& bw = outcome.bandwidth) {
+    out.gauge("rdma_probe_bandwidth_bytes_per_second",
+              "BW average of the probe, as perftest reports it.", base, bw->bytes_per_second);
+    if (bw->peak_bytes_per_second) {
+      out.gauge("rdma_probe_bandwidth_peak_bytes_per_second", "BW peak of the probe (perftest).",
+                base, *bw->peak_bytes_per_second);
+    }
+    out.gauge("rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
+              bw->messages_per_second);
+  }
+  if (const auto& lat = outcome.latency) {
+    const std::string help =
+        "Latency of the probe: quantile 0.5 is perftest's t_typical (median).";
+    out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.5"}}),
+              lat->typical_ns * 1e-9);
+    out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.99"}}),
+              lat->p99_ns * 1e-9);
+    out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.999"}}),
+              lat->p99_9_ns * 1e-9);
+    out.gauge("rdma_probe_latency_min_seconds", "t_min of the probe.", base, lat->min_ns * 1e-9);
+    out.gauge("rdma_probe_latency_max_seconds",
+              "t_max of the probe (perftest's: the second largest sample).", base,
+              lat->max_ns * 1e-9);
+    out.gauge("rdma_probe_latency_average_seconds", "t_avg of the probe.", base,
+              lat->average_ns * 1e-9);
+    out.gauge("rdma_probe_latency_stdev_seconds", "t_stdev of the probe.", base,
+              lat->stdev_ns * 1e-9);
+    if (lat->average_ns > 0) {
+      out.gauge("rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
+                1e9 / lat->average_ns);
+    }
+  }
+  out.gauge("rdma_probe_setup_seconds",
+            "Time from the request to the first posted work request (connection, handshake, "
+            "resources, QP transitions on both sides).",
+            base, outcome.setup_seconds);
+  if (outcome.link.link_bytes_per_second) {
+    out.gauge("rdma_probe_link_bytes_per_second",
+              "Data counter increase of the sending port divided by the probe's window.", base,
+              *outcome.link.link_bytes_per_second);
+  }
+  if (outcome.link.line_rate_ratio) {
+    out.gauge("rdma_probe_line_rate_ratio", "Probe BW divided by the port's line rate.", base,
+              *outcome.link.line_rate_ratio);
+  }
+  const std::string check_help = "1 when a pre-flight or post-run check passed, 0 when not.";
+  for (const auto& check : outcome.checks) {
+    out.gauge("rdma_probe_check", check_help,
+              with(base, {{"side", check.side}, {"check", check.name}}), check.passed ? 1 : 0);
+  }
+  out.gauge("rdma_probe_check", check_help, with(base, {{"side", "both"}, {"check", "errors_clean"}}),
+            outcome.link.moved_error_counters.empty() ? 1 : 0);
+  out.gauge("rdma_probe_diagnosis",
+            "1 for what the probe figure and the sending port's counters say together.",
+            with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}),
+            1);
+  if (const auto& v = outcome.validation) add_validation(out, base, *v);
+  add_deltas(out, base, "local", outcome.local_deltas);
+  add_deltas(out, base, "peer", outcome.peer_deltas);
+  for (const auto& fabric : outcome.fabric_deltas) {
+    add_deltas(out, base, "fabric:" + fabric.port, fabric.deltas);
+  }
+}
+
+void add_run(FamilyBuilder& out, const ProbeRun& run, bool with_target_labels) {
+  const Labels base =
+      with_target_labels ? Labels{{"target", run.target}, {"module", run.module}} : Labels{};
+  out.gauge("probe_success", "1 when the probe succeeded.", base, run.outcome ? 1 : 0);
+  out.gauge("probe_duration_seconds", "How long the probe took, queueing excluded.", base,
+            run.duration_seconds);
+  if (run.outcome) {
+    add_outcome(out, base, *run.outcome);
+  } else {
+    out.gauge("rdma_probe_failure", "1 with the class of the reason the probe failed.",
+              with(base, {{"reason", run.failure_reason}}), 1);
+  }
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> probe_run_families(const ProbeRun& run,
+                                                         bool with_target_labels) {
+  FamilyBuilder out;
+  add_run(out, run, with_target_labels);
+  return out.take();
+}
+
+std::vector<prometheus::MetricFamily> last_result_families(
+    const std::vector<ProbeRun>& runs,
+    const std::map<std::pair<std::string, std::string>, std::uint64_t>& totals) {
+  FamilyBuilder out;
+  for (const auto& [key, count] : totals) {
+    out.counter("ibprobe_probes_total", "Probe runs finished, by module and result.",
+                {{"module", key.first}, {"result", key.second}}, static_cast<double>(count));
+  }
+  for (const auto& run : runs) {
+    out.gauge("rdma_probe_last_run_timestamp_seconds",
+              "When the last run of this target and module finished (Unix time).",
+              {{"target", run.target}, {"module", run.module}},
+              std::chrono::duration<double>(run.finished.time_since_epoch()).count());
+    add_run(out, run, true);
+  }
+  return out.take();
+}
+
+}  // namespace ibprobe::exporter

@@ -1,0 +1,34 @@
+// What a client asks of the probe API, parsed from a /probe query string or an async API JSON
+// body. Untrusted input: every field is bounded and anything unexpected is refused with the
+// reason, never ignored.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace ibprobe::exporter {
+
+struct ProbeParams {
+  std::string target;
+  std::string module;
+  bool debug = false;
+  std::optional<double> timeout_seconds;  // the client's bound on the whole run
+};
+
+// application/x-www-form-urlencoded pairs, %XX and '+' decoded. Refuses malformed escapes,
+// repeated or empty names, and more than a few kilobytes or parameters.
+std::variant<std::map<std::string, std::string>, std::string> parse_query(std::string_view query);
+
+// /probe?target=HOST:PORT&module=NAME[&debug=true][&timeout=SECONDS]
+std::variant<ProbeParams, std::string> parse_probe_query(std::string_view query);
+
+// {"target": "HOST:PORT", "module": "NAME", "timeout_seconds": 30}
+std::variant<ProbeParams, std::string> parse_probe_json(std::string_view body);
+
+// A wait bound such as "30s", "500ms" or "2" (seconds) as the API's ?wait= takes it.
+std::optional<double> parse_wait_seconds(std::string_view text);
+
+}  // namespace ibprobe::exporter

@@ -1,0 +1,353 @@
+#include "probe_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+namespace ibprobe::exporter {
+namespace {
+
+constexpr const char* kDefaultResponderPort = "9471";
+// Distinct (target, module) pairs kept for /metrics; past this the oldest pair is dropped, so a
+// stream of made-up targets cannot grow the process (the allowlist bounds them in production).
+constexpr std::size_t kMaxLastResults = 1024;
+// DNS names are at most 253 characters.
+constexpr std::size_t kMaxHostLength = 253;
+
+bool valid_host(const std::string& host) {
+  if (host.empty() || host.size() > kMaxHostLength) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+           c == ':';
+  });
+}
+
+bool valid_port(const std::string& port) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  return ec == std::errc() && end == port.data() + port.size() && value >= 1 && value <= 65535;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(RunState state) {
+  switch (state) {
+    case RunState::kQueued:
+      return "queued";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kSucceeded:
+      return "succeeded";
+    case RunState::kFailed:
+      break;
+  }
+  return "failed";
+}
+
+std::variant<std::pair<std::string, std::string>, std::string> parse_target(
+    const std::string& target) {
+  std::string host = target, port = kDefaultResponderPort;
+  if (target.starts_with("[")) {
+    const auto close = target.find(']');
+    if (close == std::string::npos) return "target '" + target + "': unterminated IPv6 bracket";
+    host = target.substr(1, close - 1);
+    const auto rest = target.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return "target '" + target + "': expected :PORT after ]";
+      port = rest.substr(1);
+    }
+  } else if (const auto colon = target.rfind(':'); colon != std::string::npos) {
+    if (target.find(':') != colon) {
+      return "target '" + target + "': write IPv6 addresses in brackets, e.g. [fd00::1]:9471";
+    }
+    host = target.substr(0, colon);
+    port = target.substr(colon + 1);
+  }
+  if (!valid_host(host)) {
+    return "target '" + target + "': host must be a name or address of at most " +
+           std::to_string(kMaxHostLength) + " characters";
+  }
+  if (!valid_port(port)) return "target '" + target + "': port must be 1-65535";
+  return std::pair{host, port};
+}
+
+ProbeService::ProbeService(Options options, Runner runner)
+    : options_(std::move(options)), runner_(std::move(runner)) {
+  if (options_.config_file.empty()) {
+    config_ = std::make_shared<const ProbeConfig>(default_probe_config());
+  } else {
+    auto loaded = load_probe_config(options_.config_file);
+    if (auto* error = std::get_if<std::string>(&loaded)) throw std::runtime_error(*error);
+    config_ = std::make_shared<const ProbeConfig>(std::get<ProbeConfig>(std::move(loaded)));
+  }
+  worker_ = std::thread([this] { work(); });
+}
+
+ProbeService::~ProbeService() { shutdown(); }
+
+std::shared_ptr<const ProbeConfig> ProbeService::config() const {
+  std::lock_guard lock(mutex_);
+  return config_;
+}
+
+std::optional<std::string> ProbeService::reload() {
+  if (options_.config_file.empty()) {
+    return std::string("no configuration file was given (--config.file); the built-in modules "
+                       "stay in force");
+  }
+  auto loaded = load_probe_config(options_.config_file);
+  if (auto* error = std::get_if<std::string>(&loaded)) return *error;
+  auto config = std::make_shared<const ProbeConfig>(std::get<ProbeConfig>(std::move(loaded)));
+  std::lock_guard lock(mutex_);
+  config_ = std::move(config);
+  return std::nullopt;
+}
+
+std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& target,
+                                                          const std::string& module_name,
+                                                          std::optional<double> timeout_seconds) {
+  const auto config = this->config();
+  if (module_name.empty()) return Refusal{400, "missing_module", "module parameter is missing", {}};
+  const auto module = config->modules.find(module_name);
+  if (module == config->modules.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, _] : config->modules) names.push_back(name);
+    return Refusal{400, "unknown_module",
+                   "unknown module '" + module_name + "' (configured: " + join(names) + ")",
+                   {}};
+  }
+  if (target.empty()) return Refusal{400, "missing_target", "target parameter is missing", {}};
+  const auto parsed = parse_target(target);
+  if (const auto* error = std::get_if<std::string>(&parsed)) {
+    return Refusal{400, "bad_target", *error, {}};
+  }
+  if (config->allowlist) {
+    if (const auto refused = config->allowlist->refuse(std::get<0>(parsed).first)) {
+      return Refusal{403, "target_not_allowed", *refused, {}};
+    }
+  }
+  ProbeModule resolved = module->second;
+  if (timeout_seconds) {
+    if (!std::isfinite(*timeout_seconds) || *timeout_seconds < 1) {
+      return Refusal{400, "bad_timeout", "timeout must be at least 1 second", {}};
+    }
+    const auto whole = static_cast<std::uint32_t>(
+        std::min<double>(std::floor(*timeout_seconds), resolved.spec.timeout_seconds));
+    resolved.spec.timeout_seconds = whole;
+    if (const auto problems = probes::validate(resolved.spec); !problems.empty()) {
+      return Refusal{400, "timeout_too_short",
+                     "a timeout of " + std::to_string(whole) + " s does not fit module '" +
+                         module_name + "': " + join(problems),
+                     {}};
+    }
+  }
+
+  std::lock_guard lock(mutex_);
+  if (stopping_) {
+    return Refusal{503, "shutting_down", "the exporter is shutting down", 5};
+  }
+  if (!options_.local) {
+    return Refusal{503, "no_probe_port",
+                   "this host has no ACTIVE RDMA port to probe from (see --probe.device)",
+                   {}};
+  }
+  // queue_ also holds, for a moment, the run the worker is about to start: with nothing running
+  // its head is not waiting, so queue_length 0 still lets one run through.
+  if (queue_.size() + (running_ ? 1 : 0) > config->queue_length) {
+    // The queue drains at one run per module timeout at worst.
+    const int retry = static_cast<int>(resolved.spec.timeout_seconds);
+    return Refusal{429, "queue_full",
+                   std::to_string(queue_.size()) + " probes are already waiting (queue_length " +
+                       std::to_string(config->queue_length) + ")",
+                   retry};
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->run.id = next_id_++;
+  entry->run.target = target;
+  entry->run.module = module_name;
+  entry->run.resolved = std::move(resolved);
+  entry->run.submitted = std::chrono::system_clock::now();
+  runs_.emplace(entry->run.id, entry);
+  queue_.push_back(entry);
+  changed_.notify_all();
+  return entry->run.id;
+}
+
+std::optional<ProbeRun> ProbeService::get(std::uint64_t id, std::chrono::milliseconds wait) const {
+  std::unique_lock lock(mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    const auto found = runs_.find(id);
+    if (found == runs_.end()) return std::nullopt;
+    const auto& run = found->second->run;
+    if (run.state == RunState::kSucceeded || run.state == RunState::kFailed) return run;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      const auto again = runs_.find(id);
+      if (again == runs_.end()) return std::nullopt;
+      return again->second->run;
+    }
+  }
+}
+
+void ProbeService::abandon(std::uint64_t id, const std::string& reason) {
+  std::unique_lock lock(mutex_);
+  const auto found = runs_.find(id);
+  if (found == runs_.end()) return;
+  auto entry = found->second;
+  if (entry->run.state == RunState::kQueued) {
+    std::erase(queue_, entry);
+    entry->run.failure_reason = "timeout";
+    entry->run.failure = reason;
+    finish(*entry, lock);
+    remember(entry);
+  } else if (entry->run.state == RunState::kRunning) {
+    entry->abandon_reason = reason;
+    entry->cancel = true;
+  }
+}
+
+std::vector<ProbeRun> ProbeService::recent(std::size_t limit) const {
+  std::lock_guard lock(mutex_);
+  std::vector<ProbeRun> out;
+  for (auto it = runs_.rbegin(); it != runs_.rend() && out.size() < limit; ++it) {
+    out.push_back(it->second->run);
+  }
+  return out;
+}
+
+std::vector<ProbeRun> ProbeService::last_results() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ProbeRun> out;
+  for (const auto& key : last_order_) out.push_back(last_.at(key)->run);
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, std::uint64_t> ProbeService::totals() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
+}
+
+void ProbeService::shutdown() {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+    if (running_) running_->cancel = true;
+    while (!queue_.empty()) {
+      auto entry = queue_.front();
+      queue_.pop_front();
+      entry->run.failure_reason = "cancelled";
+      entry->run.failure = "the exporter is shutting down; the probe never started";
+      finish(*entry, lock);
+      remember(entry);
+    }
+    changed_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+// Called with the lock held: the run has its failure or outcome; it is done.
+void ProbeService::finish(Entry& entry, std::unique_lock<std::mutex>&) {
+  auto& run = entry.run;
+  run.finished = std::chrono::system_clock::now();
+  run.state = run.outcome ? RunState::kSucceeded : RunState::kFailed;
+  ++totals_[{run.module, run.outcome ? "success" : "failure"}];
+  changed_.notify_all();
+}
+
+// Called with the lock held: files a finished run in the history and the last results.
+void ProbeService::remember(const std::shared_ptr<Entry>& entry) {
+  const auto config = config_;
+  history_.push_back(entry->run.id);
+  while (history_.size() > config->history_length) {
+    runs_.erase(history_.front());
+    history_.pop_front();
+  }
+  const std::pair key{entry->run.target, entry->run.module};
+  if (last_.insert_or_assign(key, entry).second) {
+    last_order_.push_back(key);
+    if (last_order_.size() > kMaxLastResults) {
+      last_.erase(last_order_.front());
+      last_order_.pop_front();
+    }
+  }
+}
+
+void ProbeService::work() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    auto entry = queue_.front();
+    queue_.pop_front();
+    running_ = entry;
+    auto& run = entry->run;
+    run.state = RunState::kRunning;
+    run.started = std::chrono::system_clock::now();
+    changed_.notify_all();
+    const auto target = std::get<0>(parse_target(run.target));
+    const auto local = *options_.local;
+    const auto module = run.resolved;
+    lock.unlock();
+
+    // The run itself goes without the lock: /metrics and the API keep answering meanwhile.
+    std::optional<probes::ProbeOutcome> outcome;
+    std::string reason, failure;
+    // A peer's run on our responder holds the port; ours waits for it rather than failing.
+    bool entered = false;
+    while (!entry->cancel && !(entered = options_.gate->try_enter())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (!entered) {
+        throw probes::ProbeFailure("cancelled while a peer's probe held the port",
+                                   probes::FailureKind::kCancelled);
+      }
+      outcome = runner_(local, target.first, target.second, module.spec,
+                        probes::RunOptions{module.fabric_ports, options_.shared_secret,
+                                           &entry->cancel});
+    } catch (const probes::ProbeFailure& e) {
+      reason = to_string(e.kind());
+      failure = e.what();
+    } catch (const std::invalid_argument& e) {
+      reason = "rejected";
+      failure = e.what();
+    } catch (const std::exception& e) {
+      reason = "internal";
+      failure = e.what();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (entered) options_.gate->leave();
+
+    lock.lock();
+    run.duration_seconds = seconds;
+    run.outcome = std::move(outcome);
+    if (!run.outcome) {
+      // A cancel asked for by a waiter whose deadline passed is that waiter's timeout.
+      const bool abandoned = !entry->abandon_reason.empty() && reason == "cancelled";
+      run.failure_reason = abandoned ? "timeout" : reason;
+      run.failure = abandoned ? entry->abandon_reason : failure;
+      spdlog::info("probe id={} target={} module={} failed reason={}: {}", run.id, run.target,
+                   run.module, run.failure_reason, run.failure);
+    } else {
+      spdlog::debug("probe id={} target={} module={} succeeded in {:.3f} s", run.id, run.target,
+                    run.module, seconds);
+    }
+    running_.reset();
+    finish(*entry, lock);
+    remember(entry);
+  }
+}
+
+}  // namespace ibprobe::exporter
