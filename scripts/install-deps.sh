@@ -8,11 +8,15 @@ build_packages=(
   libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
   prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev nlohmann-json3-dev
+  # libssl-dev also provides the unversioned libssl.so/libcrypto.so civetweb loads for HTTPS.
+  libssl-dev libcrypt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
 )
 test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest
-  qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2
+  python3-yaml systemd
+  qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
+  clang libclang-rt-14-dev
 )
 
 case "${1:-all}" in

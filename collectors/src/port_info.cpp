@@ -2,6 +2,7 @@
 // probe checks (state, physical state, rate, LIDs).
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 
 #include "collectors_internal.h"
 #include "devices.h"
@@ -129,8 +130,9 @@ std::optional<PortRate> parse_rate(std::string_view text) {
   const auto unit = text.find(kUnit);
   if (unit == std::string_view::npos || unit == 0) return std::nullopt;
   PortRate rate;
+  // from_chars also reads "inf" and "nan", which no kernel prints as a rate.
   if (!parse_double(text.substr(0, unit), rate.gigabits_per_second) ||
-      rate.gigabits_per_second < 0) {
+      !std::isfinite(rate.gigabits_per_second) || rate.gigabits_per_second < 0) {
     return std::nullopt;
   }
   auto rest = text.substr(unit + kUnit.size());

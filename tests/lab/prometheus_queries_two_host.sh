@@ -35,8 +35,6 @@ RUNNER=$ROOT/tests/dashboards/run_queries.py
 WINDOW=3m
 HOLD=6s
 
-exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
-
 wait_http() { # URL SECONDS WHAT
     local deadline=$((SECONDS + $2))
     until curl -fsS -o /dev/null "$1" 2>/dev/null; do
@@ -143,16 +141,6 @@ start_prometheus() {
         sleep 0.5
     done
     note "Prometheus scrapes lab-a, lab-b and the fixture exporter; rules loaded with $WINDOW windows, for $HOLD"
-}
-
-prom_query() { # PROMQL -> the single value, or nothing
-    curl -fsS --get "$PROM_API/query" --data-urlencode "query=$1" 2>/dev/null | python3 -c '
-import json, sys
-try:
-    r = json.load(sys.stdin)["data"]["result"]
-except ValueError:
-    r = []
-print(r[0]["value"][1] if len(r) == 1 else "")'
 }
 
 counters() { echo "$work/sys/class/infiniband/$1/ports/$2/counters"; }
