@@ -1,5 +1,6 @@
 #include "probe_config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -107,8 +108,8 @@ std::uint32_t seconds(const YAML::Node& node, const std::string& field) {
   if (unit == "m") factor = 60;
   if (unit == "h") factor = 3600;
   if (ec != std::errc() || end == text.data() || factor == 0) {
-    fail(node, field + " must be a duration in whole seconds such as 30s, 2m or 1h, not '" +
-                   text + "'");
+    fail(node,
+         field + " must be a duration in whole seconds such as 30s, 2m or 1h, not '" + text + "'");
   }
   if (value > std::numeric_limits<std::uint32_t>::max() / factor) {
     fail(node, field + " '" + text + "' is too long");
@@ -135,21 +136,16 @@ void parse_numa(const YAML::Node& node, probes::ProbeSpec& spec) {
   spec.numa_node = u32(node, "numa (auto, none or a node number)");
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
-  return out;
-}
-
 ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                          const probes::Limits& limits) {
   const std::string what = "module " + name;
   require_map(node, what);
-  reject_unknown_keys(node, what,
-                      {"kind", "message_size", "iterations", "duration", "margin", "qps",
-                       "tx_depth", "rx_depth", "cq_moderation", "post_list", "inline_size", "mtu",
-                       "gid_index", "use_srq", "numa", "timeout", "rc", "fabric_ports",
-                       "validation", "posted_receives", "receive_sges"});
+  reject_unknown_keys(
+      node, what,
+      {"kind",       "message_size",    "iterations",    "duration",  "margin",      "qps",
+       "tx_depth",   "rx_depth",        "cq_moderation", "post_list", "inline_size", "mtu",
+       "gid_index",  "use_srq",         "numa",          "timeout",   "rc",          "fabric_ports",
+       "validation", "posted_receives", "receive_sges"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -164,7 +160,8 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   ProbeModule module;
   auto& spec = module.spec;
   spec = probes::default_spec(kind->operation, kind->test);
-  if (node["message_size"]) spec.message_size = unsigned_value(node["message_size"], "message_size");
+  if (node["message_size"])
+    spec.message_size = unsigned_value(node["message_size"], "message_size");
   if (node["duration"]) {
     spec.duration_seconds = seconds(node["duration"], "duration");
     spec.iterations.reset();
@@ -207,15 +204,16 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   auto problems = probes::validate(spec);
   const auto over = probes::check_limits(spec, limits);
   problems.insert(problems.end(), over.begin(), over.end());
-  if (!problems.empty()) fail(node, what + " is not a valid probe: " + join(problems));
+  if (!problems.empty())
+    fail(node, what + " is not a valid probe: " + fmt::to_string(fmt::join(problems, "; ")));
   return module;
 }
 
 probes::Limits parse_limits(const YAML::Node& node) {
   require_map(node, "limits");
   reject_unknown_keys(node, "limits",
-                      {"max_message_size", "max_depth", "max_qps", "max_duration",
-                       "max_iterations", "max_total_buffer_bytes"});
+                      {"max_message_size", "max_depth", "max_qps", "max_duration", "max_iterations",
+                       "max_total_buffer_bytes"});
   // The built-in limits are the ceiling: a file may tighten them, never widen them, since they
   // are what keeps one request from taking the host's memory.
   const probes::Limits ceiling;

@@ -1,5 +1,6 @@
 #include "probe_service.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -29,12 +30,6 @@ bool valid_port(const std::string& port) {
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   return ec == std::errc() && end == port.data() + port.size() && value >= 1 && value <= 65535;
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
-  return out;
 }
 
 }  // namespace
@@ -92,7 +87,9 @@ ProbeService::ProbeService(Options options, Runner runner)
   worker_ = std::thread([this] { work(); });
 }
 
-ProbeService::~ProbeService() { shutdown(); }
+ProbeService::~ProbeService() {
+  shutdown();
+}
 
 std::shared_ptr<const ProbeConfig> ProbeService::config() const {
   std::lock_guard lock(mutex_);
@@ -101,8 +98,9 @@ std::shared_ptr<const ProbeConfig> ProbeService::config() const {
 
 std::optional<std::string> ProbeService::reload() {
   if (options_.config_file.empty()) {
-    return std::string("no configuration file was given (--config.file); the built-in modules "
-                       "stay in force");
+    return std::string(
+        "no configuration file was given (--config.file); the built-in modules "
+        "stay in force");
   }
   auto loaded = load_probe_config(options_.config_file);
   if (auto* error = std::get_if<std::string>(&loaded)) return *error;
@@ -121,8 +119,10 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
   if (module == config->modules.end()) {
     std::vector<std::string> names;
     for (const auto& [name, _] : config->modules) names.push_back(name);
-    return Refusal{400, "unknown_module",
-                   "unknown module '" + module_name + "' (configured: " + join(names) + ")",
+    return Refusal{400,
+                   "unknown_module",
+                   "unknown module '" + module_name +
+                       "' (configured: " + fmt::to_string(fmt::join(names, "; ")) + ")",
                    {}};
   }
   if (target.empty()) return Refusal{400, "missing_target", "target parameter is missing", {}};
@@ -144,9 +144,10 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
         std::min<double>(std::floor(*timeout_seconds), resolved.spec.timeout_seconds));
     resolved.spec.timeout_seconds = whole;
     if (const auto problems = probes::validate(resolved.spec); !problems.empty()) {
-      return Refusal{400, "timeout_too_short",
+      return Refusal{400,
+                     "timeout_too_short",
                      "a timeout of " + std::to_string(whole) + " s does not fit module '" +
-                         module_name + "': " + join(problems),
+                         module_name + "': " + fmt::to_string(fmt::join(problems, "; ")),
                      {}};
     }
   }
@@ -156,7 +157,8 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
     return Refusal{503, "shutting_down", "the exporter is shutting down", 5};
   }
   if (!options_.local) {
-    return Refusal{503, "no_probe_port",
+    return Refusal{503,
+                   "no_probe_port",
                    "this host has no ACTIVE RDMA port to probe from (see --probe.device)",
                    {}};
   }
@@ -313,9 +315,9 @@ void ProbeService::work() {
         throw probes::ProbeFailure("cancelled while a peer's probe held the port",
                                    probes::FailureKind::kCancelled);
       }
-      outcome = runner_(local, target.first, target.second, module.spec,
-                        probes::RunOptions{module.fabric_ports, options_.shared_secret,
-                                           &entry->cancel});
+      outcome =
+          runner_(local, target.first, target.second, module.spec,
+                  probes::RunOptions{module.fabric_ports, options_.shared_secret, &entry->cancel});
     } catch (const probes::ProbeFailure& e) {
       reason = to_string(e.kind());
       failure = e.what();

@@ -1,5 +1,6 @@
 #include "ibprobe/verbs_probe.h"
 
+#include <fmt/format.h>
 #include <netdb.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -25,12 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : "; ") + part;
-  return out;
-}
 
 // The port's counters, taken once the driver's hw_counters cache can no longer hide the run.
 CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
@@ -215,7 +210,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                        const ProbeSpec& spec, const RunOptions& options) {
   const auto& fabric_ports = options.fabric_ports;
   if (const auto problems = validate(spec); !problems.empty()) {
-    throw std::invalid_argument("invalid probe: " + join(problems));
+    throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
   }
   const auto start = Clock::now();
   const auto setup_deadline =
@@ -228,8 +223,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   const auto& hello = greeting.hello;
   if (hello.protocol_version != protocol::kProtocolVersion) {
     throw ProbeFailure(channel.peer() + " speaks control protocol version " +
-                       std::to_string(hello.protocol_version) + ", this side " +
-                       std::to_string(protocol::kProtocolVersion),
+                           std::to_string(hello.protocol_version) + ", this side " +
+                           std::to_string(protocol::kProtocolVersion),
                        FailureKind::kProtocol);
   }
   auth.verify(hello, channel.peer());
@@ -239,7 +234,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
   if (remote.qps.size() != spec.qps) {
     throw ProbeFailure(channel.peer() + " offered " + std::to_string(remote.qps.size()) +
-                       " QPs for a probe with " + std::to_string(spec.qps),
+                           " QPs for a probe with " + std::to_string(spec.qps),
                        FailureKind::kProtocol);
   }
 
@@ -456,7 +451,8 @@ void Responder::handle(int fd) {
     const auto over_limits = check_limits(request.spec, options_.limits);
     problems.insert(problems.end(), over_limits.begin(), over_limits.end());
     if (!problems.empty()) {
-      channel.send(protocol::ProbeReject{join(problems)}, setup_deadline);
+      channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))},
+                   setup_deadline);
       return;
     }
     RcSession session(local_, request.spec);
