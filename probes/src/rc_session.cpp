@@ -75,8 +75,8 @@ int numa_node_for(const std::string& device, const ProbeSpec& spec) {
     const int node = static_cast<int>(spec.numa_node.value_or(0));
     if (node > numa_max_node()) {
       throw ProbeFailure("NUMA node " + std::to_string(node) +
-                         " does not exist on this host (nodes 0-" +
-                         std::to_string(numa_max_node()) + ")",
+                             " does not exist on this host (nodes 0-" +
+                             std::to_string(numa_max_node()) + ")",
                          FailureKind::kRejected);
     }
     return node;
@@ -96,7 +96,7 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec)
                               spec.gid_index ? static_cast<int>(*spec.gid_index) : -1)) {
   if (port_.attr.state != IBV_PORT_ACTIVE) {
     throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
-                       " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")",
+                           " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")",
                        FailureKind::kVerbs);
   }
   if (!spec.iterations && spec.test == TestKind::kLatency) {
@@ -205,7 +205,7 @@ protocol::QpInfo RcSession::local_endpoints() const {
 void RcSession::connect(const protocol::QpInfo& remote) {
   if (remote.qps.size() != qps_.size()) {
     throw ProbeFailure("peer offered " + std::to_string(remote.qps.size()) + " QPs, expected " +
-                       std::to_string(qps_.size()),
+                           std::to_string(qps_.size()),
                        FailureKind::kProtocol);
   }
   const auto local = local_endpoints();
@@ -368,33 +368,44 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   return bandwidth_stats(posted, completed, spec_);
 }
 
-// perftest's duration mode: post for the whole duration, count what completes between the end of
-// the warm-up margin and the start of the cool-down margin, then let the queues drain.
-BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
+DurationWindow::DurationWindow(const ProbeSpec& spec) {
   const auto start = Clock::now();
-  const auto sample_from = start + std::chrono::seconds(spec_.margin_seconds);
-  const auto stop = start + std::chrono::seconds(*spec_.duration_seconds);
-  const auto sample_to = stop - std::chrono::seconds(spec_.margin_seconds);
+  sample_from_ = start + std::chrono::seconds(spec.margin_seconds);
+  stop_ = start + std::chrono::seconds(*spec.duration_seconds);
+  sample_to_ = stop_ - std::chrono::seconds(spec.margin_seconds);
+}
+
+bool DurationWindow::posting(std::uint64_t total_done) {
+  const auto now = Clock::now();
+  if (!from_ns_ && now >= sample_from_) {
+    from_ns_ = steady_now_ns();
+    done_at_from_ = total_done;
+  }
+  if (!to_ns_ && now >= sample_to_) {
+    to_ns_ = steady_now_ns();
+    done_at_to_ = total_done;
+  }
+  return now < stop_;
+}
+
+BandwidthStats DurationWindow::stats(std::uint64_t message_size) const {
+  return bandwidth_stats_duration(from_ns_, to_ns_, done_at_to_ - done_at_from_, message_size);
+}
+
+// Duration mode: post for the whole duration, then let the queues drain.
+BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
+  DurationWindow window(spec_);
   struct QpState {
     std::uint64_t in_flight = 0;
     std::uint64_t unsignaled = 0;       // posted since the last signaled message
     std::deque<std::uint64_t> batches;  // messages each outstanding completion stands for
   };
   std::vector<QpState> state(qps_.size());
-  std::uint64_t total_done = 0, done_at_from = 0, done_at_to = 0;
-  TimestampNs from_ns = 0, to_ns = 0, last_progress = steady_now_ns();
+  std::uint64_t total_done = 0;
+  TimestampNs last_progress = steady_now_ns();
   ibv_wc wcs[kPollBatch];
   for (unsigned spins = 1;; ++spins) {
-    const auto now = Clock::now();
-    if (!from_ns && now >= sample_from) {
-      from_ns = steady_now_ns();
-      done_at_from = total_done;
-    }
-    if (!to_ns && now >= sample_to) {
-      to_ns = steady_now_ns();
-      done_at_to = total_done;
-    }
-    const bool posting = now < stop;
+    const bool posting = window.posting(total_done);
     bool outstanding = false;
     for (std::size_t q = 0; q < qps_.size(); ++q) {
       auto& s = state[q];
@@ -431,7 +442,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
             context_.get(), port_number_);
     }
   }
-  return bandwidth_stats_duration(from_ns, to_ns, done_at_to - done_at_from, spec_.message_size);
+  return window.stats(spec_.message_size);
 }
 
 // Ping-pong (perftest's run_iter_lat*): post one message, wait for the answer. For write the

@@ -43,6 +43,23 @@ class NumaBinding {
 // device without a NUMA node, such as rxe, or a machine without NUMA support).
 int numa_node_for(const std::string& device, const ProbeSpec& spec);
 
+// perftest's duration-mode measurement: post for the whole duration, count what completes
+// between the end of the warm-up margin and the start of the cool-down margin.
+class DurationWindow {
+ public:
+  // The run starts now; spec.duration_seconds is set.
+  explicit DurationWindow(const ProbeSpec& spec);
+  // Called on every pass of a loop with the completions so far: notes the window's edges as they
+  // pass, and says whether the run is still in its posting time.
+  bool posting(std::uint64_t total_done);
+  BandwidthStats stats(std::uint64_t message_size) const;
+
+ private:
+  std::chrono::steady_clock::time_point sample_from_, stop_, sample_to_;
+  TimestampNs from_ns_ = 0, to_ns_ = 0;
+  std::uint64_t done_at_from_ = 0, done_at_to_ = 0;
+};
+
 class RcSession {
  public:
   // Opens the device and creates PD, buffer, CQ and QPs (in INIT). Throws on any failure, with

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "payload.h"
@@ -41,7 +42,9 @@ void check_guard(const RunGuard& guard, const std::string& waiting_for) {
 // Keeps the compiler from caching reads of memory the HCA writes behind its back. A compiler
 // barrier is what is needed (DMA writes are cache-coherent on the hosts this runs on), and unlike
 // a thread fence it is understood by ThreadSanitizer.
-void hca_barrier() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+void hca_barrier() {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
 
 // Piece k of a receive scattered over n pieces: where it starts in the message and where it is
 // placed in the slot. Pieces are placed in reverse address order, so a message that filled them
@@ -149,10 +152,8 @@ BandwidthStats RcSession::run_bandwidth_validated(const RunGuard& guard) {
   const bool counted = spec_.iterations.has_value();
   const std::uint64_t per_qp = counted ? *spec_.iterations : 0;
   const std::uint64_t total = per_qp * qps_.size();
-  const auto start = Clock::now();
-  const auto sample_from = start + std::chrono::seconds(spec_.margin_seconds);
-  const auto stop = start + std::chrono::seconds(spec_.duration_seconds.value_or(0));
-  const auto sample_to = stop - std::chrono::seconds(spec_.margin_seconds);
+  std::optional<DurationWindow> window;
+  if (!counted) window.emplace(spec_);
   const auto expected_opcode =
       spec_.operation == Operation::kSend ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
   struct QpState {
@@ -163,23 +164,10 @@ BandwidthStats RcSession::run_bandwidth_validated(const RunGuard& guard) {
   };
   std::vector<QpState> state(qps_.size());
   std::vector<TimestampNs> posted(total), completed(total);
-  std::uint64_t total_sent = 0, total_done = 0, done_at_from = 0, done_at_to = 0;
-  TimestampNs from_ns = 0, to_ns = 0;
+  std::uint64_t total_sent = 0, total_done = 0;
   ibv_wc wcs[kPollBatch];
   for (unsigned spins = 1;; ++spins) {
-    bool posting = true;
-    if (!counted) {
-      const auto now = Clock::now();
-      if (!from_ns && now >= sample_from) {
-        from_ns = steady_now_ns();
-        done_at_from = total_done;
-      }
-      if (!to_ns && now >= sample_to) {
-        to_ns = steady_now_ns();
-        done_at_to = total_done;
-      }
-      posting = now < stop;
-    }
+    const bool posting = !window || window->posting(total_done);
     bool outstanding = false;
     for (std::size_t q = 0; q < qps_.size(); ++q) {
       auto& s = state[q];
@@ -236,7 +224,7 @@ BandwidthStats RcSession::run_bandwidth_validated(const RunGuard& guard) {
   }
   validation_.messages_sent = total_sent;
   if (counted) return bandwidth_stats(posted, completed, spec_);
-  return bandwidth_stats_duration(from_ns, to_ns, done_at_to - done_at_from, spec_.message_size);
+  return window->stats(spec_.message_size);
 }
 
 // Every receive completion is verified before its receive goes back on the queue, so a slot is
