@@ -230,7 +230,7 @@ struct CounterDelta {
 std::vector<CounterDelta> counter_deltas(const CounterSnapshot& before,
                                          const CounterSnapshot& after);
 
-// DOMAIN.md section 4: what the probe bandwidth and the sending port's counters say together.
+// docs/reading-probes.md: what the probe bandwidth and the sending port's counters say together.
 enum class Diagnosis {
   kInconclusive,          // a needed reading is missing, reset or saturated
   kLinkSaturated,         // BW ~ line rate: expected ceiling

@@ -45,7 +45,7 @@ struct ProbeOutcome {
 
   // Counters of both ports around the run (PortCounters x 4 for data, hw_counters as
   // "hw_counters/<name>"), read after the driver's hw_counters cache lifespan, and what they say
-  // with the probe's own figure (DOMAIN.md section 4).
+  // with the probe's own figure (docs/reading-probes.md).
   double window_seconds = 0;
   std::vector<CounterDelta> local_deltas;
   std::vector<CounterDelta> peer_deltas;
