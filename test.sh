@@ -16,7 +16,7 @@ jobs=$(nproc)
 build() {  # DIR CMAKE_ARGS...
   local dir=$1
   shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBPROBE_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs" >/dev/null
 }
 
@@ -38,7 +38,8 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L 
 
 # --- fuzzing: libFuzzer harnesses of every parser (tests/fuzz), a bounded run each -------------
 echo "== fuzz build (clang, libFuzzer + ASan/UBSan): regression inputs, then ${IBPROBE_FUZZ_SECONDS:-20} s per parser"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBPROBE_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBPROBE_WERROR=ON \
+  -DIBPROBE_FUZZ=ON \
   >/dev/null
 cmake --build build-fuzz -j "$jobs" --target ibprobe_fuzz >/dev/null
 tests/fuzz/run.sh build-fuzz "${IBPROBE_FUZZ_SECONDS:-20}"
