@@ -1,5 +1,8 @@
 #include "devices.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -14,15 +17,50 @@ bool is_port_number(const std::string& name) {
 
 }  // namespace
 
-std::vector<Device> list_devices(const Options& options) {
-  const SysfsDir class_dir(options.sysfs_root / "class" / "infiniband");
-  std::vector<Device> devices;
-  for (auto& name : class_dir.entries()) {
-    if (!options.devices.accepts(name)) continue;
-    SysfsDir dir(class_dir, name);
-    devices.push_back(Device{std::move(name), std::move(dir)});
+DeviceTable::DeviceTable(const Options& options)
+    : class_path_(options.sysfs_root / "class" / "infiniband"), filter_(options.devices) {}
+
+DeviceTable::Identity DeviceTable::identity_of(const std::string& name) const {
+  struct stat st {};
+  if (!class_fd_ || ::fstatat(class_fd_.get(), name.c_str(), &st, 0) != 0) return {};
+  return Identity{st.st_dev, st.st_ino};
+}
+
+std::vector<DeviceTable::Entry> DeviceTable::refresh() {
+  std::lock_guard lock(mutex_);
+  auto listed = read_directory(class_fd_.get());
+  // No entries at all: the directory may be one the kernel removed (ib_core unloaded and loaded
+  // again) or one that did not exist yet; look it up again by its path.
+  if (listed.empty()) {
+    class_fd_.reset(::open(class_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    listed = read_directory(class_fd_.get());
   }
+  std::sort(listed.begin(), listed.end(),
+            [](const DirectoryEntry& a, const DirectoryEntry& b) { return a.name < b.name; });
+
+  std::map<std::string, Entry> current;
+  std::vector<Entry> devices;
+  for (auto& entry : listed) {
+    if (!filter_.accepts(entry.name)) continue;
+    const auto identity = identity_of(entry.name);
+    auto known = devices_.find(entry.name);
+    if (known == devices_.end() || known->second.identity != identity ||
+        known->second.device->dir.stale()) {
+      auto device =
+          std::make_shared<const Device>(Device{entry.name, SysfsDir(class_path_ / entry.name)});
+      known = devices_.insert_or_assign(entry.name, Entry{std::move(device), identity}).first;
+    }
+    devices.push_back(known->second);
+    current.insert(devices_.extract(known));
+  }
+  // What is left was unplugged; its descriptors close once no scrape holds it.
+  devices_ = std::move(current);
   return devices;
+}
+
+bool DeviceTable::present(const Entry& entry) const {
+  std::lock_guard lock(mutex_);
+  return entry.identity != Identity{} && identity_of(entry.device->name) == entry.identity;
 }
 
 std::vector<std::string> list_ports(const Device& device) {

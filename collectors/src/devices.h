@@ -1,6 +1,11 @@
 // Enumeration of RDMA devices and their ports under <sysfs>/class/infiniband.
 #pragma once
 
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,7 +19,38 @@ struct Device {
   SysfsDir dir;
 };
 
-std::vector<Device> list_devices(const Options& options);
+// The selected devices, kept open from one scrape to the next. refresh() lists the class
+// directory again (hot-plug), reuses every device still there, and opens anew a device that is
+// new, that replaced one of the same name, or whose tree went stale.
+class DeviceTable {
+ public:
+  // The directory a class entry leads to; all zero when it leads nowhere.
+  struct Identity {
+    dev_t device = 0;
+    ino_t inode = 0;
+    bool operator==(const Identity&) const = default;
+  };
+  struct Entry {
+    std::shared_ptr<const Device> device;
+    Identity identity;
+  };
+
+  explicit DeviceTable(const Options& options);
+  // In name order.
+  std::vector<Entry> refresh();
+  // Whether the device's class entry still leads to the directory that was opened: false once
+  // it was unplugged.
+  bool present(const Entry& entry) const;
+
+ private:
+  Identity identity_of(const std::string& name) const;
+
+  const std::filesystem::path class_path_;
+  const DeviceFilter filter_;
+  mutable std::mutex mutex_;
+  UniqueFd class_fd_;
+  std::map<std::string, Entry> devices_;
+};
 
 // Port numbers of a device in numeric order.
 std::vector<std::string> list_ports(const Device& device);

@@ -31,7 +31,8 @@ std::string port_netdev(const Device& device, const SysfsDir& port_dir, ErrorSin
   if (ndev.error != ReadError::kInvalid && ndev.error != ReadError::kNotFound) {
     errors.record(ndev.error, ndevs.path() / "0");
   }
-  const auto netdevs = SysfsDir(device.dir, "device/net").entries();
+  // Listed on every scrape: netdevs come, go and get renamed while the device stays.
+  const auto netdevs = SysfsDir(device.dir, "device/net").current_entries();
   return netdevs.size() == 1 ? netdevs.front() : std::string();
 }
 

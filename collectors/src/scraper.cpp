@@ -1,10 +1,9 @@
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <functional>
-#include <thread>
 
 #include "devices.h"
+#include "worker_pool.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -41,21 +40,6 @@ struct Task {
   }
 };
 
-void run_all(std::vector<Task>& tasks, int parallelism) {
-  const auto workers = std::min<std::size_t>(std::max(parallelism, 1), tasks.size());
-  if (workers <= 1) {
-    for (auto& task : tasks) task.run();
-    return;
-  }
-  std::atomic<std::size_t> next = 0;
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) tasks[i].run();
-  };
-  std::vector<std::jthread> threads;
-  for (std::size_t i = 1; i < workers; ++i) threads.emplace_back(work);
-  work();
-}
-
 void add_collector_metrics(MetricSet& self, std::string_view collector,
                            std::chrono::steady_clock::duration elapsed, bool success) {
   const MetricSet::Labels labels{{"collector", std::string(collector)}};
@@ -69,29 +53,32 @@ void add_collector_metrics(MetricSet& self, std::string_view collector,
 
 }  // namespace
 
+// The devices kept open between scrapes, and the threads that collect them.
+struct Scraper::State {
+  State(const Options& options, std::size_t fabric_collectors)
+      : devices(options),
+        // The caller's thread is one of the `parallelism` device workers; fabric collectors wait
+        // on the network, not on sysfs, so each gets a thread of its own and their time budget
+        // overlaps the device collectors instead of adding to it.
+        pool(static_cast<std::size_t>(std::max(options.parallelism, 1) - 1) + fabric_collectors) {}
+  DeviceTable devices;
+  WorkerPool pool;
+};
+
 Scraper::Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
                  ErrorObserver observer,
                  std::vector<std::unique_ptr<FabricCollector>> fabric_collectors)
     : options_(std::move(options)),
       collectors_(std::move(collectors)),
       fabric_collectors_(std::move(fabric_collectors)),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      state_(std::make_unique<State>(options_, fabric_collectors_.size())) {}
+
+Scraper::~Scraper() = default;
 
 std::vector<prometheus::MetricFamily> Scraper::scrape() {
-  const auto devices = list_devices(options_);
-  std::vector<Task> tasks;
-  tasks.reserve(collectors_.size() * devices.size());
-  for (const auto& collector : collectors_) {
-    for (const auto& device : devices) {
-      tasks.push_back(Task{[&collector, &device](MetricSet& out, ErrorSink& errors) {
-                             collector->collect(device, out, errors);
-                           },
-                           {},
-                           {}});
-    }
-  }
-  // Fabric collectors wait on the network, not on sysfs: each gets its own thread, so their
-  // time budget overlaps the device collectors instead of adding to it.
+  const auto devices = state_->devices.refresh();
+  // Fabric tasks first: they are the first to start, each on a thread of its own.
   std::vector<Task> fabric_tasks;
   fabric_tasks.reserve(fabric_collectors_.size());
   for (const auto& collector : fabric_collectors_) {
@@ -100,19 +87,28 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
              {},
              {}});
   }
-  {
-    std::vector<std::jthread> fabric_threads;
-    for (auto& fabric_task : fabric_tasks) {
-      fabric_threads.emplace_back([&fabric_task] { fabric_task.run(); });
+  std::vector<Task> tasks;
+  tasks.reserve(collectors_.size() * devices.size());
+  for (const auto& collector : collectors_) {
+    for (const auto& entry : devices) {
+      tasks.push_back(
+          Task{[&collector, &device = *entry.device](MetricSet& out, ErrorSink& errors) {
+                 collector->collect(device, out, errors);
+               },
+               {},
+               {}});
     }
-    run_all(tasks, options_.parallelism);
   }
+  state_->pool.run(fabric_tasks.size() + tasks.size(), [&](std::size_t i) {
+    if (i < fabric_tasks.size()) {
+      fabric_tasks[i].run();
+    } else {
+      tasks[i - fabric_tasks.size()].run();
+    }
+  });
 
   std::vector<bool> vanished;
-  for (const auto& device : devices) {
-    std::error_code ec;
-    vanished.push_back(!std::filesystem::exists(device.dir.path(), ec));
-  }
+  for (const auto& entry : devices) vanished.push_back(!state_->devices.present(entry));
 
   MetricSet out;
   MetricSet self;
@@ -128,7 +124,7 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
     for (std::size_t d = 0; d < devices.size(); ++d, ++task) {
       elapsed += task->elapsed;
       if (vanished[d]) {
-        record(ReadError::kNotFound, devices[d].dir.path());
+        record(ReadError::kNotFound, devices[d].device->dir.path());
         continue;
       }
       for (const auto& [reason, path] : task->errors.entries) record(reason, path);

@@ -2,11 +2,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <map>
+#include <mutex>
 
 namespace ibprobe::collectors {
 namespace {
@@ -28,14 +33,12 @@ struct RawRead {
   int error = 0;
 };
 
-// Reads a whole attribute into `buffer` (kMaxAttributeSize + 1 bytes) through `dir_fd`.
-RawRead read_attribute(int dir_fd, const char* name, char* buffer) {
-  const int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return {0, errno};
+// Reads a whole attribute from offset 0 into `buffer` (kMaxAttributeSize + 1 bytes).
+RawRead read_attribute(int fd, char* buffer) {
   RawRead result;
   while (result.size <= kMaxAttributeSize) {
     const std::size_t space = kMaxAttributeSize + 1 - result.size;
-    const ssize_t n = ::read(fd, buffer + result.size, space);
+    const ssize_t n = ::pread(fd, buffer + result.size, space, static_cast<off_t>(result.size));
     if (n < 0) {
       if (errno == EINTR) continue;
       result.error = errno;
@@ -45,9 +48,49 @@ RawRead read_attribute(int dir_fd, const char* name, char* buffer) {
     // sysfs hands out the whole attribute in the first read; a short read means we have it all.
     if (n == 0 || static_cast<std::size_t>(n) < space) break;
   }
-  ::close(fd);
   return result;
 }
+
+UniqueFd open_attribute(int dir_fd, const std::string& name) {
+  return UniqueFd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+}
+
+// The kernel's answer to a read through a descriptor of a file that is gone.
+bool invalidated(int error) {
+  return error == ENODEV || error == ENOENT || error == ESTALE;
+}
+
+// Descriptors the caches may keep open, process-wide: half the soft RLIMIT_NOFILE, so that a
+// host with many ports (a RoCE port alone has 256 GID files) leaves the rest to sockets and
+// everything else. Beyond it, files are opened for each read and closed again.
+class DescriptorBudget {
+ public:
+  static DescriptorBudget& instance() {
+    static DescriptorBudget budget;
+    return budget;
+  }
+  bool acquire() {
+    if (available_.fetch_sub(1, std::memory_order_relaxed) > 0) return true;
+    available_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  void release(std::size_t count) {
+    available_.fetch_add(static_cast<long>(count), std::memory_order_relaxed);
+  }
+
+ private:
+  DescriptorBudget() {
+    rlimit limit{};
+    long soft = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      soft = static_cast<long>(std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 24));
+    } else if (limit.rlim_cur == RLIM_INFINITY) {
+      soft = long{1} << 24;
+    }
+    available_ = soft / 2;
+  }
+  std::atomic<long> available_;
+};
 
 template <class T>
 Read<T> attribute_failure(const RawRead& raw) {
@@ -120,64 +163,156 @@ Read<std::uint64_t> parse_counter(std::string_view text) {
   return Read<std::uint64_t>::ok(value);
 }
 
+std::vector<DirectoryEntry> read_directory(int fd) {
+  std::vector<DirectoryEntry> entries;
+  if (fd < 0 || ::lseek(fd, 0, SEEK_SET) != 0) return entries;
+  alignas(dirent64) char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* entry = reinterpret_cast<const dirent64*>(buffer + offset);
+      offset += entry->d_reclen;
+      const std::string_view name = entry->d_name;
+      if (name != "." && name != "..") entries.push_back({std::string(name), entry->d_ino});
+    }
+  }
+  return entries;
+}
+
+namespace {
+
+std::vector<std::string> sorted_names(int fd) {
+  std::vector<std::string> names;
+  for (auto& entry : read_directory(fd)) names.push_back(std::move(entry.name));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+// What all directories opened from one root share.
+struct SysfsDir::Tree {
+  std::atomic<bool> stale = false;
+};
+
+struct SysfsDir::Node {
+  Node(UniqueFd dir_fd, std::filesystem::path dir_path, std::shared_ptr<Tree> owner)
+      : fd(std::move(dir_fd)), path(std::move(dir_path)), tree(std::move(owner)) {}
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node() { DescriptorBudget::instance().release(files.size()); }
+
+  std::shared_ptr<Node> child(std::string_view name) {
+    std::lock_guard lock(mutex);
+    if (const auto it = children.find(name); it != children.end()) return it->second;
+    UniqueFd child_fd;
+    if (fd) {
+      child_fd.reset(
+          ::openat(fd.get(), std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    }
+    auto node = std::make_shared<Node>(std::move(child_fd), path / name, tree);
+    children.emplace(std::string(name), node);
+    return node;
+  }
+
+  RawRead read(std::string_view name, char* buffer) {
+    int file_fd = -1;
+    {
+      std::lock_guard lock(mutex);
+      if (const auto it = files.find(name); it != files.end()) file_fd = it->second.get();
+    }
+    const std::string file_name(name);
+    if (file_fd < 0) {
+      auto opened = open_attribute(fd.get(), file_name);
+      if (!opened) return {0, errno};
+      if (!DescriptorBudget::instance().acquire()) return read_attribute(opened.get(), buffer);
+      std::lock_guard lock(mutex);
+      // Another thread may have opened the same file meanwhile: keep one, close the other.
+      const auto [it, inserted] = files.try_emplace(file_name, std::move(opened));
+      if (!inserted) DescriptorBudget::instance().release(1);
+      file_fd = it->second.get();
+    }
+    auto raw = read_attribute(file_fd, buffer);
+    if (raw.error == 0 || !invalidated(raw.error)) return raw;
+    // The file behind the kept descriptor is gone. The descriptor stays (another thread may be
+    // reading through it) until the tree is dropped; this read goes through a fresh open.
+    tree->stale = true;
+    const auto reopened = open_attribute(fd.get(), file_name);
+    if (!reopened) return {0, errno};
+    return read_attribute(reopened.get(), buffer);
+  }
+
+  std::vector<std::string> entries() {
+    std::lock_guard lock(mutex);
+    if (!listing) listing = sorted_names(fd.get());
+    return *listing;
+  }
+
+  const UniqueFd fd;
+  const std::filesystem::path path;
+  const std::shared_ptr<Tree> tree;
+
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<Node>, std::less<>> children;
+  std::map<std::string, UniqueFd, std::less<>> files;
+  std::optional<std::vector<std::string>> listing;
+};
+
 SysfsDir::SysfsDir(std::filesystem::path path)
-    : fd_(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), path_(std::move(path)) {}
+    : node_(
+          std::make_shared<Node>(UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
+                                 std::move(path), std::make_shared<Tree>())) {}
 
 SysfsDir::SysfsDir(const SysfsDir& parent, std::string_view name)
-    : fd_(-1), path_(parent.path_ / name) {
-  if (parent.fd_ >= 0) {
-    fd_ = ::openat(parent.fd_, std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  }
+    : node_(parent.node_->child(name)) {}
+
+SysfsDir::~SysfsDir() = default;
+
+bool SysfsDir::is_open() const {
+  return static_cast<bool>(node_->fd);
 }
 
-SysfsDir::SysfsDir(SysfsDir&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
-  other.fd_ = -1;
+const std::filesystem::path& SysfsDir::path() const {
+  return node_->path;
 }
 
-SysfsDir::~SysfsDir() {
-  if (fd_ >= 0) ::close(fd_);
+int SysfsDir::fd() const {
+  return node_->fd.get();
+}
+
+bool SysfsDir::stale() const {
+  return node_->tree->stale;
 }
 
 Read<std::string> SysfsDir::read_text(std::string_view name) const {
-  if (fd_ < 0) return Read<std::string>::fail(ReadError::kNotFound);
+  if (!is_open()) return Read<std::string>::fail(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
-  const auto raw = read_attribute(fd_, std::string(name).c_str(), buffer);
+  const auto raw = node_->read(name, buffer);
   if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::string>(raw);
   return Read<std::string>::ok(std::string(trim(std::string_view(buffer, raw.size))));
 }
 
 Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
-  if (fd_ < 0) return Read<std::uint64_t>::fail(ReadError::kNotFound);
+  if (!is_open()) return Read<std::uint64_t>::fail(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
-  const auto raw = read_attribute(fd_, std::string(name).c_str(), buffer);
+  const auto raw = node_->read(name, buffer);
   if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::uint64_t>(raw);
   return parse_counter(std::string_view(buffer, raw.size));
 }
 
 std::vector<std::string> SysfsDir::entries() const {
-  std::vector<std::string> names;
-  if (fd_ < 0) return names;
-  // fdopendir takes ownership of the descriptor it is given, so hand it a duplicate.
-  const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return names;
-  DIR* dir = ::fdopendir(fd);
-  if (!dir) {
-    ::close(fd);
-    return names;
-  }
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
+  return node_->entries();
+}
+
+std::vector<std::string> SysfsDir::current_entries() const {
+  return sorted_names(fd());
 }
 
 std::optional<std::string> SysfsDir::read_text(std::string_view name, ErrorSink& errors) const {
   auto text = read_text(name);
   if (!text) {
-    errors.record(text.error, path_ / name);
+    errors.record(text.error, path() / name);
     return std::nullopt;
   }
   return std::move(text.value);
@@ -187,7 +322,7 @@ std::optional<std::uint64_t> SysfsDir::read_counter(std::string_view name,
                                                     ErrorSink& errors) const {
   auto value = read_counter(name);
   if (!value) {
-    errors.record(value.error, path_ / name);
+    errors.record(value.error, path() / name);
     return std::nullopt;
   }
   return value.value;

@@ -1,17 +1,27 @@
 // Reading the kernel's sysfs attribute files: one small text value per file, where the read
-// itself can fail with an errno chosen by the driver. Files are opened relative to an open
-// directory descriptor: a scrape reads hundreds of files in a few directories, and resolving
-// the full path (with its class/ symlink) for each of them would dominate the cost.
+// itself can fail with an errno chosen by the driver.
+//
+// A scrape reads about a thousand attributes in a few dozen directories, again and again. Opening
+// and closing each file every time was most of a scrape's cost, so a SysfsDir keeps what it opens:
+// its subdirectories and the attribute files read through it stay open, and each read is one
+// pread at offset 0 (sysfs regenerates an attribute's text on every read from offset 0). When the
+// kernel unregisters a device its open files fail with ENODEV (ENOENT, ESTALE on some file
+// systems): the read is then retried through a fresh open, and the tree marks itself stale so
+// its owner opens it anew.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "unique_fd.h"
 
 namespace ibprobe::collectors {
 
@@ -31,32 +41,52 @@ ReadError classify_errno(int err);
 // a plain unsigned decimal fitting 64 bits are errors.
 Read<std::uint64_t> parse_counter(std::string_view text);
 
+struct DirectoryEntry {
+  std::string name;
+  ino_t inode;
+};
+// The entries of the open directory `fd` from its start, "." and ".." left out, in the order
+// the file system gives them; an error (the directory was removed) ends the list.
+std::vector<DirectoryEntry> read_directory(int fd);
+
 // An open sysfs directory. A directory that could not be opened behaves as an empty one.
+// Subdirectories got from a SysfsDir, and every file read through it, share one cache that
+// lives as long as any SysfsDir of it; SysfsDir objects may be used from several threads.
 class SysfsDir {
  public:
   explicit SysfsDir(std::filesystem::path path);
+  // `name` may have several components ("ports/1"); the result is cached in `parent`.
   SysfsDir(const SysfsDir& parent, std::string_view name);
-  SysfsDir(SysfsDir&& other) noexcept;
+  SysfsDir(SysfsDir&& other) noexcept = default;
   SysfsDir& operator=(SysfsDir&&) = delete;
   SysfsDir(const SysfsDir&) = delete;
   ~SysfsDir();
 
-  bool is_open() const { return fd_ >= 0; }
-  const std::filesystem::path& path() const { return path_; }
+  bool is_open() const;
+  const std::filesystem::path& path() const;
+  // The directory's own descriptor (-1 when it could not be opened).
+  int fd() const;
 
   // The file's content with surrounding white space removed.
   Read<std::string> read_text(std::string_view name) const;
   Read<std::uint64_t> read_counter(std::string_view name) const;
-  // Names in the directory, sorted.
+  // Names in the directory, sorted; listed once and remembered: the attribute files of a
+  // registered device do not change.
   std::vector<std::string> entries() const;
+  // The same, listed again on every call, for directories whose entries do change (device/net).
+  std::vector<std::string> current_entries() const;
 
   // The same reads, reporting a failure to `errors` with the file's path.
   std::optional<std::string> read_text(std::string_view name, ErrorSink& errors) const;
   std::optional<std::uint64_t> read_counter(std::string_view name, ErrorSink& errors) const;
 
+  // True once a read through this tree met a descriptor the kernel had invalidated.
+  bool stale() const;
+
  private:
-  int fd_;
-  std::filesystem::path path_;
+  struct Tree;
+  struct Node;
+  std::shared_ptr<Node> node_;
 };
 
 // Whole-path conveniences for single reads.

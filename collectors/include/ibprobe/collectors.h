@@ -120,6 +120,9 @@ std::unique_ptr<Collector> make_collector(std::string_view name);
 // running count of dropped inputs by reason. Devices are isolated: one that vanishes mid-scrape
 // (hot-unplug, driver unbind) loses its partial series and costs one not_found per collector;
 // the rest is served. Fabric collectors run alongside the device collectors.
+//
+// Devices and the files read from them stay open from one scrape to the next (a scrape lists
+// the device directory once, for hot-plug), and the threads are started once, with the scraper.
 class Scraper {
  public:
   // Told of every dropped input, for logging which file failed and why.
@@ -129,9 +132,13 @@ class Scraper {
   Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
           ErrorObserver observer = nullptr,
           std::vector<std::unique_ptr<FabricCollector>> fabric_collectors = {});
+  ~Scraper();
+  Scraper(const Scraper&) = delete;
+  Scraper& operator=(const Scraper&) = delete;
   std::vector<prometheus::MetricFamily> scrape();
 
  private:
+  struct State;
   struct ErrorCount {
     std::string collector;
     ReadError reason;
@@ -145,6 +152,7 @@ class Scraper {
   ErrorObserver observer_;
   std::mutex error_counts_mutex_;
   std::vector<ErrorCount> error_counts_;
+  std::unique_ptr<State> state_;  // last: its threads stop before the collectors go
 };
 
 }  // namespace ibprobe::collectors

@@ -1,0 +1,161 @@
+// What a scraper keeps open between scrapes: devices and their files stay open and are read
+// again with fresh values; devices that come, go or are replaced under the same name are
+// noticed on the next scrape; the worker threads are started once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "collect_helpers.h"
+#include "sysfs_fixture.h"
+#include "worker_pool.h"
+
+namespace ibprobe::testing {
+namespace {
+
+std::size_t open_descriptors() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++count;
+  }
+  return count;
+}
+
+std::size_t thread_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
+}
+
+std::vector<std::unique_ptr<collectors::Collector>> port_counters() {
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(collectors::make_collector("port_counters"));
+  return list;
+}
+
+collectors::Options options_for(const SysfsTree& tree, int parallelism = 1) {
+  collectors::Options options;
+  options.sysfs_root = tree.root();
+  options.parallelism = parallelism;
+  return options;
+}
+
+const LabelMap kPort1{{"device", "mlx5_0"}, {"port", "1"}};
+
+std::filesystem::path relative_counter(const SysfsTree& tree, const std::string& device,
+                                       const std::string& counter) {
+  return (tree.port_dir(device, 1) / "counters" / counter).lexically_relative(tree.root());
+}
+
+TEST(ScrapeCache, KeepsFilesOpenAndReadsFreshValues) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 2, 0));
+  const auto before = open_descriptors();
+  collectors::Scraper scraper(options_for(tree), port_counters());
+  scraper.scrape();
+  const auto after_first = open_descriptors();
+  // Every counter file of both ports stays open, with the directories they are read through.
+  EXPECT_GE(after_first - before, 2 * extended_port_counters(0).size());
+  tree.write(relative_counter(tree, "mlx5_0", "port_xmit_data"), "1000");
+  const auto families = scraper.scrape();
+  EXPECT_EQ(open_descriptors(), after_first) << "the second scrape opened or closed files";
+  EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), 4000);
+}
+
+TEST(ScrapeCache, NoticesDevicesPluggedAndUnplugged) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 1, 0));
+  collectors::Scraper scraper(options_for(tree), port_counters());
+  scraper.scrape();
+  const auto one_device = open_descriptors();
+  tree.add(mlx5_ib_device("mlx5_1", 1, 1));
+  auto families = scraper.scrape();
+  EXPECT_TRUE(sample(families, "rdma_port_data_transmitted_bytes_total",
+                     {{"device", "mlx5_1"}, {"port", "1"}}));
+  EXPECT_TRUE(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1));
+  EXPECT_GT(open_descriptors(), one_device);
+
+  std::filesystem::remove(tree.device_dir("mlx5_1"));
+  families = scraper.scrape();
+  EXPECT_FALSE(sample(families, "rdma_port_data_transmitted_bytes_total",
+                      {{"device", "mlx5_1"}, {"port", "1"}}));
+  EXPECT_TRUE(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1));
+  EXPECT_EQ(open_descriptors(), one_device) << "the unplugged device's files are still open";
+  EXPECT_EQ(series_count(families, "ibprobe_scrape_errors_total"), 0u);
+}
+
+// A device unregistered and registered again under the same name (driver rebind) is a new
+// directory: the next scrape reads it, not the files of the old one.
+TEST(ScrapeCache, ReopensADeviceReplacedUnderTheSameName) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 1, 0));
+  collectors::Scraper scraper(options_for(tree), port_counters());
+  const auto old_value = sample(scraper.scrape(), "rdma_port_data_transmitted_bytes_total", kPort1);
+  ASSERT_TRUE(old_value);
+  std::filesystem::remove(tree.device_dir("mlx5_0"));
+  std::filesystem::remove_all(tree.root() / "devices" / "pci0000:00" / "mlx5_0");
+  const auto replacement = mlx5_ib_device("mlx5_0", 1, 7);
+  tree.add(replacement);
+  const auto families = scraper.scrape();
+  EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1),
+            static_cast<double>(replacement.ports.at(1).counters->at("port_xmit_data")) * 4);
+  EXPECT_NE(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), old_value);
+}
+
+TEST(ScrapeCache, StartsItsThreadsOnce) {
+  SysfsTree tree;
+  for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
+  const auto before = thread_count();
+  collectors::Scraper scraper(options_for(tree, 4), port_counters());
+  EXPECT_EQ(thread_count(), before + 3) << "the caller's thread is the fourth";
+  for (int i = 0; i < 3; ++i) {
+    const auto families = scraper.scrape();
+    EXPECT_EQ(series_count(families, "rdma_port_data_transmitted_bytes_total"), 4u);
+    EXPECT_EQ(thread_count(), before + 3);
+  }
+}
+
+TEST(WorkerPool, RunsEveryJobOnceAcrossThreads) {
+  collectors::WorkerPool pool(3);
+  std::vector<std::atomic<int>> runs(200);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  pool.run(runs.size(), [&](std::size_t i) {
+    ++runs[i];
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  for (const auto& count : runs) EXPECT_EQ(count, 1);
+  EXPECT_GT(threads.size(), 1u);
+}
+
+// Overlapping scrapes share one pool: while every pool thread is busy with the first batch, a
+// second caller runs its batch on its own thread instead of waiting (it would wait forever here).
+TEST(WorkerPool, OverlappingBatchRunsOnItsCallersThread) {
+  collectors::WorkerPool pool(2);
+  std::atomic<int> started = 0;
+  std::atomic<bool> release = false;
+  std::thread first([&] {
+    pool.run(3, [&](std::size_t) {
+      ++started;
+      while (!release) std::this_thread::yield();
+    });
+  });
+  while (started < 3) std::this_thread::yield();
+  std::set<std::thread::id> second_threads;
+  pool.run(3, [&](std::size_t) { second_threads.insert(std::this_thread::get_id()); });
+  EXPECT_EQ(second_threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  release = true;
+  first.join();
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
