@@ -1,7 +1,5 @@
 #include "probe_api.h"
 
-#include <prometheus/text_serializer.h>
-
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "probe_metrics.h"
 #include "probe_request.h"
+#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -155,12 +154,6 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
   return out;
 }
 
-std::string serialize(const std::vector<prometheus::MetricFamily>& families) {
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
-  return std::move(out).str();
-}
-
 // The run's story for debug=true: what was asked, what ran, what came of it.
 std::string debug_log(const ProbeRun& run) {
   std::ostringstream out;
@@ -254,7 +247,7 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   }
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = serialize(probe_run_families(*run, false));
+  response.body = text_format(probe_run_families(*run, false));
   if (params.debug) {
     response.content_type = "text/plain; charset=utf-8";
     response.body = "Logs for the probe:\n" + debug_log(*run) + "\n\nMetrics that would have been returned:\n" +
