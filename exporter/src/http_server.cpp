@@ -21,20 +21,29 @@ constexpr long long kMaxBodyBytes = 64 * 1024;
 
 namespace {
 
-// Loads the libssl.so stand-in civetweb needs for TLS with OpenSSL 3 (civetweb_ssl_compat.cpp)
-// before civetweb loads libssl.so itself; the empty string when done, else why not.
+// Loads the stand-ins for the unversioned libcrypto.so and libssl.so civetweb opens for TLS
+// (civetweb_ssl_compat.cpp, civetweb_crypto_compat.cpp) before civetweb opens them itself; the
+// empty string when done, else why not. With them a host needs only the versioned runtime
+// libraries (libssl3), not the -dev package that provides the unversioned names.
 std::string load_civetweb_ssl_compat() {
-  const char* const kName = "libibprobe_civetweb_ssl.so";
   std::error_code ec;
   const auto exe_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-  std::string tried;
-  for (const std::filesystem::path& path :
-       {exe_dir / ".." / "lib" / "ibprobe" / kName, exe_dir / kName,
-        std::filesystem::path(IBPROBE_CIVETWEB_SSL_BUILD_PATH)}) {
-    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return "";
-    tried += (tried.empty() ? "" : ", ") + path.string();
+  for (const auto& [name, build_path] :
+       {std::pair{"libibprobe_civetweb_crypto.so", IBPROBE_CIVETWEB_CRYPTO_BUILD_PATH},
+        std::pair{"libibprobe_civetweb_ssl.so", IBPROBE_CIVETWEB_SSL_BUILD_PATH}}) {
+    std::string tried;
+    bool loaded = false;
+    for (const std::filesystem::path& path : {exe_dir / ".." / "lib" / "ibprobe" / name,
+                                              exe_dir / name, std::filesystem::path(build_path)}) {
+      if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+        loaded = true;
+        break;
+      }
+      tried += (tried.empty() ? "" : ", ") + path.string();
+    }
+    if (!loaded) return std::string("cannot load ") + name + " (tried " + tried + ")";
   }
-  return std::string("cannot load ") + kName + " (tried " + tried + ")";
+  return "";
 }
 
 }  // namespace
