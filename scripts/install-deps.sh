@@ -8,7 +8,6 @@ build_packages=(
   libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
   prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev nlohmann-json3-dev
-  # libssl-dev also provides the unversioned libssl.so/libcrypto.so civetweb loads for HTTPS.
   libssl-dev libcrypt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
 )
@@ -17,6 +16,8 @@ test_packages=(
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   clang libclang-rt-14-dev
+  # the Debian package (cpack: dpkg-shlibdeps, file) and the scrape benchmark's system calls
+  dpkg-dev file strace
 )
 
 case "${1:-all}" in
