@@ -1,5 +1,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <exception>
@@ -19,6 +20,16 @@ void setup_logging(const std::string& level) {
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
+}
+
+// As Go programs do (node_exporter among them): the soft limit of open files up to the hard one.
+// Scrapes keep every attribute file open, and a host with many RoCE ports has thousands.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 collectors::Options collector_options(const exporter::Config& config) {
@@ -87,6 +98,7 @@ int main(int argc, char** argv) {
   exporter::Config config;
   if (const auto exit_code = exporter::parse_flags(argc, argv, config)) return *exit_code;
   setup_logging(config.log_level);
+  raise_open_file_limit();
 
   // Block the stop signals before any server thread starts, so only sigwait below sees them.
   sigset_t stop_signals;
