@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
-# Scrape latency and memory of ibprobe_exporter against Debian's prometheus-node-exporter
-# (infiniband collector only), side by side in one run on the same generated sysfs tree.
-# Usage: scrape_benchmark.sh [BUILD_DIR] [SCRAPES]   (defaults: build, 300)
+# CPU, latency, memory and system calls of ibprobe_exporter against Debian's
+# prometheus-node-exporter (infiniband collector only), side by side in one run on the same
+# generated sysfs tree.
+# Usage: scrape_benchmark.sh [BUILD_DIR] [SCRAPES] [TRACED_SCRAPES]   (defaults: build, 1000, 50)
+#   CPU per scrape: utime + stime of the whole process (/proc/PID/stat) over SCRAPES scrapes,
+#   both exporters scraped alternately over keep-alive connections; latency p50/p99 from the
+#   same scrapes; RSS at the end; system calls per scrape from `strace -c -f` attached to one
+#   exporter at a time for TRACED_SCRAPES further scrapes.
+# IBPROBE_BENCH_FLAGS: more flags for ibprobe_exporter, e.g. --scrape.parallelism=1.
 set -euo pipefail
 
 build=${1:-build}
-scrapes=${2:-300}
+scrapes=${2:-1000}
+traced=${3:-50}
 exporter_bin=$build/exporter/ibprobe_exporter
 fixture_bin=$build/tests/ibprobe_fixture
 node_exporter_bin=$(command -v prometheus-node-exporter || true)
 [[ -x "$exporter_bin" && -x "$fixture_bin" ]] || { echo "build first: $exporter_bin" >&2; exit 1; }
 [[ -n "$node_exporter_bin" ]] || { echo "install prometheus-node-exporter" >&2; exit 1; }
+command -v strace >/dev/null || { echo "install strace" >&2; exit 1; }
 
 # shellcheck source=tests/lib/scratch.sh
 source "$(dirname "$0")/../lib/scratch.sh"
 scratch_begin ibprobe-bench
 
-"$fixture_bin" "$work/sys" --hcas 8 --ports 2
+"$fixture_bin" "$work/sys" --hcas 8 --ports 2 >/dev/null
 ibprobe_port=$(free_port)
 node_port=$(free_port)
 "$exporter_bin" --path.sysfs="$work/sys" --web.listen-address="127.0.0.1:$ibprobe_port" \
-  2>"$work/ibprobe.log" &
+  --probe.responder-address= ${IBPROBE_BENCH_FLAGS:-} 2>"$work/ibprobe.log" &
 pids+=($!)
 ibprobe_pid=$!
 "$node_exporter_bin" --collector.disable-defaults --collector.infiniband \
@@ -28,18 +36,19 @@ ibprobe_pid=$!
 pids+=($!)
 node_pid=$!
 
-python3 - "$scrapes" "$ibprobe_port" "$ibprobe_pid" "$node_port" "$node_pid" <<'PY'
-import http.client, statistics, sys, time
+python3 - "$scrapes" "$traced" "$work" "$ibprobe_port" "$ibprobe_pid" "$node_port" "$node_pid" <<'PY'
+import http.client, os, re, signal, statistics, subprocess, sys, time
 
-scrapes = int(sys.argv[1])
-targets = {"ibprobe_exporter": (int(sys.argv[2]), int(sys.argv[3])),
-           "node_exporter": (int(sys.argv[4]), int(sys.argv[5]))}
+scrapes, traced, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+targets = {"ibprobe_exporter": (int(sys.argv[4]), int(sys.argv[5])),
+           "node_exporter": (int(sys.argv[6]), int(sys.argv[7]))}
+ticks = os.sysconf("SC_CLK_TCK")
 
 def connect(port):
     deadline = time.time() + 20
     while True:
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             c.request("GET", "/metrics")
             c.getresponse().read()
             return c
@@ -48,51 +57,103 @@ def connect(port):
                 raise
             time.sleep(0.1)
 
-def rss_kib(pid, field):
+def scrape(c):
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    body = r.read()
+    if r.status != 200:
+        sys.exit(f"answered {r.status}")
+    return body
+
+def cpu_seconds(pid):
+    # Fields after the command name: utime and stime are the 12th and 13th (stat(5) 14, 15).
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+def status_kib(pid, field):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(field + ":"):
             return int(line.split()[1])
 
 conns = {name: connect(port) for name, (port, _) in targets.items()}
-latencies = {name: [] for name in targets}
-bodies = {}
 for _ in range(20):  # warm-up, both sides
-    for name, c in conns.items():
-        c.request("GET", "/metrics"); c.getresponse().read()
+    for c in conns.values():
+        scrape(c)
+
+latencies = {name: [] for name in targets}
+cpu_before = {name: cpu_seconds(pid) for name, (_, pid) in targets.items()}
+bodies = {}
 # Interleaved, so both see the same machine state.
 for _ in range(scrapes):
     for name, c in conns.items():
         start = time.perf_counter()
-        c.request("GET", "/metrics")
-        r = c.getresponse()
-        body = r.read()
+        bodies[name] = scrape(c)
         latencies[name].append(time.perf_counter() - start)
-        if r.status != 200:
-            sys.exit(f"{name} answered {r.status}")
-        bodies[name] = body.decode()
+cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, (_, pid) in targets.items()}
+
+# System calls: strace follows every thread of one exporter while it answers `traced` scrapes.
+syscalls = {}
+for name, (port, pid) in targets.items():
+    summary = f"{work}/strace-{name}.txt"
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", summary, "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached to every thread
+    # A fresh connection: the server may have closed the idle one meanwhile.
+    conns[name].close()
+    c = connect(port)
+    for _ in range(traced):
+        scrape(c)
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait()
+    calls = {}
+    for line in open(summary):
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+        if m and m.group(2) != "total":
+            calls[m.group(2)] = int(m.group(1))
+    syscalls[name] = calls
 
 def series(body, prefix=""):
-    return sum(1 for l in body.splitlines() if l and not l.startswith("#") and l.startswith(prefix))
+    return sum(1 for l in body.decode().splitlines()
+               if l and not l.startswith("#") and l.startswith(prefix))
+
+def percentile(sorted_values, q):
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
 
 rows = {}
 for name, (port, pid) in targets.items():
     lat = sorted(latencies[name])
+    calls = syscalls[name]
     rows[name] = {
-        "median_ms": statistics.median(lat) * 1e3,
-        "p99_ms": lat[int(len(lat) * 0.99) - 1] * 1e3,
-        "rss_kib": rss_kib(pid, "VmRSS"),
-        "hwm_kib": rss_kib(pid, "VmHWM"),
+        "cpu_us": cpu[name] / scrapes * 1e6,
+        "p50_ms": statistics.median(lat) * 1e3,
+        "p99_ms": percentile(lat, 0.99) * 1e3,
+        "rss_kib": status_kib(pid, "VmRSS"),
+        "hwm_kib": status_kib(pid, "VmHWM"),
+        "syscalls": sum(calls.values()) / traced,
+        "top": ", ".join(f"{k} {v / traced:.0f}" for k, v in
+                         sorted(calls.items(), key=lambda kv: -kv[1])[:6]),
         "series": series(bodies[name]),
         "rdma_series": series(bodies[name], "rdma_" if name == "ibprobe_exporter" else "node_infiniband_"),
     }
 
-print(f"tree: 8 dual-port HCAs (16 ports), {scrapes} scrapes each, interleaved, keep-alive")
-print(f"{'exporter':<18}{'median ms':>11}{'p99 ms':>9}{'RSS KiB':>10}{'peak KiB':>10}{'series':>8}{'port series':>13}")
+print(f"tree: 8 dual-port HCAs (16 ports); {scrapes} scrapes each, interleaved, keep-alive; "
+      f"system calls over {traced} more")
+print(f"{'exporter':<18}{'CPU us/scrape':>14}{'p50 ms':>9}{'p99 ms':>9}{'RSS KiB':>10}"
+      f"{'peak KiB':>10}{'syscalls':>10}{'series':>8}{'port series':>13}")
 for name, r in rows.items():
-    print(f"{name:<18}{r['median_ms']:>11.3f}{r['p99_ms']:>9.3f}{r['rss_kib']:>10}{r['hwm_kib']:>10}{r['series']:>8}{r['rdma_series']:>13}")
+    print(f"{name:<18}{r['cpu_us']:>14.0f}{r['p50_ms']:>9.3f}{r['p99_ms']:>9.3f}{r['rss_kib']:>10}"
+          f"{r['hwm_kib']:>10}{r['syscalls']:>10.0f}{r['series']:>8}{r['rdma_series']:>13}")
+for name, r in rows.items():
+    print(f"{name} system calls per scrape: {r['top']}")
 a, b = rows["ibprobe_exporter"], rows["node_exporter"]
-print(f"ratio node_exporter/ibprobe: median latency {b['median_ms']/a['median_ms']:.1f}x, "
-      f"RSS {b['rss_kib']/a['rss_kib']:.1f}x; port series ibprobe/node {a['rdma_series']/b['rdma_series']:.2f}x")
+print(f"ratio node_exporter/ibprobe: CPU per scrape {b['cpu_us'] / a['cpu_us']:.1f}x, "
+      f"p50 {b['p50_ms'] / a['p50_ms']:.1f}x, p99 {b['p99_ms'] / a['p99_ms']:.1f}x, "
+      f"RSS {b['rss_kib'] / a['rss_kib']:.1f}x, system calls {b['syscalls'] / a['syscalls']:.1f}x; "
+      f"series ibprobe/node {a['series'] / b['series']:.2f}x "
+      f"(port series {a['rdma_series'] / b['rdma_series']:.2f}x)")
+met = lambda ok: "met" if ok else "NOT met"
+print(f"targets: CPU per scrape <= 1/5 of node_exporter's: {met(a['cpu_us'] * 5 <= b['cpu_us'])}; "
+      f"RSS <= 1/2: {met(a['rss_kib'] * 2 <= b['rss_kib'])}")
 PY
 if grep -qi 'level=error' "$work/node.log"; then
   echo "node_exporter reported errors:"; grep -i 'level=error' "$work/node.log" | head -5
