@@ -8,6 +8,8 @@ build_packages=(
   libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
   prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev nlohmann-json3-dev
+  # Fabric discovery (libibnetdisc, ibnetdiscover's library) and its PortInfo decoding.
+  libibnetdisc-dev libibmad-dev
   # libssl-dev also provides the unversioned libssl.so/libcrypto.so civetweb loads for HTTPS.
   libssl-dev libcrypt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
@@ -17,6 +19,8 @@ test_packages=(
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   clang libclang-rt-14-dev
+  # The simulated InfiniBand fabric of the fabric tests, its SM, and the reference tools.
+  ibsim-utils opensm infiniband-diags
 )
 
 case "${1:-all}" in
