@@ -83,6 +83,13 @@ def main(exporter):
                                        for n, g in switch_guids.items()},
               f"/fabric/sd lists every switch with its description ({len(sd)} listed)")
 
+        # Bad requests get their reason; the exporter keeps serving.
+        for query, want in (("", 400), ("target=leaf-01", 400), ("target=0x1", 404),
+                            (f"target={next(iter(sd))}&module=x", 400)):
+            status, body = sf.http_get(f"{base}/fabric?{query}")
+            check(status == want, f"/fabric?{query}: {status} {body.strip()} (want {want})")
+        check(sf.http_get(base + "/fabric/discover")[0] == 405, "GET /fabric/discover is refused")
+
         expected = {}
         commands = []
         for name, sw in by_name.items():
