@@ -1,9 +1,6 @@
-#include <prometheus/text_serializer.h>
-
-#include <sstream>
-
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
+#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -99,11 +96,9 @@ HttpResponse Routes::metrics() const {
     families.insert(families.end(), std::make_move_iterator(probe_families.begin()),
                     std::make_move_iterator(probe_families.end()));
   }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = std::move(out).str();
+  response.body = serialize_text(families);
   return response;
 }
 

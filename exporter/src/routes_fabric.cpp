@@ -2,15 +2,14 @@
 // discovered switch as Prometheus HTTP service discovery targets, /fabric?target=GUID answers
 // one switch's port series, so Prometheus schedules the reads and shards them (hashmod) over
 // several exporters. POST /fabric/discover rediscovers now.
-#include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "ibprobe/exporter.h"
 #include "ibprobe/fabric.h"
 #include "probe_request.h"
+#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -34,11 +33,9 @@ class LoggedErrors final : public collectors::ErrorSink {
 };
 
 HttpResponse serialize(collectors::MetricSet&& metrics) {
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, std::move(metrics).take());
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = std::move(out).str();
+  response.body = serialize_text(std::move(metrics).take());
   return response;
 }
 
