@@ -170,6 +170,19 @@ def main(exporter):
         again = one(sf.parse_metrics(body), "ibprobe_fabric_scrape_mads")
         check(again == 2 * PORTS, f"a repeated read costs 2 MADs per port ({again} for {PORTS} ports)")
 
+        # --- remote_pma on the same fabric: ibsim's port has no link_layer file ("IB") --------
+        lid = int(next(g for g in groups if g["targets"][0] == sf.guid_label(switch_guids["leaf-02"]))
+                  ["labels"]["__meta_ibprobe_switch_lid"])
+        _, remote = sf.start_exporter(sim, exporter, "--collector.remote_pma",
+                                      f"--collector.remote_pma.target={lid}:4")
+        m = sf.parse_metrics(sf.http_get(remote + "/metrics")[1])
+        check(len(series(m, "ibprobe_remote_pma_up")) == 1
+              and series(m, "ibprobe_remote_pma_up")[0][1] == 1,
+              f"remote_pma starts on the simulated InfiniBand port: {series(m, 'ibprobe_remote_pma_up')}")
+        got = one(m, "rdma_port_errors_total", lid=str(lid), port="4", counter="symbol_error")
+        check(got == expected[("leaf-02", 4)]["symbol_error"],
+              f"remote_pma reads leaf-02 port 4 symbol_error {got}")
+
         # --- a cable cut, and back, each within one discovery interval ----------------------
         interval = 3
         _, fast = sf.start_exporter(sim, exporter, "--fabric.enabled",
