@@ -10,22 +10,17 @@
 namespace ibprobe::exporter {
 namespace {
 
+// One pass, copying the runs between characters to escape (label values rarely have any).
 void append_escaped(std::string& out, const std::string& text, bool quote) {
-  if (text.find_first_of(quote ? "\\\n\"" : "\\\n") == std::string::npos) {
-    out += text;  // the common case: nothing to escape
-    return;
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c != '\\' && c != '\n' && !(quote && c == '"')) continue;
+    out.append(text, run, i - run);
+    out += c == '\n' ? "\\n" : c == '\\' ? "\\\\" : "\\\"";
+    run = i + 1;
   }
-  for (const char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (quote && c == '"') {
-      out += "\\\"";
-    } else {
-      out += c;
-    }
-  }
+  out.append(text, run, std::string::npos);
 }
 
 // As TextSerializer writes a double: an ostream in the classic locale with precision

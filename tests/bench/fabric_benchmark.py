@@ -11,7 +11,7 @@ PortXmitPkts counts each packet it sends; the counter is read with perfquery bef
 
 Not a timed test: it prints figures. Usage:
   fabric_benchmark.py EXPORTER [--spines 4 --leaves 16 --hcas 317 --ports 36 --runs 5]
-                               [--perfquery-ports N] [--largest]"""
+                               [--concurrency 16] [--perfquery-ports N]"""
 
 import argparse
 import contextlib
@@ -67,7 +67,8 @@ def bench(args, topology):
         # --- ibprobe: the whole fabric on /metrics ------------------------------------------
         _, base = sf.start_exporter(sim, args.exporter, "--collector.fabric",
                                     "--fabric.discovery-interval-seconds=3600",
-                                    f"--fabric.budget-ms={args.budget_ms}")
+                                    f"--fabric.budget-ms={args.budget_ms}",
+                                    f"--fabric.concurrency={args.concurrency}")
         sf.wait_for_model(base, len(topology.switches), timeout=600)
         status, body = sf.http_get(base + "/metrics", timeout=120)  # first read asks ClassPortInfo
         first = sf.parse_metrics(body)
@@ -86,7 +87,8 @@ def bench(args, topology):
             ports.append(next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_ports"))
         wall = statistics.median(times)
         results["ibprobe"] = (wall, statistics.median(ports), statistics.median(metered))
-        print(f"ibprobe /metrics (whole fabric, text included): median {wall * 1000:.1f} ms of "
+        print(f"ibprobe /metrics (whole fabric, text included, --fabric.concurrency="
+              f"{args.concurrency}): median {wall * 1000:.1f} ms of "
               f"{args.runs}, {statistics.median(ports):.0f} of {switch_ports} switch ports "
               f"answered, {len(body) / 1e6:.2f} MB text; MADs {statistics.median(own_mads):.0f} "
               f"(own count) / {statistics.median(metered):.0f} (metered) = "
@@ -146,6 +148,7 @@ def main():
     ap.add_argument("--ports", type=int, default=36)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--budget-ms", type=int, default=60000)
+    ap.add_argument("--concurrency", type=int, default=16, help="--fabric.concurrency")
     ap.add_argument("--perfquery-ports", type=int, default=0,
                     help="only the first N switch ports in the perfquery loop (0: all)")
     args = ap.parse_args()
