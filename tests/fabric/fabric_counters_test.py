@@ -63,13 +63,14 @@ def main(exporter):
     seed = int(os.environ.get("IBPROBE_FABRIC_SEED", time.time_ns() % 100000))
     print(f"seed {seed} (IBPROBE_FABRIC_SEED reproduces it)")
     rng = random.Random(seed)
-    topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS)
+    topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS, full_rate_every=7)
     by_name = {s.name: s for s in topology.switches}
     descriptions = {s.name: s.description for s in topology.switches}
     descriptions.update({name: desc for name, desc, _, _ in topology.hcas})
     with sf.Simulator(topology) as sim:
         sim.assign_lids()
         links, ibnd_descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
+        linkinfo = sf.parse_iblinkinfo(sim.run(["iblinkinfo"]).stdout)
         guid_of = {desc: guid for guid, desc in ibnd_descriptions.items()}
         switch_guids = {name: guid_of[s.description] for name, s in by_name.items()}
         check(len(switch_guids) == SPINES + LEAVES, "ibnetdiscover names every switch")
@@ -113,7 +114,7 @@ def main(exporter):
         # The first HCA is where the exporter sends from: the cable to it, and the inter-switch
         # cables, carry the MADs; every other port's data counters are exactly what was set.
         attach = topology.hcas[0][0]
-        ports_checked = mads = 0
+        ports_checked = mads = below_checked = full_rate_seen = 0
         read_time = 0.0
         for name, sw in by_name.items():
             guid = sf.guid_label(switch_guids[name])
@@ -145,6 +146,19 @@ def main(exporter):
                 else:
                     check("remote_guid" not in labels and far is None,
                           f"{name} port {port}: no far end (ibnetdiscover: none) {labels}")
+                # Width, speed and "below capability" as iblinkinfo reports them.
+                info = linkinfo.get((switch_guids[name], port))
+                got = (one(samples, "rdma_fabric_port_link_width_lanes", port=p),
+                       one(samples, "rdma_fabric_port_link_lane_speed_gigabits", port=p),
+                       one(samples, "rdma_fabric_port_link_below_capability", port=p, kind="width"),
+                       one(samples, "rdma_fabric_port_link_below_capability", port=p, kind="speed"))
+                if info:
+                    check(got == (info[0], info[1], float(info[2]), float(info[3])),
+                          f"{name} port {port}: width, speed, below {got} != iblinkinfo {info}")
+                    below_checked += 1
+                    full_rate_seen += (name, port) in topology.full_rate and not info[2]
+                else:
+                    check(got == (None, None, None, None), f"{name} port {port}: uncabled, yet {got}")
                 for _, label, _ in ERROR_COUNTERS:
                     got = one(samples, "rdma_port_errors_total", port=p, counter=label)
                     check(got == want[label], f"{name} port {port} {label}: {got} != set {want[label]}")
@@ -161,6 +175,10 @@ def main(exporter):
                               f"{name} port {port} {counter}: {got} not set x 4 ({set_bytes}) plus MAD traffic")
                     else:
                         check(got == set_bytes, f"{name} port {port} {counter}: {got} != 4 x {want[counter]}")
+        check(full_rate_seen == len(topology.full_rate) > 0,
+              f"{full_rate_seen} of {len(topology.full_rate)} full-rate cables not below capability")
+        print(f"{below_checked} cabled ports' width, speed and below-capability equal iblinkinfo's "
+              f"({len(topology.full_rate)} at full rate)")
         total_ports = sum(s.ports for s in topology.switches)
         check(ports_checked == total_ports, f"{ports_checked} of {total_ports} switch ports answered")
         print(f"{ports_checked} switch ports checked against PerformanceSet and ibnetdiscover; "

@@ -32,6 +32,7 @@ class Topology:
     switches: list
     hcas: list  # (name, description, leaf name, leaf port)
     netfile: str
+    full_rate: set = field(default_factory=set)  # (switch name, port) of full-rate cables
 
     def switch(self, name):
         return next(s for s in self.switches if s.name == name)
@@ -41,10 +42,16 @@ class Topology:
         return sum(s.ports + 1 for s in self.switches) + 2 * len(self.hcas)
 
 
-def fat_tree(spines, leaves, hcas, ports_per_switch):
+# ibsim's port options for a cable at the best both ends support: 12x enabled, QDR enabled.
+FULL_RATE = "w=8 s=4"
+
+
+def fat_tree(spines, leaves, hcas, ports_per_switch, full_rate_every=0):
     """Two-level fat tree: every leaf has one uplink to every spine (leaf ports after its hosts,
     spine port N to leaf N) and the HCAs spread evenly over the leaves. The first HCA comes first
-    in the file: ibsim attaches opensm and, by default, every client there."""
+    in the file: ibsim attaches opensm and, by default, every client there. Every
+    `full_rate_every`-th HCA's cable runs at the best both ends support (12x QDR); the others
+    train at ibsim's default 4x SDR, below what the simulated ports support."""
     per_leaf = [hcas // leaves + (1 if i < hcas % leaves else 0) for i in range(leaves)]
     if max(per_leaf) + spines > ports_per_switch or leaves > ports_per_switch:
         raise ValueError(
@@ -55,12 +62,15 @@ def fat_tree(spines, leaves, hcas, ports_per_switch):
     leaf_sw = [Switch(f"leaf-{l + 1:02d}", f"MF0;leaf-{l + 1:02d}:MQM8700/U1", ports_per_switch)
                for l in range(leaves)]
     hca_list = []
+    full_rate = set()  # (switch name, port) of cables at full rate
     number = 1
     for l, leaf in enumerate(leaf_sw):
         for p in range(1, per_leaf[l] + 1):
             name = f"node-{number:04d}"
             hca_list.append((name, f"{name} mlx5_0", leaf.name, p))
             leaf.links[p] = (name, 1)
+            if full_rate_every and number % full_rate_every == 0:
+                full_rate.add((leaf.name, p))
             number += 1
         for s, spine in enumerate(spine_sw):
             up = per_leaf[l] + 1 + s
@@ -68,13 +78,18 @@ def fat_tree(spines, leaves, hcas, ports_per_switch):
             spine.links[l + 1] = (leaf.name, up)
     lines = ["# fat tree: %d spines, %d leaves, %d HCAs, %d ports per switch"
              % (spines, leaves, hcas, ports_per_switch), ""]
+    def options(switch, port):
+        return "\t" + FULL_RATE if (switch, port) in full_rate else ""
+
     for name, description, leaf, port in hca_list:
-        lines += [f'Hca\t1 "{name}"\t# "{description}"', f'[1]\t"{leaf}"[{port}]', ""]
+        lines += [f'Hca\t1 "{name}"\t# "{description}"',
+                  f'[1]\t"{leaf}"[{port}]{options(leaf, port)}', ""]
     for sw in spine_sw + leaf_sw:
         lines.append(f'Switch\t{sw.ports} "{sw.name}"\t# "{sw.description}"')
-        lines += [f'[{p}]\t"{far}"[{fp}]' for p, (far, fp) in sorted(sw.links.items())]
+        lines += [f'[{p}]\t"{far}"[{fp}]{options(sw.name, p)}'
+                  for p, (far, fp) in sorted(sw.links.items())]
         lines.append("")
-    return Topology(spine_sw + leaf_sw, hca_list, "\n".join(lines))
+    return Topology(spine_sw + leaf_sw, hca_list, "\n".join(lines), full_rate)
 
 
 def free_port():
@@ -269,6 +284,30 @@ def wait_for_model(base, switches, timeout=120):
             return json.loads(body)
         time.sleep(0.1)
     raise RuntimeError(f"no model of {switches} switches within {timeout} s")
+
+
+def parse_iblinkinfo(text):
+    """{(switch GUID, port): (width lanes, lane Gb/s, could be wider, could be faster)} of the
+    cabled switch ports in iblinkinfo's output."""
+    ports = {}
+    current = None
+    header = re.compile(r"^Switch: 0x([0-9a-f]+) ")
+    port_line = re.compile(r"^\s+\d+\s+(\d+)\[\s*\]\s+==\(\s*(\d+)X\s+([\d.]+) Gbps.*\((.*)\)$")
+    for line in text.splitlines():
+        m = header.match(line)
+        if m:
+            current = int(m.group(1), 16)
+            continue
+        if line.startswith("CA:"):
+            current = None
+            continue
+        m = port_line.match(line)
+        if m and current is not None:
+            could = m.group(4)
+            ports[(current, int(m.group(1)))] = (int(m.group(2)), float(m.group(3)),
+                                                 bool(re.search(r"Could be \d+X", could)),
+                                                 "Gbps" in could)
+    return ports
 
 
 def parse_ibnetdiscover(text):
