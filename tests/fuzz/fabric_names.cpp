@@ -23,8 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                  static_cast<unsigned long long>(guid));
     }
   } catch (const std::invalid_argument& e) {
-    FUZZ_CHECK(std::string(e.what()).starts_with("line "), "refusal without a line: %s",
-               e.what());
+    FUZZ_CHECK(std::string(e.what()).starts_with("line "), "refusal without a line: %s", e.what());
   }
   return 0;
 }
