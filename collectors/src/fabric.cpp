@@ -277,7 +277,7 @@ struct Fabric::Impl {
 
   struct SwitchPlan {
     const FabricNode* node;
-    std::size_t class_port_info_query = SIZE_MAX;
+    mad::ClassPortInfo info;
     std::vector<std::pair<std::size_t, std::size_t>> ports;  // basic, extended query per port
   };
 
@@ -290,7 +290,10 @@ struct Fabric::Impl {
     read_limits.budget = budget;
     std::size_t mads = 0;
     std::size_t ports_read = 0;
+    std::vector<SwitchPlan> plans;
+    std::vector<MadExchange::Answer> answers;
     {
+      // Only the exchange needs the port; the series are built after it, beside the next read.
       std::lock_guard lock(exchange_mutex);
       MadExchange exchange(*port.transport, read_limits, start + budget, errors);
       // ClassPortInfo of switches not asked yet: it decides whether the extended table is there.
@@ -312,11 +315,10 @@ struct Fabric::Impl {
         }
       }
       std::vector<MadQuery> queries;
-      std::vector<SwitchPlan> plans;
       for (const auto* node : switches) {
         const auto info = class_port_info.find(node->guid);
         if (info == class_port_info.end()) continue;  // its loss is counted already
-        SwitchPlan plan{node, SIZE_MAX, {}};
+        SwitchPlan plan{node, info->second, {}};
         const bool extended = has_extended_counters(info->second);
         for (const auto& p : node->ports) {
           const auto number = static_cast<std::uint8_t>(p.number);
@@ -333,35 +335,35 @@ struct Fabric::Impl {
         }
         plans.push_back(std::move(plan));
       }
-      const auto answers = exchange.run(queries);
+      answers = exchange.run(queries);
       mads = exchange.mads_sent();
-      for (const auto& plan : plans) {
-        const auto& info = class_port_info.at(plan.node->guid);
-        for (std::size_t i = 0; i < plan.ports.size(); ++i) {
-          const FabricPort& fabric_port = plan.node->ports[i];
-          const auto identity = port_identity(*plan.node, fabric_port.number, fabric_port.remote);
-          add_link_series(out, identity, fabric_port);
-          const auto [basic, ext] = plan.ports[i];
-          // Both tables or neither: half a port would read as counters going down.
-          if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) continue;
-          std::map<std::string, RemoteCounter, std::less<>> counters;
-          for (const auto& [name, value, width] :
-               mad::decode_counters(mad::data_of(*answers[basic]), mad::port_counters_fields())) {
-            counters.try_emplace(std::string(name), RemoteCounter{value, width});
-          }
-          drop_unsupported_basic(info, counters);
-          if (ext != SIZE_MAX) {
-            std::map<std::string, RemoteCounter, std::less<>> extended;
-            for (const auto& [name, value, width] : mad::decode_counters(
-                     mad::data_of(*answers[ext]), mad::port_counters_extended_fields())) {
-              extended.try_emplace(std::string(name), RemoteCounter{value, width});
-            }
-            drop_unsupported_extended(info, extended);
-            counters.merge(extended);
-          }
-          add_counter_series(out, identity, counters);
-          ++ports_read;
+    }
+    for (const auto& plan : plans) {
+      const auto& info = plan.info;
+      for (std::size_t i = 0; i < plan.ports.size(); ++i) {
+        const FabricPort& fabric_port = plan.node->ports[i];
+        const auto identity = port_identity(*plan.node, fabric_port.number, fabric_port.remote);
+        add_link_series(out, identity, fabric_port);
+        const auto [basic, ext] = plan.ports[i];
+        // Both tables or neither: half a port would read as counters going down.
+        if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) continue;
+        std::map<std::string, RemoteCounter, std::less<>> counters;
+        for (const auto& [name, value, width] :
+             mad::decode_counters(mad::data_of(*answers[basic]), mad::port_counters_fields())) {
+          counters.try_emplace(std::string(name), RemoteCounter{value, width});
         }
+        drop_unsupported_basic(info, counters);
+        if (ext != SIZE_MAX) {
+          std::map<std::string, RemoteCounter, std::less<>> extended;
+          for (const auto& [name, value, width] : mad::decode_counters(
+                   mad::data_of(*answers[ext]), mad::port_counters_extended_fields())) {
+            extended.try_emplace(std::string(name), RemoteCounter{value, width});
+          }
+          drop_unsupported_extended(info, extended);
+          counters.merge(extended);
+        }
+        add_counter_series(out, identity, counters);
+        ++ports_read;
       }
     }
     add_link_history(switches, out);

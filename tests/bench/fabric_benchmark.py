@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Full fabric read, side by side on one simulated fat tree (ibsim): ibprobe's whole-fabric
 scrape (--collector.fabric, /metrics, Prometheus text included; discovery cached, its own time
-shown apart) against `ibqueryerrors --skip-sl --data` (discovery included, as it always runs)
+shown apart) and its multi-target reads (/fabric?target= for every switch, several at a time as
+Prometheus scrapes them) against `ibqueryerrors --skip-sl --data` (discovery included, as it always runs)
 and against a perfquery-per-port loop after one ibnetdiscover (what script-based exporters do
 per scrape). Wall time, ports, ports per second, MADs per port, and the ratios.
 
@@ -11,9 +12,10 @@ PortXmitPkts counts each packet it sends; the counter is read with perfquery bef
 
 Not a timed test: it prints figures. Usage:
   fabric_benchmark.py EXPORTER [--spines 4 --leaves 16 --hcas 317 --ports 36 --runs 5]
-                               [--concurrency 16] [--perfquery-ports N]"""
+                               [--concurrency 16] [--scrapers 8] [--perfquery-ports N]"""
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -95,6 +97,33 @@ def bench(args, topology):
               f"{statistics.median(metered) / statistics.median(ports):.2f} per port; discovery "
               f"(cached, on its interval) {discovery * 1000:.1f} ms, {discovery_mads:.0f} SMPs")
 
+        # --- ibprobe multi-target: every switch's /fabric?target=, concurrently as Prometheus
+        # scrapes targets (one umad agent: the exchanges take turns, the text is built beside)
+        sd = sf.wait_for_model(base, len(topology.switches))
+        guids = [g["targets"][0] for g in sd]
+
+        def read_switch(guid):
+            status, body = sf.http_get(f"{base}/fabric?target={guid}", timeout=120)
+            assert status == 200, body[:200]
+            # Not parsed whole: the client's parsing is not the exporter's time.
+            return float(re.search(r"^ibprobe_fabric_scrape_ports (\S+)$", body, re.M).group(1))
+
+        times, metered = [], []
+        with concurrent.futures.ThreadPoolExecutor(args.scrapers) as pool:
+            list(pool.map(read_switch, guids))  # warm: ClassPortInfo is already cached
+            for _ in range(args.runs):
+                with meter.count() as m:
+                    start = time.monotonic()
+                    answered = sum(pool.map(read_switch, guids))
+                    times.append(time.monotonic() - start)
+                metered.append(m["mads"])
+        wall = statistics.median(times)
+        results["ibprobe /fabric?target"] = (wall, answered, statistics.median(metered))
+        print(f"ibprobe /fabric?target= for each of {len(guids)} switches, {args.scrapers} at a "
+              f"time: median {wall * 1000:.1f} ms of {args.runs}, {answered:.0f} ports; MADs "
+              f"{statistics.median(metered):.0f} (metered) = "
+              f"{statistics.median(metered) / answered:.2f} per port")
+
         # --- ibqueryerrors --skip-sl --data ------------------------------------------------
         times, metered = [], []
         for _ in range(args.runs):
@@ -149,6 +178,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--budget-ms", type=int, default=60000)
     ap.add_argument("--concurrency", type=int, default=16, help="--fabric.concurrency")
+    ap.add_argument("--scrapers", type=int, default=8,
+                    help="concurrent /fabric?target= requests, as Prometheus scrapes targets")
     ap.add_argument("--perfquery-ports", type=int, default=0,
                     help="only the first N switch ports in the perfquery loop (0: all)")
     args = ap.parse_args()
