@@ -8,6 +8,8 @@ build_packages=(
   libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
   prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev nlohmann-json3-dev
+  # Fabric discovery (libibnetdisc, ibnetdiscover's library) and its PortInfo decoding.
+  libibnetdisc-dev libibmad-dev
   libssl-dev libcrypt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
 )
@@ -18,6 +20,8 @@ test_packages=(
   clang libclang-rt-14-dev
   # the Debian package (cpack: dpkg-shlibdeps, file) and the scrape benchmark's system calls
   dpkg-dev file strace
+  # The simulated InfiniBand fabric of the fabric tests, its SM, and the reference tools.
+  ibsim-utils opensm infiniband-diags
 )
 
 case "${1:-all}" in

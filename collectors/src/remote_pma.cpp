@@ -3,203 +3,28 @@
 // counts its ports; then PortCounters and PortCountersExtended of each asked port. Exported in
 // the port_counters families, labelled by lid and port instead of device.
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
-#include <deque>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 
 #include "counter_table.h"
+#include "mad_exchange.h"
 #include "pma_mad.h"
 #include "remote_pma_internal.h"
-#include "sysfs.h"
 
 namespace ibprobe::collectors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 
 constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
 constexpr unsigned kMaxPortNumber = 254;
-
-struct Query {
-  std::uint16_t lid;
-  mad::MgmtClass mgmt_class;
-  mad::Attribute attribute;
-  std::uint8_t port_select = 0;
-};
-
-std::string describe(const Query& query) {
-  std::string text = "lid " + std::to_string(query.lid);
-  if (query.attribute == mad::Attribute::kPortCounters ||
-      query.attribute == mad::Attribute::kPortCountersExtended) {
-    text += query.port_select == mad::kAllPorts ? " all ports"
-                                                : " port " + std::to_string(query.port_select);
-  }
-  return text + " " + std::string(mad::to_string(query.attribute));
-}
-
-// The kernel overwrites the upper 32 bits of a sent TID with its agent's ID, so only the lower
-// 32 bits are ours to match on. Starting at a random value keeps a restarted exporter from
-// accepting answers meant for its previous run.
-std::uint32_t next_transaction_id() {
-  static std::atomic<std::uint32_t> next{std::random_device{}()};
-  return next.fetch_add(1);
-}
-
-// Runs a batch of queries with at most `concurrency` MADs in flight, each attempt bounded by
-// `timeout`, a timed-out query retried `retries` times, everything stopped at `deadline`. Each
-// query either yields its validated response or costs exactly one record in `errors`.
-class Exchange {
- public:
-  Exchange(MadTransport& transport, const RemotePmaOptions& options, Clock::time_point deadline,
-           ErrorSink& errors)
-      : transport_(transport), options_(options), deadline_(deadline), errors_(errors) {}
-
-  std::vector<std::optional<std::vector<std::uint8_t>>> run(const std::vector<Query>& queries) {
-    queries_ = &queries;
-    results_.assign(queries.size(), std::nullopt);
-    attempts_.assign(queries.size(), 0);
-    pending_.clear();
-    in_flight_.clear();
-    for (std::size_t q = 0; q < queries.size(); ++q) pending_.push_back(q);
-
-    while ((!pending_.empty() || !in_flight_.empty()) && Clock::now() < deadline_) {
-      expire(Clock::now());
-      send_pending();
-      if (in_flight_.empty()) continue;
-      auto wake = deadline_;
-      for (const auto& f : in_flight_) wake = std::min(wake, f.expires);
-      const auto wait = std::chrono::ceil<milliseconds>(wake - Clock::now());
-      if (auto received = transport_.receive(std::max(wait, milliseconds(0)))) accept(*received);
-    }
-    for (const auto& f : in_flight_) over_budget(f.query);
-    for (const auto q : pending_) over_budget(q);
-    return std::move(results_);
-  }
-
- private:
-  struct InFlight {
-    std::size_t query;
-    std::uint32_t transaction_id;
-    Clock::time_point expires;
-  };
-
-  void fail(std::size_t q, ReadError reason, const std::string& why) {
-    errors_.record(reason, describe((*queries_)[q]) + ": " + why);
-  }
-
-  void over_budget(std::size_t q) {
-    fail(q, ReadError::kBudgetExceeded,
-         "scrape budget of " + std::to_string(options_.budget.count()) + " ms used up");
-  }
-
-  void retry_or_fail(std::size_t q) {
-    if (attempts_[q] <= options_.retries) {
-      pending_.push_back(q);
-      return;
-    }
-    fail(q, ReadError::kTimeout,
-         "no answer to " + std::to_string(attempts_[q]) + " attempt(s) of " +
-             std::to_string(options_.timeout.count()) + " ms");
-  }
-
-  void expire(Clock::time_point now) {
-    std::erase_if(in_flight_, [&](const InFlight& f) {
-      if (f.expires > now) return false;
-      retry_or_fail(f.query);
-      return true;
-    });
-  }
-
-  void send_pending() {
-    const auto limit = static_cast<std::size_t>(std::max(options_.concurrency, 1));
-    while (!pending_.empty() && in_flight_.size() < limit) {
-      const std::size_t q = pending_.front();
-      pending_.pop_front();
-      const Query& query = (*queries_)[q];
-      const std::uint32_t tid = next_transaction_id();
-      const auto request =
-          mad::encode_get({query.mgmt_class, query.attribute, tid, query.port_select});
-      ++attempts_[q];
-      if (const int err = transport_.send(query.lid, request, options_.timeout); err != 0) {
-        fail(q, classify_errno(err), std::string("send failed: ") + std::strerror(err));
-        continue;
-      }
-      in_flight_.push_back({q, tid, Clock::now() + options_.timeout});
-    }
-  }
-
-  void accept(const MadTransport::Received& received) {
-    const auto header = mad::decode_header(received.mad);
-    if (!header) return;  // not even a header: nothing to match it with
-    const auto tid = static_cast<std::uint32_t>(header->transaction_id);
-    const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
-                                 [&](const InFlight& f) { return f.transaction_id == tid; });
-    // A late answer to an attempt already retried or given up on.
-    if (it == in_flight_.end()) return;
-    const std::size_t q = it->query;
-    in_flight_.erase(it);
-    if (received.status == ETIMEDOUT) {
-      retry_or_fail(q);
-      return;
-    }
-    if (received.status != 0) {
-      fail(q, classify_errno(received.status),
-           std::string("transport error: ") + std::strerror(received.status));
-      return;
-    }
-    const Query& query = (*queries_)[q];
-    if (header->base_version != mad::kBaseVersion || header->class_version != mad::kClassVersion ||
-        header->method != mad::Method::kGetResp || header->mgmt_class != query.mgmt_class ||
-        header->attribute != query.attribute) {
-      fail(q, ReadError::kMalformed, "answer is not the GetResp of this attribute");
-      return;
-    }
-    if (header->status != 0) {
-      fail(q, ReadError::kMadStatus, "MAD status " + mad::describe_status(header->status));
-      return;
-    }
-    const auto data = mad::data_of(received.mad);
-    if (data.empty()) {
-      fail(q, ReadError::kMalformed,
-           "truncated answer of " + std::to_string(received.mad.size()) + " bytes");
-      return;
-    }
-    if ((query.attribute == mad::Attribute::kPortCounters ||
-         query.attribute == mad::Attribute::kPortCountersExtended) &&
-        mad::port_select_of(data) != query.port_select) {
-      fail(q, ReadError::kMalformed,
-           "answer is for port " + std::to_string(mad::port_select_of(data)));
-      return;
-    }
-    results_[q] = received.mad;
-  }
-
-  MadTransport& transport_;
-  const RemotePmaOptions& options_;
-  Clock::time_point deadline_;
-  ErrorSink& errors_;
-  const std::vector<Query>* queries_ = nullptr;
-  std::vector<std::optional<std::vector<std::uint8_t>>> results_;
-  std::vector<int> attempts_;
-  std::deque<std::size_t> pending_;
-  std::vector<InFlight> in_flight_;
-};
 
 struct NodeFacts {
   std::optional<mad::ClassPortInfo> class_port_info;
   std::optional<mad::NodeInfo> node_info;
 };
-
-bool has_extended_counters(const mad::ClassPortInfo& info) {
-  return info.capability_mask & (mad::kCapExtendedWidth | mad::kCapExtendedWidthNoIetf);
-}
 
 // Sums one attribute's counters over the answers of every asked port; nullopt unless all of them
 // answered (a partial sum would read as a counter going down).
@@ -218,37 +43,8 @@ std::optional<std::map<std::string, RemoteCounter, std::less<>>> sum_counters(
   return sums;
 }
 
-// Which counters of each table a PMA really fills: the 32-bit data and packet counters give
-// way to the extended ones, PortXmitWait needs its capability bit, and the unicast/multicast
-// counters are absent from the "no IETF" extended table.
-void drop_unsupported_basic(const mad::ClassPortInfo& info,
-                            std::map<std::string, RemoteCounter, std::less<>>& counters) {
-  std::erase_if(counters, [&](const auto& entry) {
-    if (entry.first == "port_xmit_wait") return !(info.capability_mask & mad::kCapPortXmitWait);
-    const CounterSpec* spec = find_port_counter(entry.first, false);
-    return has_extended_counters(info) && spec && spec->width == kTableWidth;
-  });
-}
-
-void drop_unsupported_extended(const mad::ClassPortInfo& info,
-                               std::map<std::string, RemoteCounter, std::less<>>& counters) {
-  if (info.capability_mask & mad::kCapExtendedWidth) return;
-  std::erase_if(counters, [](const auto& entry) {
-    return entry.first.starts_with("unicast_") || entry.first.starts_with("multicast_");
-  });
-}
-
 std::string port_label(const RemotePort& target) {
   return target.port ? std::to_string(*target.port) : "all";
-}
-
-// As the kernel prints node_guid in sysfs, so remote and local series join on it.
-std::string format_guid(std::uint64_t guid) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
-                static_cast<unsigned>(guid >> 32 & 0xFFFF),
-                static_cast<unsigned>(guid >> 16 & 0xFFFF), static_cast<unsigned>(guid & 0xFFFF));
-  return text;
 }
 
 class RemotePmaFabricCollector final : public FabricCollector {
@@ -300,6 +96,39 @@ class RemotePmaFabricCollector final : public FabricCollector {
 
 }  // namespace
 
+bool has_extended_counters(const mad::ClassPortInfo& info) {
+  return info.capability_mask & (mad::kCapExtendedWidth | mad::kCapExtendedWidthNoIetf);
+}
+
+// Which counters of each table a PMA really fills: the 32-bit data and packet counters give
+// way to the extended ones, PortXmitWait needs its capability bit, and the unicast/multicast
+// counters are absent from the "no IETF" extended table.
+void drop_unsupported_basic(const mad::ClassPortInfo& info,
+                            std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  std::erase_if(counters, [&](const auto& entry) {
+    if (entry.first == "port_xmit_wait") return !(info.capability_mask & mad::kCapPortXmitWait);
+    const CounterSpec* spec = find_port_counter(entry.first, false);
+    return has_extended_counters(info) && spec && spec->width == kTableWidth;
+  });
+}
+
+void drop_unsupported_extended(const mad::ClassPortInfo& info,
+                               std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  if (info.capability_mask & mad::kCapExtendedWidth) return;
+  std::erase_if(counters, [](const auto& entry) {
+    return entry.first.starts_with("unicast_") || entry.first.starts_with("multicast_");
+  });
+}
+
+// As the kernel prints node_guid in sysfs, so remote and local series join on it.
+std::string format_guid(std::uint64_t guid) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
+                static_cast<unsigned>(guid >> 32 & 0xFFFF),
+                static_cast<unsigned>(guid >> 16 & 0xFFFF), static_cast<unsigned>(guid & 0xFFFF));
+  return text;
+}
+
 std::optional<RemotePort> parse_remote_port(std::string_view text) {
   const auto colon = text.find(':');
   if (colon == std::string_view::npos) return std::nullopt;
@@ -337,14 +166,16 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width) {
 std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
                                                    const RemotePmaOptions& options,
                                                    ErrorSink& errors) {
-  Exchange exchange(transport, options, Clock::now() + options.budget, errors);
+  const ExchangeLimits limits{options.timeout, options.retries, options.budget,
+                              options.concurrency};
+  MadExchange exchange(transport, limits, Clock::now() + options.budget, errors);
 
   // First what each target node's PMA supports, and who it is.
   std::vector<std::uint16_t> lids;
   for (const auto& target : options.targets) {
     if (std::find(lids.begin(), lids.end(), target.lid) == lids.end()) lids.push_back(target.lid);
   }
-  std::vector<Query> node_queries;
+  std::vector<MadQuery> node_queries;
   for (const auto lid : lids) {
     node_queries.push_back({lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo});
     if (transport.sends_smps()) {
@@ -372,7 +203,7 @@ std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
     std::vector<std::size_t> extended;
   };
   std::vector<Plan> plans;
-  std::vector<Query> counter_queries;
+  std::vector<MadQuery> counter_queries;
   for (std::size_t t = 0; t < options.targets.size(); ++t) {
     const auto& target = options.targets[t];
     const auto& facts = nodes[target.lid];

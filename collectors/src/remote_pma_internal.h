@@ -1,11 +1,14 @@
 // The remote PMA collector over any MadTransport, for the unit tests' replayed exchanges.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ibprobe/remote_pma.h"
 #include "mad_transport.h"
+#include "pma_mad.h"
 
 namespace ibprobe::collectors {
 
@@ -17,6 +20,18 @@ std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
 // `port.transport` nullptr: the collector exports ibprobe_remote_pma_up 0 with `port.reason`.
 std::unique_ptr<FabricCollector> make_remote_pma_collector(RemotePmaOptions options,
                                                            UmadOpenResult port);
+
+// Whether the PMA's ClassPortInfo announces the 64-bit PortCountersExtended table.
+bool has_extended_counters(const mad::ClassPortInfo& info);
+
+// Which counters of each table a PMA really fills, per its ClassPortInfo: drops the others.
+void drop_unsupported_basic(const mad::ClassPortInfo& info,
+                            std::map<std::string, RemoteCounter, std::less<>>& counters);
+void drop_unsupported_extended(const mad::ClassPortInfo& info,
+                               std::map<std::string, RemoteCounter, std::less<>>& counters);
+
+// A GUID as the kernel prints node_guid in sysfs ("0002:c903:0010:0001").
+std::string format_guid(std::uint64_t guid);
 
 // Adds with saturation at the counter's width, as the hardware counts.
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width);

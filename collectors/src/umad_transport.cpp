@@ -31,7 +31,9 @@ class UmadPortInfo {
   UmadPortInfo& operator=(const UmadPortInfo&) = delete;
 
   bool ok() const { return ok_; }
-  bool infiniband() const { return std::strcmp(info_.link_layer, "InfiniBand") == 0; }
+  // Kernels write "InfiniBand"; libibumad reports "IB" when sysfs has no link_layer file (old
+  // kernels, the ibsim simulator). Only "Ethernet" is RoCE, which has no LID-routed fabric.
+  bool infiniband() const { return std::strcmp(info_.link_layer, "Ethernet") != 0; }
   std::string link_layer() const { return info_.link_layer[0] ? info_.link_layer : "unknown"; }
 
  private:

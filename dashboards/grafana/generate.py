@@ -509,11 +509,70 @@ def probes():
                      panels, tags=("probes",))
 
 
+def switch_ports():
+    # Switch-port series (fabric discovery) carry node_description; host ports do not.
+    sw = 'node_description=~"$switch"'
+    cable = "{{node_description}} port {{port}}"
+    panels = [
+        panel("table", "Top erroring switch ports",
+              "Switch ports whose error counters rose within the time range, with both ends of "
+              "the cable: switch and port, far end and its port.",
+              [target(f"topk(20, sum by (node_description, port, remote_description, "
+                      f"remote_port, counter) (increase(rdma_port_errors_total{{{sw}}}"
+                      "[$__range])) > 0)", instant=True)], w=24, h=9),
+        panel("timeseries", "Switch port errors",
+              "Increase of every error-class counter of the selected switches' ports.",
+              [target(f"sum by (node_description, port, counter) (increase("
+                      f"rdma_port_errors_total{{{sw}}}[$__rate_interval])) > 0",
+                      cable + " {{counter}}")], w=24),
+        panel("table", "Cables below capability",
+              "Cables running narrower (width) or slower (speed) than the best both ends "
+              "support (iblinkinfo's \"Could be\").",
+              [target(f"rdma_fabric_port_link_below_capability{{{sw}}} == 1", instant=True)],
+              w=12, h=9),
+        panel("table", "Missing cables",
+              "Cables an earlier discovery found that the latest one did not, with their "
+              "former far end.",
+              [target(f"rdma_fabric_link_missing{{{sw}}} == 1", instant=True)], w=12, h=9),
+        panel("timeseries", "Switch port traffic",
+              "Data octets transmitted per switch port (PortXmitData x 4).",
+              [target(f"topk(20, rate(rdma_port_data_transmitted_bytes_total{{{sw}}}"
+                      "[$__rate_interval]))", cable)], unit="Bps"),
+        panel("timeseries", "Link width and lane speed",
+              "Active lanes and Gb/s per lane of each cable of the selected switches.",
+              [target(f"rdma_fabric_port_link_width_lanes{{{sw}}}", "lanes " + cable, "A"),
+               target(f"rdma_fabric_port_link_lane_speed_gigabits{{{sw}}}", "Gb/s " + cable,
+                      "B")]),
+        panel("stat", "Discovery",
+              "Whether each exporter's last fabric discovery succeeded (0: it serves its last "
+              "good model), and that model's age.",
+              [target("ibprobe_fabric_discovery_success", "{{instance}} success", "A"),
+               target("time() - ibprobe_fabric_model_timestamp_seconds", "{{instance}} age",
+                      "B")], w=8),
+        panel("stat", "Fabric size",
+              "Nodes by type and cables in each exporter's model.",
+              [target("ibprobe_fabric_nodes", "{{instance}} {{type}}", "A"),
+               target("ibprobe_fabric_links", "{{instance}} cables", "B")], w=8),
+        panel("timeseries", "Lost MAD queries by reason",
+              "PerfMgt queries of switch ports that got no usable answer (timeout: all retries "
+              "lost; budget_exceeded: the scrape's time ran out).",
+              [target("sum by (instance, reason) (rate(ibprobe_fabric_mad_failures_total"
+                      "[$__rate_interval]))", "{{instance}} {{reason}}")], w=8),
+    ]
+    return dashboard("ibprobe-switch-ports", "ibprobe / Switch ports",
+                     "Every switch port of the InfiniBand fabric: errors with both cable ends, "
+                     "cables below capability or missing, discovery health.",
+                     [query_var("switch", "Switch",
+                                "label_values(rdma_fabric_port_state, node_description)")],
+                     panels, tags=("fabric",))
+
+
 DASHBOARDS = {
     "ibprobe-fabric-overview.json": fabric_overview,
     "ibprobe-error-counters.json": error_counters,
     "ibprobe-port-detail.json": port_detail,
     "ibprobe-probes.json": probes,
+    "ibprobe-switch-ports.json": switch_ports,
 }
 
 

@@ -145,6 +145,50 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
 
+  int fabric_collector = 0;
+  app.add_flag("--collector." + std::string(collectors::kFabricCollector) + ",!--no-collector." +
+                   std::string(collectors::kFabricCollector),
+               fabric_collector,
+               "Serve every switch port of the fabric on the metrics page (implies "
+               "--fabric.enabled; default: off)");
+  app.add_flag("--fabric.enabled", config.fabric,
+               "Discover the InfiniBand fabric and serve /fabric?target=SWITCH_GUID and "
+               "/fabric/sd (default: off)");
+  auto& fabric = config.fabric_options;
+  app.add_option("--fabric.ca", fabric.ca,
+                 "Local CA to discover from and send MADs from (default: the first with an "
+                 "InfiniBand port)");
+  app.add_option("--fabric.ca-port", fabric.ca_port,
+                 "Local port of --fabric.ca (0: the CA's first InfiniBand port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 254));
+  int discovery_interval = static_cast<int>(fabric.discovery_interval.count());
+  app.add_option("--fabric.discovery-interval-seconds", discovery_interval,
+                 "Time between discoveries (POST /fabric/discover discovers at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  app.add_option("--fabric.node-name-map", fabric.node_name_map,
+                 "Node names by GUID in ibnetdiscover's node-name-map format (GUID \"name\" per "
+                 "line); they replace node descriptions in labels")
+      ->check(CLI::ExistingFile);
+  int fabric_timeout_ms = static_cast<int>(fabric.timeout.count());
+  app.add_option("--fabric.timeout-ms", fabric_timeout_ms,
+                 "Time to wait for each MAD's answer (discovery and counters)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60000));
+  app.add_option("--fabric.retries", fabric.retries, "Further attempts after a MAD timed out")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+  int fabric_budget_ms = static_cast<int>(fabric.budget.count());
+  app.add_option("--fabric.budget-ms", fabric_budget_ms,
+                 "Time one read (a switch, or the whole fabric on the metrics page) may take; "
+                 "a scrape's own timeout lowers it")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -197,6 +241,11 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   remote.ca_port = ca_port;
   remote.timeout = std::chrono::milliseconds(timeout_ms);
   remote.budget = std::chrono::milliseconds(budget_ms);
+  config.fabric_collector = fabric_collector > 0;
+  config.fabric = config.fabric || config.fabric_collector;
+  fabric.discovery_interval = std::chrono::seconds(discovery_interval);
+  fabric.timeout = std::chrono::milliseconds(fabric_timeout_ms);
+  fabric.budget = std::chrono::milliseconds(fabric_budget_ms);
   config.enabled_collectors.clear();
   for (std::size_t i = 0; i < infos.size(); ++i) {
     if (enabled[i] > 0) config.enabled_collectors.emplace_back(infos[i].name);

@@ -50,8 +50,11 @@ std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
 }
 
 std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors(
-    const exporter::Config& config) {
+    const exporter::Config& config, const std::shared_ptr<collectors::Fabric>& fabric) {
   std::vector<std::unique_ptr<collectors::FabricCollector>> result;
+  if (fabric) {
+    result.push_back(collectors::make_fabric_collector(fabric, config.fabric_collector));
+  }
   if (!config.remote_pma) return result;
   auto remote = collectors::make_remote_pma_collector(config.remote_pma_options);
   // Said once here; scrapes then carry only ibprobe_remote_pma_up 0 and its reason.
@@ -110,6 +113,8 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
+    std::shared_ptr<collectors::Fabric> fabric;
+    if (config.fabric) fabric = std::make_shared<collectors::Fabric>(config.fabric_options);
     collectors::Scraper scraper(
         collector_options(config), make_collectors(config),
         [](std::string_view collector, collectors::ReadError reason,
@@ -117,7 +122,7 @@ int main(int argc, char** argv) {
           spdlog::debug("collector={} dropped input path={} reason={}", collector, path.string(),
                         collectors::to_string(reason));
         },
-        make_fabric_collectors(config));
+        make_fabric_collectors(config, fabric));
     const auto local = probe_port(config);
     const auto gate = std::make_shared<probes::ProbeGate>();
     exporter::ProbeService probe_service(exporter::ProbeService::Options{
@@ -128,13 +133,15 @@ int main(int argc, char** argv) {
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
         start_probe_responder(config, local, probe_service.config()->limits, gate);
+    routes.set_fabric(fabric.get());
     routes.set_ready(true);
     spdlog::info(
         "ibprobe_exporter {} listening on {} port {} (metrics at {}, sysfs at {}, collectors: "
         "{}{}; probes from {})",
         exporter::kVersion, config.listen_address, server.port(), config.telemetry_path,
         config.sysfs_root, fmt::join(config.enabled_collectors, ","),
-        config.remote_pma ? ",remote_pma" : "",
+        std::string(config.remote_pma ? ",remote_pma" : "") +
+            (config.fabric_collector ? ",fabric" : ""),
         local ? local->device + " port " + std::to_string(local->port) : "nowhere");
     int signal = 0;
     while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {

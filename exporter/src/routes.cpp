@@ -23,8 +23,7 @@ prometheus::MetricFamily build_info() {
 }
 
 HttpResponse method_not_allowed(const HttpRequest& request, const std::string& allow) {
-  auto response =
-      text(405, "method " + request.method + " not allowed on " + request.path + "\n");
+  auto response = text(405, "method " + request.method + " not allowed on " + request.path + "\n");
   response.headers.emplace_back("Allow", allow);
   return response;
 }
@@ -46,8 +45,9 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
     return probes_->reload();
   }
   if (!probes_) {
-    return text(503, "probes are off on this exporter (no --probe.responder-address or no "
-                     "ACTIVE RDMA port)\n");
+    return text(503,
+                "probes are off on this exporter (no --probe.responder-address or no "
+                "ACTIVE RDMA port)\n");
   }
   if (request.path == "/probe") {
     // Not HEAD: a HEAD request would start a probe whose result nobody reads.
@@ -66,6 +66,15 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
       (request.path.starts_with(kApiRuns) && request.path[kApiRuns.size()] == '/' &&
        request.path.size() > kApiRuns.size() + 1)) {
     return probe_route(request);
+  }
+  if (request.path == "/fabric" || request.path.starts_with("/fabric/")) {
+    if (request.path != "/fabric/discover" && request.method != "GET" && request.method != "HEAD") {
+      return method_not_allowed(request, "GET, HEAD");
+    }
+    if (request.path == "/fabric" || request.path == "/fabric/sd" ||
+        request.path == "/fabric/discover") {
+      return fabric_route(request);
+    }
   }
   if (request.method != "GET" && request.method != "HEAD") {
     return method_not_allowed(request, "GET, HEAD");

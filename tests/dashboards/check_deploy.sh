@@ -37,7 +37,7 @@ for file in "$prefix/bin/ibprobe_exporter" "$prefix/bin/ibprobe_probe" \
   [[ -s $stage$file ]] || fail "cmake --install did not install $file"
 done
 dashboards=$(find "$stage$prefix/share/ibprobe/grafana" -name 'ibprobe-*.json' | wc -l)
-((dashboards == 4)) || fail "$dashboards dashboards installed, want 4"
+((dashboards == 5)) || fail "$dashboards dashboards installed, want 5"
 echo "install: binaries, unit, defaults, probe config, rules, scrape configs, $dashboards dashboards"
 
 unit=$stage$prefix/lib/systemd/system/ibprobe-exporter.service
@@ -111,8 +111,8 @@ key = lambda j: j["job_name"]
 if sorted(example["scrape_configs"], key=key) != sorted(shipped_jobs, key=key):
     problems.append("deploy/config/prometheus.yml: scrape_configs differ from dashboards/prometheus/scrape-*.yml")
 for job in shipped_jobs:
-    if job["job_name"] != "ibprobe" and not job["job_name"].startswith("ibprobe_probe_"):
-        problems.append(f"job {job['job_name']}: rules and dashboards expect ibprobe or ibprobe_probe_*")
+    if job["job_name"] != "ibprobe" and not job["job_name"].startswith(("ibprobe_probe_", "ibprobe_fabric")):
+        problems.append(f"job {job['job_name']}: rules and dashboards expect ibprobe, ibprobe_probe_* or ibprobe_fabric*")
     if job.get("metrics_path") == "/probe":
         interval, timeout = (int(job[k][:-1]) * {"s": 1, "m": 60}[job[k][-1]]
                              for k in ("scrape_interval", "scrape_timeout"))

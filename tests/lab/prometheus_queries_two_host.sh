@@ -123,8 +123,16 @@ PY
 }
 
 start_prometheus() {
-    mkdir -p "$work/rules"
-    python3 "$RUNNER" adapt-rules "$work/rules" "$ROOT"/dashboards/prometheus/*.rules.yml \
+    mkdir -p "$work/rules" "$work/dashboards"
+    # The switch-port rules and dashboard need a fabric of switches: tests/fabric checks them
+    # on a simulated one.
+    local host_rules=()
+    for f in "$ROOT"/dashboards/prometheus/*.rules.yml; do
+        [[ $f == *-fabric.rules.yml ]] || host_rules+=("$f")
+    done
+    cp "$ROOT"/dashboards/grafana/ibprobe-*.json "$work/dashboards/"
+    rm "$work/dashboards/ibprobe-switch-ports.json"
+    python3 "$RUNNER" adapt-rules "$work/rules" "${host_rules[@]}" \
         --window "$WINDOW" --for "$HOLD"
     write_prometheus_config
     promtool check config "$work/prometheus.yml" >"$work/promtool.log" 2>&1 \
@@ -230,7 +238,7 @@ main() {
         empty_ok=(--empty-ok "rdma_probe_link_bytes_per_second=rxe has no PortCounters, so no data-counter delta")
     fi
     python3 "$RUNNER" check --prometheus "http://127.0.0.1:$PROM_PORT" "${empty_ok[@]}" \
-        --dashboards "$ROOT/dashboards/grafana" --rules "$work"/rules/*.rules.yml \
+        --dashboards "$work/dashboards" --rules "$work"/rules/*.rules.yml \
         --range "$WINDOW" --range-seconds 180 --rate-interval 10s --wait 60 \
         --fire 'IbprobeSymbolErrorsRising{instance="fixture",device="mlx5_0",port="1"}' \
         --fire 'IbprobeLinkErrorRecovery{instance="fixture",device="mlx5_0",port="1"}' \

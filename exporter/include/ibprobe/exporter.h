@@ -9,7 +9,12 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "ibprobe/fabric.h"
 #include "ibprobe/remote_pma.h"
+
+namespace ibprobe::collectors {
+class Fabric;
+}
 
 namespace ibprobe::exporter {
 
@@ -28,6 +33,11 @@ struct Config {
   // Remote port counters over PerfMgt MADs; off unless asked for, as it needs an IB fabric.
   bool remote_pma = false;
   collectors::RemotePmaOptions remote_pma_options;
+  // Fabric discovery and the /fabric endpoints; `fabric_collector` also serves the whole fabric
+  // on the metrics page.
+  bool fabric = false;
+  bool fabric_collector = false;
+  collectors::FabricOptions fabric_options;
   // The responder that answers peers' verbs probes; an empty address turns it off.
   std::string probe_responder_address = ":9471";
   std::string probe_device;  // empty: the first device with an ACTIVE port
@@ -74,15 +84,19 @@ class Routes {
   Routes(const Config& config, collectors::Scraper& scraper, const ProbeApi* probes = nullptr);
   HttpResponse handle(const HttpRequest& request) const;
   void set_ready(bool ready) { ready_ = ready; }
+  // Serves /fabric, /fabric/sd and POST /fabric/discover from `fabric` (null: they answer 503).
+  void set_fabric(collectors::Fabric* fabric) { fabric_ = fabric; }
 
  private:
   HttpResponse metrics() const;
   HttpResponse landing_page() const;
   HttpResponse probe_route(const HttpRequest& request) const;
+  HttpResponse fabric_route(const HttpRequest& request) const;
 
   const Config& config_;
   collectors::Scraper& scraper_;
   const ProbeApi* probes_;
+  collectors::Fabric* fabric_ = nullptr;
   std::atomic<bool> ready_ = false;
 };
 

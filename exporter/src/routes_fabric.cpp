@@ -1,0 +1,113 @@
+// The fabric endpoints, multi-target as snmp_exporter serves switches: /fabric/sd lists every
+// discovered switch as Prometheus HTTP service discovery targets, /fabric?target=GUID answers
+// one switch's port series, so Prometheus schedules the reads and shards them (hashmod) over
+// several exporters. POST /fabric/discover rediscovers now.
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ibprobe/exporter.h"
+#include "ibprobe/fabric.h"
+#include "probe_request.h"
+#include "text_format.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+// Left of the scrape timeout for serialising and sending the answer.
+constexpr double kScrapeTimeoutOffset = 0.5;
+
+HttpResponse text(int status, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  return response;
+}
+
+class LoggedErrors final : public collectors::ErrorSink {
+ public:
+  void record(collectors::ReadError reason, const std::filesystem::path& path) override {
+    spdlog::debug("fabric read dropped input path={} reason={}", path.string(),
+                  collectors::to_string(reason));
+  }
+};
+
+HttpResponse serialize(collectors::MetricSet&& metrics) {
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = text_format(std::move(metrics).take());
+  return response;
+}
+
+}  // namespace
+
+HttpResponse Routes::fabric_route(const HttpRequest& request) const {
+  if (!fabric_) {
+    return text(503,
+                "fabric discovery is off on this exporter (--fabric.enabled or "
+                "--collector.fabric)\n");
+  }
+  if (request.path == "/fabric/discover") {
+    if (request.method != "POST") {
+      auto response =
+          text(405, "method " + request.method + " not allowed on " + request.path + "\n");
+      response.headers.emplace_back("Allow", "POST");
+      return response;
+    }
+    return fabric_->rediscover() ? text(200, "discovered\n")
+                                 : text(500, "discovery failed; the previous model is served\n");
+  }
+  if (request.path == "/fabric/sd") {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& sw : fabric_->switches()) {
+      groups.push_back({{"targets", {sw.guid}},
+                        {"labels",
+                         {{"node_description", sw.description},
+                          {"__meta_ibprobe_switch_lid", std::to_string(sw.lid)},
+                          {"__meta_ibprobe_switch_ports", std::to_string(sw.ports)}}}});
+    }
+    HttpResponse response;
+    response.content_type = "application/json";
+    response.body = groups.dump() + "\n";
+    return response;
+  }
+  const auto parsed = parse_query(request.query);
+  if (const auto* error = std::get_if<std::string>(&parsed)) return text(400, *error + "\n");
+  const auto& params = std::get<std::map<std::string, std::string>>(parsed);
+  for (const auto& [name, value] : params) {
+    if (name != "target") return text(400, "unknown parameter '" + name + "' (only target)\n");
+  }
+  const auto target = params.find("target");
+  if (target == params.end()) {
+    return text(400, "missing target: /fabric?target=SWITCH_GUID (listed by /fabric/sd)\n");
+  }
+  const auto guid = collectors::parse_guid(target->second);
+  if (!guid) {
+    return text(400, "target '" + target->second +
+                         "' is not a GUID (0x0002c90300100001 or 0002:c903:0010:0001)\n");
+  }
+  std::chrono::milliseconds budget{0};
+  if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
+      header != request.headers.end()) {
+    const auto scrape = parse_wait_seconds(header->second);
+    if (!scrape) {
+      return text(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
+                           "' is not a number of seconds\n");
+    }
+    budget = std::chrono::milliseconds(
+        static_cast<long>(std::max(*scrape - kScrapeTimeoutOffset, 0.1) * 1000));
+  }
+  collectors::MetricSet metrics;
+  LoggedErrors errors;
+  switch (fabric_->collect_switch(*guid, budget, metrics, errors)) {
+    case collectors::Fabric::Lookup::kNoModel:
+      return text(503, "no fabric model yet: the first discovery has not succeeded\n");
+    case collectors::Fabric::Lookup::kUnknownSwitch:
+      return text(404, "no switch " + target->second + " in the fabric model\n");
+    case collectors::Fabric::Lookup::kFound:
+      break;
+  }
+  return serialize(std::move(metrics));
+}
+
+}  // namespace ibprobe::exporter

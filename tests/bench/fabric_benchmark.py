@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Full fabric read, side by side on one simulated fat tree (ibsim): ibprobe's whole-fabric
+scrape (--collector.fabric, /metrics, Prometheus text included; discovery cached, its own time
+shown apart) and its multi-target reads (/fabric?target= for every switch, several at a time as
+Prometheus scrapes them) against `ibqueryerrors --skip-sl --data` (discovery included, as it always runs)
+and against a perfquery-per-port loop after one ibnetdiscover (what script-based exporters do
+per scrape). Wall time, ports, ports per second, MADs per port, and the ratios.
+
+MADs are counted where they leave: every tool runs attached to the same simulated HCA, whose
+PortXmitPkts counts each packet it sends; the counter is read with perfquery before and after
+(the reading's own MADs are measured and taken off). ibprobe also reports its own count.
+
+Not a timed test: it prints figures. Usage:
+  fabric_benchmark.py EXPORTER [--spines 4 --leaves 16 --hcas 317 --ports 36 --runs 5]
+                               [--concurrency 16] [--scrapers 8] [--perfquery-ports N]"""
+
+import argparse
+import concurrent.futures
+import contextlib
+import os
+import re
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../fabric"))
+import simfabric as sf  # noqa: E402
+
+
+def xmit_packets(sim, lid):
+    out = sim.run(["perfquery", "-x", str(lid), "1"]).stdout
+    return int(re.search(r"PortXmitPkts:\.*(\d+)", out).group(1))
+
+
+def own_lid(sim):
+    out = sim.run(["ibstat"]).stdout
+    return int(re.search(r"Base lid: (\d+)", out).group(1))
+
+
+class MadMeter:
+    """MADs sent by the attached HCA during a block, the meter's own reads taken off."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.lid = own_lid(sim)
+        a = xmit_packets(sim, self.lid)
+        b = xmit_packets(sim, self.lid)
+        self.overhead = b - a  # one reading's MADs, as counted by the next reading
+
+    @contextlib.contextmanager
+    def count(self):
+        block = {}
+        before = xmit_packets(self.sim, self.lid)
+        yield block
+        block["mads"] = xmit_packets(self.sim, self.lid) - before - self.overhead
+
+
+def bench(args, topology):
+    results = {}
+    with sf.Simulator(topology) as sim:
+        start = time.monotonic()
+        sim.assign_lids()
+        print(f"fabric: {len(topology.switches)} switches ({args.spines} spines, {args.leaves} "
+              f"leaves, {args.ports} ports each), {len(topology.hcas)} HCAs; "
+              f"opensm -o took {time.monotonic() - start:.2f} s")
+        switch_ports = sum(s.ports for s in topology.switches)
+        meter = MadMeter(sim)
+
+        # --- ibprobe: the whole fabric on /metrics ------------------------------------------
+        _, base = sf.start_exporter(sim, args.exporter, "--collector.fabric",
+                                    "--fabric.discovery-interval-seconds=3600",
+                                    f"--fabric.budget-ms={args.budget_ms}",
+                                    f"--fabric.concurrency={args.concurrency}")
+        sf.wait_for_model(base, len(topology.switches), timeout=600)
+        status, body = sf.http_get(base + "/metrics", timeout=120)  # first read asks ClassPortInfo
+        first = sf.parse_metrics(body)
+        discovery = next(v for n, l, v in first if n == "ibprobe_fabric_discovery_duration_seconds")
+        discovery_mads = next(v for n, l, v in first if n == "ibprobe_fabric_discovery_mads")
+        times, own_mads, ports, metered = [], [], [], []
+        for _ in range(args.runs):
+            with meter.count() as m:
+                start = time.monotonic()
+                status, body = sf.http_get(base + "/metrics", timeout=120)
+                times.append(time.monotonic() - start)
+            metered.append(m["mads"])
+            samples = sf.parse_metrics(body)
+            assert status == 200
+            own_mads.append(next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_mads"))
+            ports.append(next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_ports"))
+        wall = statistics.median(times)
+        results["ibprobe"] = (wall, statistics.median(ports), statistics.median(metered))
+        print(f"ibprobe /metrics (whole fabric, text included, --fabric.concurrency="
+              f"{args.concurrency}): median {wall * 1000:.1f} ms of "
+              f"{args.runs}, {statistics.median(ports):.0f} of {switch_ports} switch ports "
+              f"answered, {len(body) / 1e6:.2f} MB text; MADs {statistics.median(own_mads):.0f} "
+              f"(own count) / {statistics.median(metered):.0f} (metered) = "
+              f"{statistics.median(metered) / statistics.median(ports):.2f} per port; discovery "
+              f"(cached, on its interval) {discovery * 1000:.1f} ms, {discovery_mads:.0f} SMPs")
+
+        # --- ibprobe multi-target: every switch's /fabric?target=, concurrently as Prometheus
+        # scrapes targets (one umad agent: the exchanges take turns, the text is built beside)
+        sd = sf.wait_for_model(base, len(topology.switches))
+        guids = [g["targets"][0] for g in sd]
+
+        def read_switch(guid):
+            status, body = sf.http_get(f"{base}/fabric?target={guid}", timeout=120)
+            assert status == 200, body[:200]
+            # Not parsed whole: the client's parsing is not the exporter's time.
+            return float(re.search(r"^ibprobe_fabric_scrape_ports (\S+)$", body, re.M).group(1))
+
+        times, metered = [], []
+        with concurrent.futures.ThreadPoolExecutor(args.scrapers) as pool:
+            list(pool.map(read_switch, guids))  # warm: ClassPortInfo is already cached
+            for _ in range(args.runs):
+                with meter.count() as m:
+                    start = time.monotonic()
+                    answered = sum(pool.map(read_switch, guids))
+                    times.append(time.monotonic() - start)
+                metered.append(m["mads"])
+        wall = statistics.median(times)
+        results["ibprobe /fabric?target"] = (wall, answered, statistics.median(metered))
+        print(f"ibprobe /fabric?target= for each of {len(guids)} switches, {args.scrapers} at a "
+              f"time: median {wall * 1000:.1f} ms of {args.runs}, {answered:.0f} ports; MADs "
+              f"{statistics.median(metered):.0f} (metered) = "
+              f"{statistics.median(metered) / answered:.2f} per port")
+
+        # --- ibqueryerrors --skip-sl --data ------------------------------------------------
+        times, metered = [], []
+        for _ in range(args.runs):
+            with meter.count() as m:
+                start = time.monotonic()
+                out = sim.run(["ibqueryerrors", "--skip-sl", "--data"], check=False).stdout
+                times.append(time.monotonic() - start)
+            metered.append(m["mads"])
+        checked = int(re.search(r"(\d+) ports checked", out).group(1))
+        wall = statistics.median(times)
+        results["ibqueryerrors"] = (wall, checked, statistics.median(metered))
+        print(f"ibqueryerrors --skip-sl --data (discovery included): median {wall * 1000:.1f} ms "
+              f"of {args.runs}, {checked} ports checked; MADs {statistics.median(metered):.0f} "
+              f"(metered) = {statistics.median(metered) / checked:.2f} per port")
+
+        # --- one ibnetdiscover, then perfquery per switch port ---------------------------------
+        links, descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
+        lids = {}
+        for line in sim.run(["ibswitches"]).stdout.splitlines():
+            m = re.search(r'0x([0-9a-f]+).*lid (\d+)', line)
+            if m:
+                lids[int(m.group(1), 16)] = int(m.group(2))
+        targets = [(lid, p) for guid, lid in sorted(lids.items())
+                   for p in range(1, args.ports + 1)][:args.perfquery_ports or None]
+        with meter.count() as m:
+            start = time.monotonic()
+            sim.run(["ibnetdiscover"])
+            for lid, p in targets:
+                sim.run(["perfquery", "-x", str(lid), str(p)], check=False)
+            wall = time.monotonic() - start
+        # Each perfquery also reads ClassPortInfo: the loop's MADs, not a per-port estimate.
+        results["perfquery loop"] = (wall, len(targets), m["mads"])
+        print(f"ibnetdiscover + perfquery -x per port: {wall * 1000:.1f} ms for {len(targets)} "
+              f"switch ports; MADs {m['mads']} (metered) = {m['mads'] / len(targets):.2f} per port")
+
+    ours = results["ibprobe"][1] / results["ibprobe"][0]
+    print("\ntool                      wall ms    ports   ports/s   MADs/port   ibprobe ports/s ratio")
+    for name, (wall, ports, mads) in results.items():
+        rate = ports / wall
+        print(f"{name:24s} {wall * 1000:9.1f} {ports:8.0f} {rate:9.0f} {mads / ports:11.2f} "
+              f"{ours / rate:12.2f}x")
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("exporter")
+    ap.add_argument("--spines", type=int, default=4)
+    ap.add_argument("--leaves", type=int, default=16)
+    ap.add_argument("--hcas", type=int, default=317)
+    ap.add_argument("--ports", type=int, default=36)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--budget-ms", type=int, default=60000)
+    ap.add_argument("--concurrency", type=int, default=16, help="--fabric.concurrency")
+    ap.add_argument("--scrapers", type=int, default=8,
+                    help="concurrent /fabric?target= requests, as Prometheus scrapes targets")
+    ap.add_argument("--perfquery-ports", type=int, default=0,
+                    help="only the first N switch ports in the perfquery loop (0: all)")
+    args = ap.parse_args()
+    bench(args, sf.fat_tree(args.spines, args.leaves, args.hcas, args.ports))
+
+
+if __name__ == "__main__":
+    main()
