@@ -17,6 +17,7 @@ test_packages=(
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   clang libclang-rt-14-dev
+  ethtool
 )
 
 case "${1:-all}" in
