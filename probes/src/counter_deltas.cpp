@@ -41,6 +41,10 @@ CounterDelta delta_of(std::string name, const CounterSample* before, const Count
   return delta;
 }
 
+bool is_go_back_n_class(std::string_view counter_class) {
+  return counter_class == "retransmission" || counter_class == "sequence_error";
+}
+
 const CounterDelta* find(const std::vector<CounterDelta>& deltas, std::string_view counter) {
   const auto it = std::ranges::find(deltas, counter, &CounterDelta::counter);
   return it == deltas.end() ? nullptr : &*it;
@@ -106,10 +110,22 @@ LinkReading read_link(double window_seconds, double probe_bytes_per_second,
                       const DiagnosisThresholds& thresholds,
                       const std::optional<std::string>& own_backpressure) {
   LinkReading reading;
+  // An error counter whose delta is unknown may have moved: a finding to look at, not to hide.
+  auto moved = [](const CounterDelta& delta) {
+    return delta.error_class && (!delta.delta || *delta.delta > 0);
+  };
+  // RNR NAKs the probe drew on purpose restart the sender go-back-N from the refused message:
+  // the packets already behind it arrive out of sequence and are sent again (rxe counts
+  // out_of_seq_request, completer_retry_err, duplicate_request in such a run over a clean
+  // link). In that run those classes are the probe's doing too; a loss on the link cannot be
+  // told apart from them, which is what a plain probe is for.
+  const bool starved =
+      own_backpressure && std::ranges::any_of(all_sides, [&](const CounterDelta& delta) {
+        return moved(delta) && is_rnr_class(delta.counter_class);
+      });
   for (const auto& delta : all_sides) {
-    // An error counter whose delta is unknown may have moved: a finding to look at, not to hide.
-    if (!delta.error_class || (delta.delta && *delta.delta <= 0)) continue;
-    if (own_backpressure && is_rnr_class(delta.counter_class)) {
+    if (!moved(delta)) continue;
+    if (starved && (is_rnr_class(delta.counter_class) || is_go_back_n_class(delta.counter_class))) {
       reading.probe_backpressure_counters.push_back(delta.counter);
     } else {
       reading.moved_error_counters.push_back(delta.counter);

@@ -258,8 +258,9 @@ struct LinkReading {
   std::optional<double> link_bytes_per_second;    // data-counter delta / window
   std::optional<double> line_rate_ratio;          // probe BW / line rate
   std::vector<std::string> moved_error_counters;  // error-class counters that rose or are unknown
-  // RNR counters that rose while the probe itself starved the receiver (posted receives below
-  // the messages in flight): the probe's own back-pressure, not a finding about the fabric.
+  // RNR counters, and the retransmissions and sequence errors of the go-back-N they cause, that
+  // rose while the probe itself starved the receiver (posted receives below the messages in
+  // flight): the probe's own back-pressure, not a finding about the fabric.
   std::vector<std::string> probe_backpressure_counters;
   Diagnosis diagnosis = Diagnosis::kInconclusive;
   std::string explanation;
@@ -269,8 +270,10 @@ struct LinkReading {
 // write and send, the responder for read); its port_xmit_data and port_xmit_wait are read.
 // `all_sides` are every delta seen during the run (names qualified by side, "peer:..."), scanned
 // for moved error counters. `own_backpressure`, when set, says why the probe starved its own
-// receiver (see own_backpressure()): RNR-class counters that rose are then put apart from the
-// findings, in probe_backpressure_counters. Other error classes stay findings.
+// receiver (see own_backpressure()): when RNR-class counters rose, they and the go-back-N they
+// cause (retransmission and sequence_error classes) are put apart from the findings, in
+// probe_backpressure_counters. Other error classes (remote errors, out of buffer, ACK timeouts,
+// PortCounters errors) stay findings.
 LinkReading read_link(double window_seconds, double probe_bytes_per_second,
                       double line_rate_bytes_per_second, const std::vector<CounterDelta>& sender,
                       const std::vector<CounterDelta>& all_sides,

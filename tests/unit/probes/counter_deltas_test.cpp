@@ -216,10 +216,15 @@ TEST(ReadLink, ErrorClassHwCountersOfBothSidesAreFindings) {
 }
 
 TEST(ReadLink, RnrNaksOfTheProbesOwnBackPressureAreNamedAsSuch) {
+  // What rxe counted in the lab for send_bw with one receive posted over a clean link: the RNR
+  // NAKs, and the go-back-N they cause.
   const std::vector<CounterDelta> all = {
       {"local:hw_counters/rcvd_rnr_err", DeltaStatus::kValid, 31.0, true, "rnr_nak"},
+      {"local:hw_counters/completer_retry_err", DeltaStatus::kValid, 12.0, true, "retransmission"},
       {"peer:hw_counters/send_rnr_err", DeltaStatus::kValid, 31.0, true, "rnr_nak"},
+      {"peer:hw_counters/duplicate_request", DeltaStatus::kValid, 3.0, true, "retransmission"},
       {"peer:hw_counters/out_of_seq_request", DeltaStatus::kValid, 2.0, true, "sequence_error"},
+      {"peer:hw_counters/sent_pkts", DeltaStatus::kValid, 900.0, false, "informative"},
   };
   ProbeSpec spec = default_spec(Operation::kSend, TestKind::kBandwidth);
   spec.posted_receives = 1;
@@ -229,17 +234,42 @@ TEST(ReadLink, RnrNaksOfTheProbesOwnBackPressureAreNamedAsSuch) {
 
   const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 0), all, {}, cause);
   EXPECT_THAT(reading.probe_backpressure_counters,
-              ElementsAre("local:hw_counters/rcvd_rnr_err", "peer:hw_counters/send_rnr_err"));
-  // Sequence errors are not RNR NAKs: they stay findings, back-pressure or not.
-  EXPECT_THAT(reading.moved_error_counters, ElementsAre("peer:hw_counters/out_of_seq_request"));
+              ElementsAre("local:hw_counters/rcvd_rnr_err", "local:hw_counters/completer_retry_err",
+                          "peer:hw_counters/send_rnr_err", "peer:hw_counters/duplicate_request",
+                          "peer:hw_counters/out_of_seq_request"));
+  EXPECT_THAT(reading.moved_error_counters, IsEmpty());
   EXPECT_THAT(reading.explanation,
-              HasSubstr("local:hw_counters/rcvd_rnr_err, peer:hw_counters/send_rnr_err rose from "
-                        "the probe's own receiver back-pressure (posted_receives 1 below 128"));
+              HasSubstr("local:hw_counters/rcvd_rnr_err, local:hw_counters/completer_retry_err, "
+                        "peer:hw_counters/send_rnr_err"));
+  EXPECT_THAT(reading.explanation, HasSubstr("rose from the probe's own receiver back-pressure "
+                                             "(posted_receives 1 below 128"));
+  EXPECT_THAT(reading.explanation, ::testing::Not(HasSubstr("error counters moved")));
+
+  // Other error classes stay findings in a starving run.
+  auto with_findings = all;
+  with_findings.push_back({"peer:hw_counters/resp_remote_access_errors", DeltaStatus::kValid, 1.0,
+                           true, "remote_error"});
+  with_findings.push_back({"local:symbol_error", DeltaStatus::kValid, 2.0, true, "error"});
+  EXPECT_THAT(
+      read_link(1, 3e9, kRate, sender(3.1e9, 0), with_findings, {}, cause).moved_error_counters,
+      ElementsAre("peer:hw_counters/resp_remote_access_errors", "local:symbol_error"));
 
   // The same RNR NAKs without a starving spec are findings: the receiver fell behind.
   const auto unprovoked = read_link(1, 3e9, kRate, sender(3.1e9, 0), all);
-  EXPECT_THAT(unprovoked.moved_error_counters, ::testing::SizeIs(3));
+  EXPECT_THAT(unprovoked.moved_error_counters, ::testing::SizeIs(5));
   EXPECT_THAT(unprovoked.probe_backpressure_counters, IsEmpty());
+}
+
+// A starving spec whose run drew no RNR NAK: its retransmissions have no excuse.
+TEST(ReadLink, RetransmissionsWithoutRnrNaksStayFindingsInAStarvingRun) {
+  const std::vector<CounterDelta> all = {
+      {"local:hw_counters/rcvd_rnr_err", DeltaStatus::kValid, 0.0, true, "rnr_nak"},
+      {"local:hw_counters/completer_retry_err", DeltaStatus::kValid, 12.0, true, "retransmission"},
+  };
+  const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 0), all, {},
+                                 std::string("posted_receives 1 below 128 messages in flight"));
+  EXPECT_THAT(reading.moved_error_counters, ElementsAre("local:hw_counters/completer_retry_err"));
+  EXPECT_THAT(reading.probe_backpressure_counters, IsEmpty());
 }
 
 TEST(OwnBackpressure, OnlySendWithFewerReceivesThanMessagesInFlight) {
