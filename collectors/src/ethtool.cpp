@@ -83,23 +83,6 @@ class IoctlEthtoolSource final : public EthtoolSource {
   }
 };
 
-ReadError reason_of(int error) {
-  switch (error) {
-    case ENODEV:
-    case ENOENT:
-      return ReadError::kNotFound;
-    case EPERM:
-    case EACCES:
-      return ReadError::kPermission;
-    case EINVAL:
-      return ReadError::kInvalid;
-    case EOPNOTSUPP:
-      return ReadError::kNotSupported;
-    default:
-      return ReadError::kIo;
-  }
-}
-
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
@@ -124,8 +107,9 @@ class EthtoolCollector final : public Collector {
       if (netdev.empty()) continue;
       const auto read = source_->statistics(netdev);
       if (const int* error = std::get_if<int>(&read)) {
-        errors.record(reason_of(*error), "netdev " + netdev + " (SIOCETHTOOL ETHTOOL_GSTATS: " +
-                                             std::strerror(*error) + ")");
+        errors.record(
+            classify_errno(*error),
+            "netdev " + netdev + " (SIOCETHTOOL ETHTOOL_GSTATS: " + std::strerror(*error) + ")");
         continue;
       }
       std::set<std::string> used;
