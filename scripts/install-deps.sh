@@ -22,6 +22,7 @@ test_packages=(
   dpkg-dev file strace
   # The simulated InfiniBand fabric of the fabric tests, its SM, and the reference tools.
   ibsim-utils opensm infiniband-diags
+  ethtool
 )
 
 case "${1:-all}" in

@@ -1,6 +1,7 @@
 #include "ibprobe/counter_snapshot.h"
 
 #include "counter_table.h"
+#include "ibprobe/hw_counter_classes.h"
 #include "sysfs.h"
 
 namespace ibprobe::collectors {
@@ -11,15 +12,30 @@ class IgnoredErrors final : public ErrorSink {
   void record(ReadError, const std::filesystem::path&) override {}
 };
 
+constexpr std::string_view kHwPrefix = "hw_counters/";
+
+std::string_view port_counter_class(const CounterSpec* spec) {
+  return spec && spec->counter_class == CounterClass::kError ? "error" : "informative";
+}
+
 }  // namespace
+
+std::string_view counter_class_of(std::string_view snapshot_name) {
+  if (snapshot_name.starts_with(kHwPrefix)) {
+    return to_string(classify_hw_counter(snapshot_name.substr(kHwPrefix.size())));
+  }
+  return port_counter_class(find_port_counter(snapshot_name, false));
+}
 
 CounterReading describe_port_counter(std::string_view name, std::uint64_t value,
                                      std::uint32_t width_bits) {
   CounterReading reading{value, width_bits, 1, false};
-  if (const CounterSpec* spec = find_port_counter(name, false)) {
+  const CounterSpec* spec = find_port_counter(name, false);
+  if (spec) {
     reading.scale = spec->scale;
     reading.error_class = spec->counter_class == CounterClass::kError;
   }
+  reading.counter_class = port_counter_class(spec);
   return reading;
 }
 
@@ -37,6 +53,7 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
       reading.scale = value.spec->scale;
       reading.error_class = value.spec->counter_class == CounterClass::kError;
     }
+    reading.counter_class = port_counter_class(value.spec);
     snapshot.counters.emplace(name, reading);
   }
   const SysfsDir hw_dir(port_dir, "hw_counters");
@@ -47,7 +64,10 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
       snapshot.hw_counters_lifespan = std::chrono::milliseconds(*value.value);
       continue;
     }
-    snapshot.counters.emplace("hw_counters/" + name, CounterReading{*value.value, 64, 1, false});
+    const HwCounterClass hw_class = classify_hw_counter(name);
+    snapshot.counters.emplace(
+        std::string(kHwPrefix) + name,
+        CounterReading{*value.value, 64, 1, is_error_class(hw_class), to_string(hw_class)});
   }
   return snapshot;
 }

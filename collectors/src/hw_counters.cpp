@@ -1,9 +1,15 @@
 // Driver hardware counters from hw_counters/ (per port and per device). Names differ per driver
-// and release, so whatever files exist are exported; nothing is a fixed list.
+// and release, so whatever files exist are exported; nothing is a fixed list. Each carries the
+// class the driver table gives its name (informative when unknown).
+//
+// The class is a label on the one family rather than a family of its own: a counter keeps its
+// series name whatever the table says, so queries by `counter` keep working when the table
+// learns a name, and `{class!~"informative|congestion"}` is the error view of every driver.
 #include <set>
 
 #include "collectors_internal.h"
 #include "devices.h"
+#include "ibprobe/hw_counter_classes.h"
 #include "sysfs.h"
 
 namespace ibprobe::collectors {
@@ -32,9 +38,12 @@ void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
     }
     auto labels = owner;
     labels.emplace_back("counter", counter);
+    labels.emplace_back("class", std::string(to_string(classify_hw_counter(file))));
     out.add(counter_family,
             "Driver hardware counter from hw_counters/, named as the driver names it "
-            "(characters outside [A-Za-z0-9_] replaced by _).",
+            "(characters outside [A-Za-z0-9_] replaced by _), with its class: informative, "
+            "congestion, or an error class (retransmission, sequence_error, ack_timeout, "
+            "rnr_nak, rnr_retry_exceeded, remote_error, out_of_buffer).",
             MetricType::Counter, labels, static_cast<double>(*value));
   }
 }

@@ -1,4 +1,5 @@
 #include "collectors_internal.h"
+#include "ibprobe/ethtool.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -18,6 +19,13 @@ const std::vector<Factory>& factories() {
       {{"port_info", "device identity, port state, physical state, rate, LIDs, netdev", true},
        make_port_info_collector},
       {{"gids", "populated GID table entries with type and netdev", true}, make_gids_collector},
+      // Off by default, like node_exporter's: it asks the netdevs of this network namespace,
+      // which are the ones sysfs names only when --path.sysfs is the host's own.
+      {{kEthtoolCollector,
+        "ethtool statistics of each RoCE port's netdev: pause frames per priority, PFC storm "
+        "and watchdog, discards, drops, out of buffer",
+        false},
+       [] { return make_ethtool_collector(false); }},
   };
   return kFactories;
 }

@@ -14,8 +14,12 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 MESH = 'job=~"ibprobe_probe_.+"'
 PORT_JOIN = "on (job, instance, device, port)"
 PORT_LEGEND = "{{instance}} {{device}}/{{port}}"
-ERROR_HW_COUNTERS = (".*(err|error|errors|retry|discard|drop|out_of_buffer|out_of_seq|duplicate"
-                     "|link_downed).*")
+# Classes of the driver table (README "hw_counters classes") whose increase is a finding; a
+# probe delta of a PortCounter in the error family has class "error".
+HW_ERROR_CLASSES = 'class!~"informative|congestion"'
+PAUSE_STATS = ('stat=~"rx_prio[0-7]_pause|tx_prio[0-7]_pause|rx_pfc_ena_frames_pri[0-7]'
+               '|tx_pfc_ena_frames_pri[0-7]|rx_priority_[0-7]_xoff|tx_priority_[0-7]_xoff'
+               '|rx_pause_ctrl_phy|tx_pause_ctrl_phy"')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,11 +319,39 @@ def error_counters():
                       "\"port_rcv_errors|port_rcv_remote_physical_errors|"
                       "port_rcv_switch_relay_errors|port_xmit_discards\"}[$__rate_interval])",
                       legend)]),
-        panel("timeseries", "Driver error counters (hw_counters)",
-              "Driver hardware counters whose names say error, retry, drop or discard "
-              "(mlx5 out_of_buffer, rnr_nak_retry_err; rxe completer_retry_err...).",
-              [target(f"topk(20, increase(rdma_port_hw_stat_total{{{PORT_SEL},counter=~"
-                      f"\"{ERROR_HW_COUNTERS}\"}}[$__rate_interval]))", legend)], w=24),
+        panel("timeseries", "Driver error counters (hw_counters) per class",
+              "Error-class driver hardware counters, classified per driver (retransmission, "
+              "sequence_error, ack_timeout, rnr_nak, rnr_retry_exceeded, remote_error, "
+              "out_of_buffer): on RoCE ports the evidence of loss is here, PortCounters errors "
+              "never move.",
+              [target(f"sum by (instance, device, port, class) (increase(rdma_port_hw_stat_total"
+                      f"{{{PORT_SEL},{HW_ERROR_CLASSES}}}[$__rate_interval]))",
+                      PORT_LEGEND + " {{class}}")], w=24),
+        panel("timeseries", "RoCE retransmissions per port",
+              "Retransmission and ACK-timeout hw_counters per second (rxe completer_retry_err, "
+              "duplicate_request; mlx5 duplicate_request, local_ack_timeout_err; bnxt_re "
+              "to_retransmits...). A lossless fabric retransmits next to nothing.",
+              [target(f"sum by (instance, device, port) (rate(rdma_port_hw_stat_total"
+                      f"{{{PORT_SEL},class=~\"retransmission|ack_timeout\"}}[$__rate_interval]))",
+                      PORT_LEGEND)]),
+        panel("timeseries", "RoCE sequence errors per port",
+              "Out-of-sequence packets and sequence-error NAKs per second: a packet before them "
+              "was lost, or the path reorders.",
+              [target(f"sum by (instance, device, port) (rate(rdma_port_hw_stat_total"
+                      f"{{{PORT_SEL},class=\"sequence_error\"}}[$__rate_interval]))",
+                      PORT_LEGEND)]),
+        panel("timeseries", "Congestion notifications (CNP) per second",
+              "CNPs sent and handled, ECN-marked packets (mlx5 np_cnp_sent, rp_cnp_handled, "
+              "np_ecn_marked_roce_packets; irdma cnpSent; bnxt_re tx_cnp_pkts...): congestion "
+              "control at work, not errors.",
+              [target(f"rate(rdma_port_hw_stat_total{{{PORT_SEL},class=\"congestion\"}}"
+                      "[$__rate_interval])", legend)]),
+        panel("timeseries", "Pause frames per priority",
+              "Pause (PFC) frames received and sent per second by each RoCE port's netdev "
+              "(ethtool collector). A priority receiving pauses without a break is a pause "
+              "storm.",
+              [target(f"rate(rdma_port_ethtool_stat_total{{{PORT_SEL},{PAUSE_STATS}}}"
+                      "[$__rate_interval])", PORT_LEGEND + " {{netdev}} {{stat}}")]),
         panel("table", "Error counter values",
               "Current value of every error counter (not reset by ibprobe; 16-bit counters stop "
               "at 65535, 8-bit at 255, 4-bit at 15).",
@@ -469,11 +501,16 @@ def probes():
               "traffic or retransmissions on the port.",
               [target(f"rdma_probe_link_bytes_per_second{{{sel}}}", legend)], unit="Bps"),
         panel("timeseries", "Error counter deltas during runs",
-              "Error-class PortCounters and driver error counters that moved during runs, per "
-              "side. Non-zero is a finding once an over-aggressive probe is ruled out.",
-              [target(f"rdma_probe_counter_delta{{{sel},counter=~\"symbol_error|link_.*|.*errors"
-                      f"|port_xmit_discards|VL15_dropped|hw_counters/{ERROR_HW_COUNTERS}\"}}",
-                      legend + " {{side}} {{counter}}")]),
+              "Error-class PortCounters and classified driver counters (retransmission, "
+              "sequence_error, ack_timeout, rnr_nak...) that moved during runs, per side and "
+              "class. Non-zero is a finding once an over-aggressive probe is ruled out.",
+              [target(f"rdma_probe_counter_delta{{{sel},{HW_ERROR_CLASSES}}}",
+                      legend + " {{side}} {{class}} {{counter}}")]),
+        panel("table", "Error-class deltas of the last runs",
+              "Error-class counters of the latest runs with side and class, the ones that moved "
+              "first: what errors_clean 0 is about.",
+              [target(f"sort_desc(last_over_time(rdma_probe_counter_delta{{{sel},"
+                      f"{HW_ERROR_CLASSES}}}[$__range]))", instant=True)], w=24, h=7),
         panel("table", "Counter deltas of the last run",
               "Every counter delta of the latest successful run per prober, peer and module, "
               "both sides "

@@ -47,9 +47,9 @@ readonly EXEC_GRACE=15        # seconds past a job timeout before the VM counts 
 readonly PORT_BASE=${IBPROBE_LAB_PORT_BASE:-17470}
 
 readonly LAB_MODULES=(rdma_rxe ib_umad ib_uverbs rdma_ucm 9pnet_virtio 9p virtio_pci
-    virtio_net virtio_console veth dummy crc32_generic)
+    virtio_net virtio_console veth dummy crc32_generic sch_netem)
 readonly LAB_HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio iproute2)
-readonly LAB_GUEST_TOOL_PACKAGES=(rdma-core ibverbs-providers ibverbs-utils perftest)
+readonly LAB_GUEST_TOOL_PACKAGES=(rdma-core ibverbs-providers ibverbs-utils perftest ethtool)
 
 # Exit statuses of exec/wait besides the command's own.
 readonly RC_TIMEOUT=124

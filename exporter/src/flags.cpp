@@ -105,6 +105,10 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     enabled[i] = infos[i].enabled_by_default ? 1 : 0;
   }
 
+  app.add_flag("--collector.ethtool.all", config.ethtool_all_statistics,
+               "ethtool collector: export every statistic of the netdev, not only the RoCE ones "
+               "(pause, PFC, discards, drops, out of buffer)");
+
   int remote_pma = 0;
   app.add_flag("--collector." + std::string(collectors::kRemotePmaCollector) + ",!--no-collector." +
                    std::string(collectors::kRemotePmaCollector),

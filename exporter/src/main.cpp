@@ -5,6 +5,7 @@
 #include <csignal>
 #include <exception>
 
+#include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_api.h"
@@ -44,7 +45,9 @@ std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
     const exporter::Config& config) {
   std::vector<std::unique_ptr<collectors::Collector>> result;
   for (const auto& name : config.enabled_collectors) {
-    result.push_back(collectors::make_collector(name));
+    result.push_back(name == collectors::kEthtoolCollector
+                         ? collectors::make_ethtool_collector(config.ethtool_all_statistics)
+                         : collectors::make_collector(name));
   }
   return result;
 }

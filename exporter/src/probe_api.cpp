@@ -57,7 +57,8 @@ json deltas_json(const std::vector<probes::CounterDelta>& deltas) {
   for (const auto& d : deltas) {
     json entry = {{"counter", d.counter},
                   {"status", std::string(probes::to_string(d.status))},
-                  {"error_class", d.error_class}};
+                  {"error_class", d.error_class},
+                  {"class", d.counter_class}};
     entry["delta"] = d.delta ? json(*d.delta) : json(nullptr);
     out.push_back(std::move(entry));
   }
@@ -132,7 +133,8 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
   const auto& link = outcome.link;
   out["link"] = {{"diagnosis", std::string(probes::to_string(link.diagnosis))},
                  {"explanation", link.explanation},
-                 {"moved_error_counters", link.moved_error_counters}};
+                 {"moved_error_counters", link.moved_error_counters},
+                 {"probe_backpressure_counters", link.probe_backpressure_counters}};
   out["link"]["link_bytes_per_second"] =
       link.link_bytes_per_second ? json(*link.link_bytes_per_second) : json(nullptr);
   out["link"]["line_rate_ratio"] =

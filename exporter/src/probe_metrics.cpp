@@ -45,19 +45,26 @@ Labels with(const Labels& base, Labels more) {
   return out;
 }
 
+// Every delta carries its counter's class (error/informative for PortCounters, the driver
+// table's class for hw_counters), so `{class!~"informative|congestion"}` selects the findings.
 void add_deltas(FamilyBuilder& out, const Labels& base, const std::string& side,
                 const std::vector<probes::CounterDelta>& deltas) {
   for (const auto& delta : deltas) {
+    const std::string counter_class =
+        delta.counter_class.empty() ? "informative" : delta.counter_class;
     if (delta.delta) {
       out.gauge("rdma_probe_counter_delta",
-                "Increase of a port counter during the probe (bytes for the data counters).",
-                with(base, {{"side", side}, {"counter", delta.counter}}), *delta.delta);
+                "Increase of a port counter during the probe (bytes for the data counters), with "
+                "the counter's class.",
+                with(base, {{"side", side}, {"counter", delta.counter}, {"class", counter_class}}),
+                *delta.delta);
     } else {
       out.gauge("rdma_probe_counter_delta_unknown",
                 "1 for a counter whose increase during the probe is unknown (reset, saturated, "
                 "or read on one side of the run only).",
                 with(base, {{"side", side},
                             {"counter", delta.counter},
+                            {"class", counter_class},
                             {"status", std::string(probes::to_string(delta.status))}}),
                 1);
     }
@@ -105,8 +112,7 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
               bw->messages_per_second);
   }
   if (const auto& lat = outcome.latency) {
-    const std::string help =
-        "Latency of the probe: quantile 0.5 is perftest's t_typical (median).";
+    const std::string help = "Latency of the probe: quantile 0.5 is perftest's t_typical (median).";
     out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.5"}}),
               lat->typical_ns * 1e-9);
     out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.99"}}),
@@ -144,12 +150,12 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
     out.gauge("rdma_probe_check", check_help,
               with(base, {{"side", check.side}, {"check", check.name}}), check.passed ? 1 : 0);
   }
-  out.gauge("rdma_probe_check", check_help, with(base, {{"side", "both"}, {"check", "errors_clean"}}),
+  out.gauge("rdma_probe_check", check_help,
+            with(base, {{"side", "both"}, {"check", "errors_clean"}}),
             outcome.link.moved_error_counters.empty() ? 1 : 0);
   out.gauge("rdma_probe_diagnosis",
             "1 for what the probe figure and the sending port's counters say together.",
-            with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}),
-            1);
+            with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}), 1);
   if (const auto& v = outcome.validation) add_validation(out, base, *v);
   add_deltas(out, base, "local", outcome.local_deltas);
   add_deltas(out, base, "peer", outcome.peer_deltas);

@@ -1,3 +1,6 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -24,6 +27,7 @@ CounterDelta delta_of(std::string name, const CounterSample* before, const Count
   CounterDelta delta;
   delta.counter = std::move(name);
   delta.error_class = (before && before->error_class) || (after && after->error_class);
+  delta.counter_class = after ? after->counter_class : before ? before->counter_class : "";
   if (!before || !after) {
     delta.status = DeltaStatus::kMissing;
   } else if (after->value < before->value) {
@@ -35,6 +39,10 @@ CounterDelta delta_of(std::string name, const CounterSample* before, const Count
     delta.delta = static_cast<double>(after->value - before->value) * after->scale;
   }
   return delta;
+}
+
+bool is_go_back_n_class(std::string_view counter_class) {
+  return counter_class == "retransmission" || counter_class == "sequence_error";
 }
 
 const CounterDelta* find(const std::vector<CounterDelta>& deltas, std::string_view counter) {
@@ -99,11 +107,27 @@ std::vector<CounterDelta> counter_deltas(const CounterSnapshot& before,
 LinkReading read_link(double window_seconds, double probe_bytes_per_second,
                       double line_rate_bytes_per_second, const std::vector<CounterDelta>& sender,
                       const std::vector<CounterDelta>& all_sides,
-                      const DiagnosisThresholds& thresholds) {
+                      const DiagnosisThresholds& thresholds,
+                      const std::optional<std::string>& own_backpressure) {
   LinkReading reading;
+  // An error counter whose delta is unknown may have moved: a finding to look at, not to hide.
+  auto moved = [](const CounterDelta& delta) {
+    return delta.error_class && (!delta.delta || *delta.delta > 0);
+  };
+  // RNR NAKs the probe drew on purpose restart the sender go-back-N from the refused message:
+  // the packets already behind it arrive out of sequence and are sent again (rxe counts
+  // out_of_seq_request, completer_retry_err, duplicate_request in such a run over a clean
+  // link). In that run those classes are the probe's doing too; a loss on the link cannot be
+  // told apart from them, which is what a plain probe is for.
+  const bool starved =
+      own_backpressure && std::ranges::any_of(all_sides, [&](const CounterDelta& delta) {
+        return moved(delta) && is_rnr_class(delta.counter_class);
+      });
   for (const auto& delta : all_sides) {
-    // An error counter whose delta is unknown may have moved: a finding to look at, not to hide.
-    if (delta.error_class && (!delta.delta || *delta.delta > 0)) {
+    if (!moved(delta)) continue;
+    if (starved && (is_rnr_class(delta.counter_class) || is_go_back_n_class(delta.counter_class))) {
+      reading.probe_backpressure_counters.push_back(delta.counter);
+    } else {
       reading.moved_error_counters.push_back(delta.counter);
     }
   }
@@ -120,9 +144,15 @@ LinkReading read_link(double window_seconds, double probe_bytes_per_second,
     reading.diagnosis = diagnosis;
     reading.explanation = std::move(explanation);
     if (!reading.moved_error_counters.empty()) {
+      reading.explanation += "; error counters moved during the probe: " +
+                             fmt::format("{}", fmt::join(reading.moved_error_counters, ", ")) +
+                             " (rule out an over-aggressive probe before calling them findings)";
+    }
+    if (!reading.probe_backpressure_counters.empty()) {
       reading.explanation +=
-          "; error counters moved during the probe (rule out an "
-          "over-aggressive probe before calling them findings)";
+          "; " + fmt::format("{}", fmt::join(reading.probe_backpressure_counters, ", ")) +
+          " rose from the probe's own receiver back-pressure (" + *own_backpressure +
+          "), not a fabric error";
     }
     return reading;
   };
@@ -167,6 +197,23 @@ LinkReading read_link(double window_seconds, double probe_bytes_per_second,
                   "probe bandwidth is " + percent(ratio) +
                       " of the port rate with no transmit wait: the bottleneck is on a host "
                       "(posting rate, receiver)");
+}
+
+bool is_rnr_class(std::string_view counter_class) {
+  return counter_class == "rnr_nak" || counter_class == "rnr_retry_exceeded";
+}
+
+std::optional<std::string> own_backpressure(const ProbeSpec& spec) {
+  // One shared receive queue serves the messages in flight of every QP.
+  const std::uint64_t in_flight =
+      static_cast<std::uint64_t>(spec.tx_depth) * (spec.use_srq ? spec.qps : 1);
+  if (spec.operation != Operation::kSend || spec.posted_receives == 0 ||
+      spec.posted_receives >= in_flight) {
+    return std::nullopt;
+  }
+  return "posted_receives " + std::to_string(spec.posted_receives) + " below " +
+         std::to_string(in_flight) + " messages in flight (tx_depth " +
+         std::to_string(spec.tx_depth) + (spec.use_srq ? " x qps, shared receive queue" : "") + ")";
 }
 
 }  // namespace ibprobe::probes

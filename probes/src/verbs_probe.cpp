@@ -15,6 +15,7 @@
 
 #include "control_channel.h"
 #include "ibprobe/counter_snapshot.h"
+#include "ibprobe/hw_counter_classes.h"
 #include "ibprobe/remote_pma.h"
 #include "peer_auth.h"
 #include "rc_session.h"
@@ -36,10 +37,34 @@ CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
   }
   CounterSnapshot out;
   for (const auto& [name, reading] : snapshot.counters) {
-    out.emplace(
-        name, CounterSample{reading.value, reading.width_bits, reading.scale, reading.error_class});
+    out.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
+                                    reading.error_class, std::string(reading.counter_class)});
   }
   return out;
+}
+
+// A peer's snapshot, classified with this side's tables: both sides' hw_counters are then read
+// by one table, whatever software version the peer runs.
+CounterSnapshot classified(CounterSnapshot snapshot) {
+  constexpr std::string_view kHwPrefix = "hw_counters/";
+  for (auto& [name, sample] : snapshot) {
+    sample.counter_class = std::string(collectors::counter_class_of(name));
+    if (name.starts_with(kHwPrefix)) {
+      sample.error_class = collectors::is_error_class(
+          collectors::classify_hw_counter(std::string_view(name).substr(kHwPrefix.size())));
+    }
+  }
+  return snapshot;
+}
+
+// Deltas of every side in one list, each name qualified by its side ("local:symbol_error",
+// "peer:hw_counters/completer_retry_err") so a moved counter says where it moved.
+void append_side(std::vector<CounterDelta>& all, std::string_view side,
+                 const std::vector<CounterDelta>& deltas) {
+  for (auto delta : deltas) {
+    delta.counter = std::string(side) + ":" + delta.counter;
+    all.push_back(std::move(delta));
+  }
 }
 
 class IgnoredErrors final : public collectors::ErrorSink {
@@ -56,8 +81,9 @@ std::vector<CounterSnapshot> snapshot_fabric(const collectors::RemotePmaOptions&
     for (const auto& [name, counter] : remote.counters) {
       const auto reading = collectors::describe_port_counter(
           name, counter.value, static_cast<std::uint32_t>(counter.width));
-      snapshot.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
-                                           reading.error_class});
+      snapshot.emplace(
+          name, CounterSample{reading.value, reading.width_bits, reading.scale, reading.error_class,
+                              std::string(reading.counter_class)});
     }
     snapshots.push_back(std::move(snapshot));
   }
@@ -311,24 +337,26 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   }
 
   outcome.local_deltas = counter_deltas(before, after);
-  outcome.peer_deltas = counter_deltas(result.before, result.after);
+  outcome.peer_deltas = counter_deltas(classified(result.before), classified(result.after));
   if (!fabric.targets.empty()) {
     outcome.checks.push_back({"local", "fabric_ports", fabric_problem.empty(),
                               fabric_problem.empty()
                                   ? std::to_string(fabric.targets.size()) + " fabric ports read"
                                   : fabric_problem});
   }
-  auto all = outcome.local_deltas;
-  all.insert(all.end(), outcome.peer_deltas.begin(), outcome.peer_deltas.end());
+  std::vector<CounterDelta> all;
+  append_side(all, "local", outcome.local_deltas);
+  append_side(all, "peer", outcome.peer_deltas);
   for (const auto& fabric_port : outcome.fabric_deltas) {
-    all.insert(all.end(), fabric_port.deltas.begin(), fabric_port.deltas.end());
+    append_side(all, "fabric:" + fabric_port.port, fabric_port.deltas);
   }
   // The port that transmitted the probe's data: ours for write and send, the peer's for read.
   const auto& sender =
       spec.operation == Operation::kRead ? outcome.peer_deltas : outcome.local_deltas;
   outcome.link =
       read_link(outcome.window_seconds, outcome.bandwidth ? outcome.bandwidth->bytes_per_second : 0,
-                verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all);
+                verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all, {},
+                own_backpressure(spec));
   return outcome;
 }
 

@@ -38,8 +38,9 @@ void print(const ProbeOutcome& outcome) {
     const auto& deltas = std::string(side) == "local" ? outcome.local_deltas : outcome.peer_deltas;
     for (const auto& d : deltas) {
       if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;
-      std::printf("delta side=%s counter=%s status=%s value=%.0f\n", side, d.counter.c_str(),
-                  std::string(to_string(d.status)).c_str(), d.delta.value_or(0));
+      std::printf("delta side=%s counter=%s status=%s value=%.0f class=%s\n", side,
+                  d.counter.c_str(), std::string(to_string(d.status)).c_str(), d.delta.value_or(0),
+                  d.counter_class.c_str());
     }
   }
   for (const auto& fabric_port : outcome.fabric_deltas) {
@@ -53,6 +54,8 @@ void print(const ProbeOutcome& outcome) {
   const auto& link = outcome.link;
   std::string moved;
   for (const auto& c : link.moved_error_counters) moved += (moved.empty() ? "" : ",") + c;
+  std::string own;
+  for (const auto& c : link.probe_backpressure_counters) own += (own.empty() ? "" : ",") + c;
   auto figure = [](const std::optional<double>& value, const char* format) {
     if (!value) return std::string("unknown");
     char text[32];
@@ -61,9 +64,10 @@ void print(const ProbeOutcome& outcome) {
   };
   std::printf(
       "link window_seconds=%.3f link_bytes_per_second=%s line_rate_ratio=%s "
-      "errors_moved=%s diagnosis=%s explanation=\"%s\"\n",
+      "errors_clean=%d errors_moved=%s probe_backpressure=%s diagnosis=%s explanation=\"%s\"\n",
       outcome.window_seconds, figure(link.link_bytes_per_second, "%.0f").c_str(),
-      figure(link.line_rate_ratio, "%.4f").c_str(), moved.empty() ? "none" : moved.c_str(),
+      figure(link.line_rate_ratio, "%.4f").c_str(), moved.empty() ? 1 : 0,
+      moved.empty() ? "none" : moved.c_str(), own.empty() ? "none" : own.c_str(),
       std::string(to_string(link.diagnosis)).c_str(), link.explanation.c_str());
   if (const auto& bw = outcome.bandwidth) {
     std::printf(

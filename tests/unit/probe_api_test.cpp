@@ -107,18 +107,20 @@ ProbeOutcome bandwidth_outcome(const probes::ProbeSpec& spec) {
   outcome.checks = {{"local", "port_active", true, "ACTIVE"},
                     {"both", "rate_match", false, "100 vs 200 Gb/s"}};
   outcome.local_deltas = {
-      {"port_xmit_data", probes::DeltaStatus::kValid, 335544320, false},
-      {"symbol_error", probes::DeltaStatus::kValid, 0, true},
+      {"port_xmit_data", probes::DeltaStatus::kValid, 335544320, false, "informative"},
+      {"symbol_error", probes::DeltaStatus::kValid, 0, true, "error"},
   };
   outcome.peer_deltas = {
-      {"port_rcv_data", probes::DeltaStatus::kReset, std::nullopt, false},
-      {"hw_counters/out_of_buffer", probes::DeltaStatus::kMissing, std::nullopt, true},
+      {"port_rcv_data", probes::DeltaStatus::kReset, std::nullopt, false, "informative"},
+      {"hw_counters/out_of_buffer", probes::DeltaStatus::kMissing, std::nullopt, true,
+       "out_of_buffer"},
   };
   outcome.fabric_deltas = {
-      {"0x1a:3", {{"port_xmit_wait", probes::DeltaStatus::kSaturated, std::nullopt, false}}}};
+      {"0x1a:3",
+       {{"port_xmit_wait", probes::DeltaStatus::kSaturated, std::nullopt, false, "informative"}}}};
   outcome.link.link_bytes_per_second = 671088640;
   outcome.link.line_rate_ratio = 0.105;
-  outcome.link.moved_error_counters = {"hw_counters/out_of_buffer"};
+  outcome.link.moved_error_counters = {"peer:hw_counters/out_of_buffer"};
   outcome.link.diagnosis = probes::Diagnosis::kHostSideBottleneck;
   outcome.link.explanation = "far below line rate, no transmit wait";
   return outcome;
@@ -317,23 +319,28 @@ TEST_F(ProbeApiTest, ProbeSuccessBandwidth) {
   // An error-class counter moved (or is unknown): the run is not clean.
   EXPECT_EQ(got.at(series("rdma_probe_check", {{"side", "both"}, {"check", "errors_clean"}})), 0);
   EXPECT_EQ(got.at(series("rdma_probe_diagnosis", {{"diagnosis", "host_side_bottleneck"}})), 1);
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta",
-                          {{"side", "local"}, {"counter", "port_xmit_data"}})),
-            335544320);
   EXPECT_EQ(
-      got.at(series("rdma_probe_counter_delta", {{"side", "local"}, {"counter", "symbol_error"}})),
-      0);
+      got.at(series("rdma_probe_counter_delta",
+                    {{"side", "local"}, {"counter", "port_xmit_data"}, {"class", "informative"}})),
+      335544320);
+  EXPECT_EQ(got.at(series("rdma_probe_counter_delta",
+                          {{"side", "local"}, {"counter", "symbol_error"}, {"class", "error"}})),
+            0);
   // Unknown deltas are flagged with why, never reported as a number.
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown",
-                          {{"side", "peer"}, {"counter", "port_rcv_data"}, {"status", "reset"}})),
+  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
+                                                               {"counter", "port_rcv_data"},
+                                                               {"class", "informative"},
+                                                               {"status", "reset"}})),
             1);
   EXPECT_EQ(
-      got.at(series(
-          "rdma_probe_counter_delta_unknown",
-          {{"side", "peer"}, {"counter", "hw_counters/out_of_buffer"}, {"status", "missing"}})),
+      got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
+                                                         {"counter", "hw_counters/out_of_buffer"},
+                                                         {"class", "out_of_buffer"},
+                                                         {"status", "missing"}})),
       1);
   EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "fabric:0x1a:3"},
                                                                {"counter", "port_xmit_wait"},
+                                                               {"class", "informative"},
                                                                {"status", "saturated"}})),
             1);
   EXPECT_FALSE(got.contains(
@@ -708,7 +715,8 @@ TEST_F(ProbeApiTest, MetricsCarryTheLastResultPerTargetAndModule) {
   EXPECT_DOUBLE_EQ(got.at(series("rdma_probe_latency_seconds", with(a_lat, "quantile", "0.5"))),
                    1.5e-6);
   EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown",
-                          with(with(with(a_bw, "side", "peer"), "counter", "port_rcv_data"),
+                          with(with(with(with(a_bw, "side", "peer"), "counter", "port_rcv_data"),
+                                    "class", "informative"),
                                "status", "reset"))),
             1);
   const double now =

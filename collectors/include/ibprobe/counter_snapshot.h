@@ -17,6 +17,9 @@ struct CounterReading {
   std::uint32_t width_bits = 64;  // fixed-width PortCounters saturate at all ones
   double scale = 1;               // 4 for the data counters: they count 32-bit words
   bool error_class = false;
+  // "error" or "informative" for PortCounters; for hw_counters the driver table's class
+  // (hw_counter_classes.h).
+  std::string_view counter_class = "informative";
 };
 
 struct PortSnapshot {
@@ -27,6 +30,10 @@ struct PortSnapshot {
   // not show it yet.
   std::chrono::milliseconds hw_counters_lifespan{0};
 };
+
+// The class of a counter as named in a snapshot ("port_rcv_errors", "hw_counters/<name>"), for
+// readings taken elsewhere (a peer's snapshot arrives with names and values).
+std::string_view counter_class_of(std::string_view snapshot_name);
 
 // A PortCounters value read elsewhere (a remote port's PMA), described like a local one: unit
 // and class from the counter's name. Unknown names are informative with scale 1.

@@ -27,6 +27,8 @@ struct Config {
   std::string device_include;
   std::string device_exclude;
   std::vector<std::string> enabled_collectors;
+  // ethtool collector: every statistic of the netdev, not only the RoCE ones.
+  bool ethtool_all_statistics = false;
   std::string log_level = "info";
   int http_threads = 8;
   int scrape_parallelism = 4;

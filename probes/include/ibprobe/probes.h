@@ -204,6 +204,9 @@ struct CounterSample {
   std::uint32_t width_bits = 64;  // fixed-width IB counters saturate at all ones, never wrap
   double scale = 1;               // 4 for PortXmitData/PortRcvData: they count 32-bit words
   bool error_class = false;       // any increase is a finding
+  // "error"/"informative" for PortCounters, the driver table's class for hw_counters
+  // ("retransmission", "rnr_nak", "congestion", ...); empty when not known.
+  std::string counter_class;
 
   bool operator==(const CounterSample&) const = default;
 };
@@ -222,6 +225,7 @@ struct CounterDelta {
   DeltaStatus status = DeltaStatus::kValid;
   std::optional<double> delta;  // scaled (bytes for the data counters); only when kValid
   bool error_class = false;
+  std::string counter_class;  // as in CounterSample
 
   bool operator==(const CounterDelta&) const = default;
 };
@@ -254,16 +258,34 @@ struct LinkReading {
   std::optional<double> link_bytes_per_second;    // data-counter delta / window
   std::optional<double> line_rate_ratio;          // probe BW / line rate
   std::vector<std::string> moved_error_counters;  // error-class counters that rose or are unknown
+  // RNR counters, and the retransmissions and sequence errors of the go-back-N they cause, that
+  // rose while the probe itself starved the receiver (posted receives below the messages in
+  // flight): the probe's own back-pressure, not a finding about the fabric.
+  std::vector<std::string> probe_backpressure_counters;
   Diagnosis diagnosis = Diagnosis::kInconclusive;
   std::string explanation;
 };
 
 // `sender` holds the deltas of the port that transmitted the probe's data (the initiator for
 // write and send, the responder for read); its port_xmit_data and port_xmit_wait are read.
-// `all_sides` are every delta seen during the run, scanned for moved error counters.
+// `all_sides` are every delta seen during the run (names qualified by side, "peer:..."), scanned
+// for moved error counters. `own_backpressure`, when set, says why the probe starved its own
+// receiver (see own_backpressure()): when RNR-class counters rose, they and the go-back-N they
+// cause (retransmission and sequence_error classes) are put apart from the findings, in
+// probe_backpressure_counters. Other error classes (remote errors, out of buffer, ACK timeouts,
+// PortCounters errors) stay findings.
 LinkReading read_link(double window_seconds, double probe_bytes_per_second,
                       double line_rate_bytes_per_second, const std::vector<CounterDelta>& sender,
                       const std::vector<CounterDelta>& all_sides,
-                      const DiagnosisThresholds& thresholds = {});
+                      const DiagnosisThresholds& thresholds = {},
+                      const std::optional<std::string>& own_backpressure = std::nullopt);
+
+// Classes of the counters a receiver starved of posted receives moves: RNR NAKs sent and
+// received, and RNR retries used up.
+bool is_rnr_class(std::string_view counter_class);
+
+// Why a spec starves its receiver on purpose, or nothing: a send probe that keeps fewer receives
+// posted (posted_receives) than it has messages in flight (tx_depth) draws RNR NAKs by design.
+std::optional<std::string> own_backpressure(const ProbeSpec& spec);
 
 }  // namespace ibprobe::probes

@@ -11,13 +11,25 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 CounterSample data(std::uint64_t value, std::uint32_t width = 64) {
-  return {.value = value, .width_bits = width, .scale = 4, .error_class = false};
+  return {.value = value,
+          .width_bits = width,
+          .scale = 4,
+          .error_class = false,
+          .counter_class = "informative"};
 }
 CounterSample plain(std::uint64_t value, std::uint32_t width = 32) {
-  return {.value = value, .width_bits = width, .scale = 1, .error_class = false};
+  return {.value = value,
+          .width_bits = width,
+          .scale = 1,
+          .error_class = false,
+          .counter_class = "informative"};
 }
 CounterSample error(std::uint64_t value, std::uint32_t width = 16) {
-  return {.value = value, .width_bits = width, .scale = 1, .error_class = true};
+  return {.value = value,
+          .width_bits = width,
+          .scale = 1,
+          .error_class = true,
+          .counter_class = "error"};
 }
 
 const CounterDelta& only(const std::vector<CounterDelta>& deltas) {
@@ -87,9 +99,10 @@ TEST(CounterDeltas, CountersInOneSnapshotOnlyAreMissing) {
   const auto deltas =
       counter_deltas({{"a", plain(1)}, {"b", plain(1)}}, {{"b", plain(5)}, {"c", error(1)}});
   ASSERT_EQ(deltas.size(), 3u);
-  EXPECT_EQ(deltas[0], (CounterDelta{"a", DeltaStatus::kMissing, std::nullopt, false}));
-  EXPECT_EQ(deltas[1], (CounterDelta{"b", DeltaStatus::kValid, 4.0, false}));
-  EXPECT_EQ(deltas[2], (CounterDelta{"c", DeltaStatus::kMissing, std::nullopt, true}));
+  EXPECT_EQ(deltas[0],
+            (CounterDelta{"a", DeltaStatus::kMissing, std::nullopt, false, "informative"}));
+  EXPECT_EQ(deltas[1], (CounterDelta{"b", DeltaStatus::kValid, 4.0, false, "informative"}));
+  EXPECT_EQ(deltas[2], (CounterDelta{"c", DeltaStatus::kMissing, std::nullopt, true, "error"}));
 }
 
 TEST(CounterDeltas, StatusNames) {
@@ -104,8 +117,10 @@ constexpr double kRate = 12.5e9;
 
 std::vector<CounterDelta> sender(std::optional<double> data_bytes, std::optional<double> wait) {
   return {
-      {"port_xmit_data", data_bytes ? DeltaStatus::kValid : DeltaStatus::kReset, data_bytes, false},
-      {"port_xmit_wait", wait ? DeltaStatus::kValid : DeltaStatus::kSaturated, wait, false},
+      {"port_xmit_data", data_bytes ? DeltaStatus::kValid : DeltaStatus::kReset, data_bytes, false,
+       "informative"},
+      {"port_xmit_wait", wait ? DeltaStatus::kValid : DeltaStatus::kSaturated, wait, false,
+       "informative"},
   };
 }
 
@@ -159,14 +174,15 @@ TEST(ReadLink, UnknownReadingsAreInconclusive) {
 
 TEST(ReadLink, MovedErrorCountersAreListedAndMentioned) {
   const std::vector<CounterDelta> all = {
-      {"symbol_error", DeltaStatus::kValid, 0.0, true},
-      {"port_rcv_errors", DeltaStatus::kValid, 3.0, true},
-      {"link_downed", DeltaStatus::kReset, std::nullopt, true},
-      {"port_rcv_packets", DeltaStatus::kValid, 900.0, false},
+      {"symbol_error", DeltaStatus::kValid, 0.0, true, "error"},
+      {"port_rcv_errors", DeltaStatus::kValid, 3.0, true, "error"},
+      {"link_downed", DeltaStatus::kReset, std::nullopt, true, "error"},
+      {"port_rcv_packets", DeltaStatus::kValid, 900.0, false, "informative"},
   };
   const auto reading = read_link(1, 12e9, kRate, sender(12.2e9, 0), all);
   EXPECT_THAT(reading.moved_error_counters, ElementsAre("port_rcv_errors", "link_downed"));
-  EXPECT_THAT(reading.explanation, HasSubstr("error counters moved"));
+  EXPECT_THAT(reading.explanation,
+              HasSubstr("error counters moved during the probe: port_rcv_errors, link_downed"));
 
   const auto clean = read_link(1, 12e9, kRate, sender(12.2e9, 0), {all[0], all[3]});
   EXPECT_THAT(clean.moved_error_counters, IsEmpty());
@@ -180,6 +196,99 @@ TEST(ReadLink, DiagnosisNames) {
   EXPECT_EQ(to_string(Diagnosis::kAggregatedPath), "aggregated_path");
   EXPECT_EQ(to_string(Diagnosis::kExtraLinkTraffic), "extra_link_traffic");
   EXPECT_EQ(to_string(Diagnosis::kInconclusive), "inconclusive");
+}
+
+// The retransmissions of a lossy link (rxe on both sides, classified by the driver table): they
+// are findings on whichever side they moved, congestion and traffic counters are not.
+TEST(ReadLink, ErrorClassHwCountersOfBothSidesAreFindings) {
+  const std::vector<CounterDelta> all = {
+      {"local:hw_counters/completer_retry_err", DeltaStatus::kValid, 7.0, true, "retransmission"},
+      {"local:hw_counters/sent_pkts", DeltaStatus::kValid, 5000.0, false, "informative"},
+      {"peer:hw_counters/duplicate_request", DeltaStatus::kValid, 5.0, true, "retransmission"},
+      {"peer:hw_counters/out_of_seq_request", DeltaStatus::kValid, 0.0, true, "sequence_error"},
+      {"peer:hw_counters/np_cnp_sent", DeltaStatus::kValid, 40.0, false, "congestion"},
+  };
+  const auto reading = read_link(1, 12e9, kRate, sender(12.2e9, 0), all);
+  EXPECT_THAT(reading.moved_error_counters, ElementsAre("local:hw_counters/completer_retry_err",
+                                                        "peer:hw_counters/duplicate_request"));
+  EXPECT_THAT(reading.probe_backpressure_counters, IsEmpty());
+  EXPECT_THAT(reading.explanation, HasSubstr("local:hw_counters/completer_retry_err"));
+}
+
+TEST(ReadLink, RnrNaksOfTheProbesOwnBackPressureAreNamedAsSuch) {
+  // What rxe counted in the lab for send_bw with one receive posted over a clean link: the RNR
+  // NAKs, and the go-back-N they cause.
+  const std::vector<CounterDelta> all = {
+      {"local:hw_counters/rcvd_rnr_err", DeltaStatus::kValid, 31.0, true, "rnr_nak"},
+      {"local:hw_counters/completer_retry_err", DeltaStatus::kValid, 12.0, true, "retransmission"},
+      {"peer:hw_counters/send_rnr_err", DeltaStatus::kValid, 31.0, true, "rnr_nak"},
+      {"peer:hw_counters/duplicate_request", DeltaStatus::kValid, 3.0, true, "retransmission"},
+      {"peer:hw_counters/out_of_seq_request", DeltaStatus::kValid, 2.0, true, "sequence_error"},
+      {"peer:hw_counters/sent_pkts", DeltaStatus::kValid, 900.0, false, "informative"},
+  };
+  ProbeSpec spec = default_spec(Operation::kSend, TestKind::kBandwidth);
+  spec.posted_receives = 1;
+  const auto cause = own_backpressure(spec);
+  ASSERT_TRUE(cause);
+  EXPECT_EQ(*cause, "posted_receives 1 below 128 messages in flight (tx_depth 128)");
+
+  const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 0), all, {}, cause);
+  EXPECT_THAT(reading.probe_backpressure_counters,
+              ElementsAre("local:hw_counters/rcvd_rnr_err", "local:hw_counters/completer_retry_err",
+                          "peer:hw_counters/send_rnr_err", "peer:hw_counters/duplicate_request",
+                          "peer:hw_counters/out_of_seq_request"));
+  EXPECT_THAT(reading.moved_error_counters, IsEmpty());
+  EXPECT_THAT(reading.explanation,
+              HasSubstr("local:hw_counters/rcvd_rnr_err, local:hw_counters/completer_retry_err, "
+                        "peer:hw_counters/send_rnr_err"));
+  EXPECT_THAT(reading.explanation, HasSubstr("rose from the probe's own receiver back-pressure "
+                                             "(posted_receives 1 below 128"));
+  EXPECT_THAT(reading.explanation, ::testing::Not(HasSubstr("error counters moved")));
+
+  // Other error classes stay findings in a starving run.
+  auto with_findings = all;
+  with_findings.push_back({"peer:hw_counters/resp_remote_access_errors", DeltaStatus::kValid, 1.0,
+                           true, "remote_error"});
+  with_findings.push_back({"local:symbol_error", DeltaStatus::kValid, 2.0, true, "error"});
+  EXPECT_THAT(
+      read_link(1, 3e9, kRate, sender(3.1e9, 0), with_findings, {}, cause).moved_error_counters,
+      ElementsAre("peer:hw_counters/resp_remote_access_errors", "local:symbol_error"));
+
+  // The same RNR NAKs without a starving spec are findings: the receiver fell behind.
+  const auto unprovoked = read_link(1, 3e9, kRate, sender(3.1e9, 0), all);
+  EXPECT_THAT(unprovoked.moved_error_counters, ::testing::SizeIs(5));
+  EXPECT_THAT(unprovoked.probe_backpressure_counters, IsEmpty());
+}
+
+// A starving spec whose run drew no RNR NAK: its retransmissions have no excuse.
+TEST(ReadLink, RetransmissionsWithoutRnrNaksStayFindingsInAStarvingRun) {
+  const std::vector<CounterDelta> all = {
+      {"local:hw_counters/rcvd_rnr_err", DeltaStatus::kValid, 0.0, true, "rnr_nak"},
+      {"local:hw_counters/completer_retry_err", DeltaStatus::kValid, 12.0, true, "retransmission"},
+  };
+  const auto reading = read_link(1, 3e9, kRate, sender(3.1e9, 0), all, {},
+                                 std::string("posted_receives 1 below 128 messages in flight"));
+  EXPECT_THAT(reading.moved_error_counters, ElementsAre("local:hw_counters/completer_retry_err"));
+  EXPECT_THAT(reading.probe_backpressure_counters, IsEmpty());
+}
+
+TEST(OwnBackpressure, OnlySendWithFewerReceivesThanMessagesInFlight) {
+  ProbeSpec send = default_spec(Operation::kSend, TestKind::kBandwidth);
+  EXPECT_FALSE(own_backpressure(send));  // posted_receives 0: rx_depth, as perftest
+  send.posted_receives = 128;
+  EXPECT_FALSE(own_backpressure(send));  // as many receives as messages in flight
+  send.posted_receives = 127;
+  EXPECT_TRUE(own_backpressure(send));
+  // A shared receive queue serves every QP's messages in flight.
+  send.use_srq = true;
+  send.qps = 4;
+  send.posted_receives = 256;
+  EXPECT_EQ(own_backpressure(send),
+            "posted_receives 256 below 512 messages in flight (tx_depth 128 x qps, shared "
+            "receive queue)");
+  ProbeSpec write = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  write.posted_receives = 1;
+  EXPECT_FALSE(own_backpressure(write));
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// Ethernet-side evidence of a RoCE port: the ethtool statistics of its netdev (what
+// `ethtool -S` prints), read with the SIOCETHTOOL ioctl. The statistics belong to the netdev in
+// the exporter's network namespace, whatever --path.sysfs says: sysfs only names the netdev.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ibprobe/collectors.h"
+
+namespace ibprobe::collectors {
+
+inline constexpr std::string_view kEthtoolCollector = "ethtool";
+
+// Statistics of one netdev in the driver's order, or the errno of the failed ioctl.
+using EthtoolStatistics = std::vector<std::pair<std::string, std::uint64_t>>;
+using EthtoolRead = std::variant<EthtoolStatistics, int>;
+
+class EthtoolSource {
+ public:
+  virtual ~EthtoolSource() = default;
+  virtual EthtoolRead statistics(const std::string& netdev) const = 0;
+};
+
+// ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS and ETHTOOL_GSTATS on an AF_INET datagram socket.
+std::shared_ptr<const EthtoolSource> make_ioctl_ethtool_source();
+
+// The statistics that matter for RoCE, by name across drivers: pause frames and pause duration
+// per priority (mlx5 rx_prio3_pause, bnxt_en rx_pfc_ena_frames_pri3, ice rx_priority_3_xoff),
+// PFC storm and watchdog counters, discards, drops and out-of-buffer.
+bool is_roce_ethtool_statistic(std::string_view name);
+
+// One series per statistic of each RoCE port's netdev (ports without one are skipped):
+// rdma_port_ethtool_stat_total{device,port,netdev,stat}. `all_statistics` exports every
+// statistic instead of the RoCE ones. A netdev whose statistics cannot be read costs its series
+// and one dropped input (reason from the errno), never the scrape.
+std::unique_ptr<Collector> make_ethtool_collector(
+    bool all_statistics, std::shared_ptr<const EthtoolSource> source = make_ioctl_ethtool_source());
+
+}  // namespace ibprobe::collectors

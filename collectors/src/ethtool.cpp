@@ -1,0 +1,161 @@
+#include "ibprobe/ethtool.h"
+
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "collectors_internal.h"
+#include "devices.h"
+#include "sysfs.h"
+
+namespace ibprobe::collectors {
+namespace {
+
+class Socket {
+ public:
+  Socket() : fd_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {}
+  ~Socket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// One SIOCETHTOOL request; 0 or the errno.
+int ethtool_ioctl(const Socket& socket, const std::string& netdev, void* command) {
+  ifreq request{};
+  if (netdev.size() >= sizeof(request.ifr_name)) return ENODEV;
+  std::memcpy(request.ifr_name, netdev.data(), netdev.size());
+  request.ifr_data = static_cast<char*>(command);
+  return ::ioctl(socket.fd(), SIOCETHTOOL, &request) == 0 ? 0 : errno;
+}
+
+class IoctlEthtoolSource final : public EthtoolSource {
+ public:
+  EthtoolRead statistics(const std::string& netdev) const override {
+    const Socket socket;
+    if (socket.fd() < 0) return errno;
+    // ethtool_sset_info ends in a flexible array: one u32 follows for the one set asked.
+    alignas(ethtool_sset_info)
+        std::array<std::uint8_t, sizeof(ethtool_sset_info) + sizeof(std::uint32_t)>
+            set_buffer{};
+    auto* set_info = reinterpret_cast<ethtool_sset_info*>(set_buffer.data());
+    set_info->cmd = ETHTOOL_GSSET_INFO;
+    set_info->sset_mask = std::uint64_t{1} << ETH_SS_STATS;
+    if (const int error = ethtool_ioctl(socket, netdev, set_info)) return error;
+    const std::uint32_t count = set_info->sset_mask ? set_info->data[0] : 0;
+    if (count == 0) return EthtoolStatistics{};
+
+    std::vector<std::uint8_t> strings(sizeof(ethtool_gstrings) + count * ETH_GSTRING_LEN);
+    auto* gstrings = reinterpret_cast<ethtool_gstrings*>(strings.data());
+    gstrings->cmd = ETHTOOL_GSTRINGS;
+    gstrings->string_set = ETH_SS_STATS;
+    gstrings->len = count;
+    if (const int error = ethtool_ioctl(socket, netdev, gstrings)) return error;
+
+    std::vector<std::uint8_t> values(sizeof(ethtool_stats) + count * sizeof(std::uint64_t));
+    auto* stats = reinterpret_cast<ethtool_stats*>(values.data());
+    stats->cmd = ETHTOOL_GSTATS;
+    stats->n_stats = count;
+    if (const int error = ethtool_ioctl(socket, netdev, stats)) return error;
+    // The driver may have changed its set between the calls (a queue added): take what both
+    // answers cover.
+    const std::uint32_t n = std::min({count, gstrings->len, stats->n_stats});
+    EthtoolStatistics out;
+    out.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const char* name = reinterpret_cast<const char*>(gstrings->data + i * ETH_GSTRING_LEN);
+      out.emplace_back(std::string(name, strnlen(name, ETH_GSTRING_LEN)), stats->data[i]);
+    }
+    return out;
+  }
+};
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+// The netdev behind a RoCE port's GID 0; none on InfiniBand ports (the kernel answers EINVAL).
+std::string roce_netdev(const Device& device, const std::string& port) {
+  const SysfsDir ndevs(device.dir, "ports/" + port + "/gid_attrs/ndevs");
+  auto ndev = ndevs.read_text("0");
+  return ndev ? std::move(*ndev.value) : std::string();
+}
+
+class EthtoolCollector final : public Collector {
+ public:
+  EthtoolCollector(bool all_statistics, std::shared_ptr<const EthtoolSource> source)
+      : all_statistics_(all_statistics), source_(std::move(source)) {}
+
+  std::string_view name() const override { return kEthtoolCollector; }
+
+  void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
+    for (const auto& port : list_ports(device)) {
+      const std::string netdev = roce_netdev(device, port);
+      if (netdev.empty()) continue;
+      const auto read = source_->statistics(netdev);
+      if (const int* error = std::get_if<int>(&read)) {
+        errors.record(
+            classify_errno(*error),
+            "netdev " + netdev + " (SIOCETHTOOL ETHTOOL_GSTATS: " + std::strerror(*error) + ")");
+        continue;
+      }
+      std::set<std::string> used;
+      for (const auto& [stat, value] : std::get<EthtoolStatistics>(read)) {
+        if (!all_statistics_ && !is_roce_ethtool_statistic(stat)) continue;
+        // Some drivers repeat a name; a repeated series would make the page invalid.
+        std::string label = stat;
+        for (int suffix = 2; !used.insert(label).second; ++suffix) {
+          label = stat + "_" + std::to_string(suffix);
+        }
+        out.add("rdma_port_ethtool_stat_total",
+                "Ethernet statistic of a RoCE port's netdev, as `ethtool -S` names it (by "
+                "default the RoCE ones: pause frames and duration per priority, PFC storm and "
+                "watchdog, discards, drops, out of buffer).",
+                prometheus::MetricType::Counter,
+                {{"device", device.name}, {"port", port}, {"netdev", netdev}, {"stat", label}},
+                static_cast<double>(value));
+      }
+    }
+  }
+
+ private:
+  bool all_statistics_;
+  std::shared_ptr<const EthtoolSource> source_;
+};
+
+}  // namespace
+
+std::shared_ptr<const EthtoolSource> make_ioctl_ethtool_source() {
+  return std::make_shared<IoctlEthtoolSource>();
+}
+
+bool is_roce_ethtool_statistic(std::string_view name) {
+  static constexpr std::array kParts = {
+      "pause",    "pfc",     "prio", "xoff",          "xon",    "storm",
+      "watchdog", "discard", "drop", "out_of_buffer", "no_buf",
+  };
+  for (std::string_view part : kParts) {
+    if (contains(name, part)) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Collector> make_ethtool_collector(bool all_statistics,
+                                                  std::shared_ptr<const EthtoolSource> source) {
+  return std::make_unique<EthtoolCollector>(all_statistics, std::move(source));
+}
+
+}  // namespace ibprobe::collectors

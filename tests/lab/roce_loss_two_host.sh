@@ -1,0 +1,266 @@
+#!/bin/bash
+#
+# The third question on an Ethernet fabric, two-host mode with real rxe devices: did the error
+# counters move during the run? Exporters in both VMs, VM B probes VM A's responder through
+# /probe, a Prometheus server on the host scrapes both exporters with the shipped alert rules
+# (started after the clean and back-pressure runs, so only the lossy run's increases count).
+#   - over the clean link a write_bw probe answers errors_clean 1;
+#   - with `tc qdisc add dev eth0 root netem loss` in VM B (the sender) the same probe answers
+#     errors_clean 0 and names the classified hw_counters that moved, on both sides, and
+#     IbprobeRetransmissions, quiet before, fires in Prometheus for B's rxe0;
+#   - a send_bw probe that keeps one receive posted for 128 messages in flight draws RNR NAKs and
+#     the go-back-N they cause: named as the probe's own back-pressure, errors_clean stays 1;
+#   - the ethtool statistics of each VM's eth0 (virtio_net) are on /metrics, with the values
+#     `ethtool -S eth0` prints in the same VM: every statistic in A (--collector.ethtool.all),
+#     the RoCE ones only in B (the default: drops, not packet and byte counts).
+#
+# Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+ROOT=$LAB_TEST_ROOT
+RUNNER=$ROOT/tests/dashboards/run_queries.py
+LOSS_PERCENT=${IBPROBE_LAB_LOSS_PERCENT:-2}
+WINDOW=2m
+HOLD=4s
+
+write_config() {
+    # 4 KiB messages: four packets each at rxe's 1024-byte MTU, so a lost packet costs one
+    # go-back-N of a short window, and the run stays within its retry budget at a few percent
+    # loss. The ACK timeout (2^18 x 4.096 us, about 1 s) keeps a TCG VM that is merely slow to
+    # answer from counting as a lost packet.
+    cat >"$work/ibprobe.yml" <<'YAML'
+modules:
+  write_bw:
+    kind: write_bw
+    message_size: 4096
+    iterations: 2000
+    timeout: 60s
+    rc: {timeout: 18}
+  send_bw_starved:
+    kind: send_bw
+    message_size: 4096
+    iterations: 300
+    posted_receives: 1
+    timeout: 60s
+    rc: {timeout: 18}
+YAML
+}
+
+# One run from B to A through B's /probe; prints the debug answer (log lines, then metrics).
+probe() { # [MODULE]
+    curl -fsS --max-time 90 \
+        "$(exporter_url B)/probe?target=$(lab addr A):9471&module=${1:-write_bw}&debug=true"
+}
+
+# The value of one sample of the debug answer, by family and a label substring.
+metric() { # ANSWER FAMILY LABEL_SUBSTRING
+    awk -v f="$2" -v l="$3" '(index($0, f "{") == 1 || index($0, f " ") == 1) && index($0, l) {
+        print $NF
+        exit
+    }' <<<"$1"
+}
+
+# Every counter of a side with an error class whose delta is above zero: "counter=delta ...".
+moved() { # ANSWER SIDE
+    sed -n "s/^rdma_probe_counter_delta{.*side=\"$2\".*counter=\"\([^\"]*\)\".*class=\"\(retransmission\|sequence_error\|ack_timeout\|rnr_nak\|rnr_retry_exceeded\|remote_error\|out_of_buffer\|error\)\".*} \([0-9.e+]*\)$/\1=\3/p" <<<"$1" \
+        | awk -F= '$2 > 0' | tr '\n' ' '
+}
+
+start_prometheus() {
+    mkdir -p "$work/rules"
+    python3 "$RUNNER" adapt-rules "$work/rules" "$ROOT"/dashboards/prometheus/*.rules.yml \
+        --window "$WINDOW" --for "$HOLD"
+    cat >"$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
+scrape_configs:
+  - job_name: ibprobe
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    static_configs:
+      - {targets: ["127.0.0.1:$(lab port A 9470)"], labels: {__lab_instance: lab-a}}
+      - {targets: ["127.0.0.1:$(lab port B 9470)"], labels: {__lab_instance: lab-b}}
+    relabel_configs:
+      - {source_labels: [__lab_instance], target_label: instance}
+YAML
+    PROM_PORT=$(free_port)
+    prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+        --web.listen-address="127.0.0.1:$PROM_PORT" >"$work/prometheus.log" 2>&1 &
+    pids+=($!)
+    PROM_API=http://127.0.0.1:$PROM_PORT/api/v1
+    local deadline=$((SECONDS + 60))
+    until [[ $(prom_query 'count(up{job="ibprobe"} == 1)') == 2 ]]; do
+        ((SECONDS < deadline)) || fail "Prometheus does not scrape both exporters: $(tail -5 "$work/prometheus.log")"
+        sleep 0.5
+    done
+    note "Prometheus scrapes both exporters; rules loaded with $WINDOW windows, for $HOLD"
+}
+
+check_clean_run() {
+    local out clean
+    out=$(probe) || fail "clean probe failed: $out"
+    [[ $(metric "$out" probe_success "") == 1 ]] || fail "clean probe did not succeed: $out"
+    clean=$(metric "$out" rdma_probe_check 'check="errors_clean"')
+    [[ $clean == 1 ]] || fail "errors_clean $clean over the clean link; moved: local $(moved "$out" local), peer $(moved "$out" peer); $(grep '^Link:' <<<"$out")"
+    note "clean link: errors_clean 1, BW $(metric "$out" rdma_probe_bandwidth_bytes_per_second "") B/s"
+}
+
+check_lossy_run() {
+    local out clean local_moved peer_moved link
+    lab exec --timeout 30 B -- tc qdisc add dev eth0 root netem loss "$LOSS_PERCENT%" \
+        || fail "cannot add netem to B's eth0"
+    out=$(probe) || fail "lossy probe failed: $out"
+    lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
+    [[ $(metric "$out" probe_success "") == 1 ]] || fail "lossy probe did not succeed: $out"
+    clean=$(metric "$out" rdma_probe_check 'check="errors_clean"')
+    local_moved=$(moved "$out" local)
+    peer_moved=$(moved "$out" peer)
+    link=$(grep '^Link:' <<<"$out" || true)
+    note "$LOSS_PERCENT% loss on B's eth0: errors_clean $clean; moved on B (local): $local_moved; on A (peer): $peer_moved"
+    note "$link"
+    [[ $clean == 0 ]] || fail "errors_clean $clean with $LOSS_PERCENT% loss"
+    [[ -n $local_moved || -n $peer_moved ]] || fail "errors_clean 0 but no error-class delta above zero: $out"
+    # The explanation names what moved, with its side.
+    grep -Eq '^Link: .*error counters moved during the probe: (local|peer):hw_counters/' <<<"$link" \
+        || fail "the explanation does not name the counters: $link"
+}
+
+check_backpressure_run() {
+    local out clean link findings own
+    out=$(probe send_bw_starved) || fail "starved send probe failed: $out"
+    [[ $(metric "$out" probe_success "") == 1 ]] || fail "starved send probe did not succeed: $out"
+    clean=$(metric "$out" rdma_probe_check 'check="errors_clean"')
+    link=$(grep '^Link:' <<<"$out" || true)
+    findings=$(sed -n 's/.*error counters moved during the probe: \([^(]*\) (.*/\1/p' <<<"$link")
+    own=$(sed -n "s/.*; \(.*\) rose from the probe's own receiver back-pressure.*/\1/p" <<<"$link")
+    note "one receive posted for 128 in flight: errors_clean $clean; own back-pressure: ${own:-none}; findings: ${findings:-none}"
+    [[ $own == *rnr_err* ]] || fail "no RNR counter named as the probe's own back-pressure: $link"
+    [[ -z $findings ]] || fail "findings in a back-pressure run over a clean link: $link"
+    [[ $clean == 1 ]] || fail "errors_clean $clean with no finding: $link"
+}
+
+# Prometheus starts after the runs above: their counter increases are its baseline, not in any
+# increase() it computes. Before the lossy run, the alert must be quiet.
+check_alert_quiet() {
+    local deadline=$((SECONDS + 30)) state
+    until [[ -n $(prom_query 'count(rdma_port_hw_stat_total{instance="lab-b",class="retransmission"})') ]]; do
+        ((SECONDS < deadline)) || fail "Prometheus has no hw_counters of lab-b"
+        sleep 0.5
+    done
+    sleep 6 # longer than the alert's `for`: a pending alert would be firing by now
+    state=$(curl -fsS "$PROM_API/alerts" | python3 -c '
+import json, sys
+print(" ".join(a["state"] for a in json.load(sys.stdin)["data"]["alerts"]
+               if a["labels"]["alertname"] == "IbprobeRetransmissions"))')
+    [[ -z $state ]] || fail "IbprobeRetransmissions is $state before any loss"
+    note "IbprobeRetransmissions quiet before the loss"
+}
+
+check_alert() {
+    local deadline=$((SECONDS + 60)) firing=""
+    until firing=$(curl -fsS "$PROM_API/alerts" | python3 -c '
+import json, sys
+alerts = json.load(sys.stdin)["data"]["alerts"]
+print(" ".join("%s/%s=%.0f" % (a["labels"]["instance"], a["labels"]["device"], float(a["value"]))
+               for a in alerts
+               if a["labels"]["alertname"] == "IbprobeRetransmissions" and a["state"] == "firing"))') \
+        && [[ $firing == *lab-b/rxe0* ]]; do
+        ((SECONDS < deadline)) || fail "IbprobeRetransmissions does not fire for lab-b: ${firing:-nothing firing}"
+        sleep 1
+    done
+    note "IbprobeRetransmissions firing: $firing"
+}
+
+start_exporters() {
+    local host url deadline
+    lab spawn --name exporter A -- "$EXPORTER" --web.listen-address=:9470 \
+        --config.file="$work/ibprobe.yml" --collector.ethtool --collector.ethtool.all >/dev/null \
+        || fail "cannot start the exporter in VM A"
+    lab spawn --name exporter B -- "$EXPORTER" --web.listen-address=:9470 \
+        --config.file="$work/ibprobe.yml" --collector.ethtool >/dev/null \
+        || fail "cannot start the exporter in VM B"
+    for host in A B; do
+        url=$(exporter_url "$host")
+        deadline=$((SECONDS + 60))
+        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
+            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
+            sleep 0.5
+        done
+    done
+    lab_wait_listen A 9471
+    note "exporters up in both VMs (ethtool collector: A every statistic, B the RoCE ones)"
+}
+
+# /metrics between two `ethtool -S eth0` in the same VM: every statistic the exporter shows lies
+# between the two readings (equal where eth0 was idle in between, as it is without probes).
+check_ethtool() { # HOST all|roce
+    local host=$1 before page after
+    before=$(lab exec --timeout 30 "$host" -- ethtool -S eth0) || fail "ethtool -S in VM $host"
+    page=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "no /metrics from VM $host"
+    after=$(lab exec --timeout 30 "$host" -- ethtool -S eth0) || fail "ethtool -S in VM $host"
+    promtool check metrics <<<"$page" >"$work/promtool-$host.log" 2>&1 \
+        || fail "promtool check metrics on VM $host's page: $(cat "$work/promtool-$host.log")"
+    python3 - "$host" "$2" "$before" "$page" "$after" <<'PY' || fail "ethtool statistics of VM $host differ"
+import re, sys
+host, selection, before, page, after = sys.argv[1:]
+def ethtool(text):
+    out = {}
+    for line in text.splitlines()[1:]:
+        name, _, value = line.strip().rpartition(":")
+        out[name.strip()] = int(value)
+    return out
+b, a = ethtool(before), ethtool(after)
+shown = {}
+for m in re.finditer(r'^rdma_port_ethtool_stat_total\{([^}]*)\} (\S+)$', page, re.M):
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+    if labels.get("netdev") == "eth0":
+        shown[labels["stat"]] = float(m.group(2))
+problems = [f"{k}: /metrics {v:.0f}, ethtool {b.get(k)}..{a.get(k)}" for k, v in shown.items()
+            if k not in b or not b[k] <= v <= a[k]]
+if not shown:
+    problems.append("no rdma_port_ethtool_stat_total for eth0 on /metrics")
+if selection == "all" and set(shown) != set(b):
+    problems.append(f"--collector.ethtool.all: not on /metrics: {sorted(set(b) - set(shown))}")
+if selection == "roce":
+    # virtio_net's per-queue drop counters are RoCE evidence; its packet and byte counts are not.
+    if "rx_queue_0_drops" not in shown:
+        problems.append("rx_queue_0_drops is not on /metrics")
+    traffic = [k for k in shown if k.endswith(("_packets", "_bytes"))]
+    if traffic:
+        problems.append(f"traffic statistics exported without --collector.ethtool.all: {traffic}")
+for p in problems:
+    print(p, file=sys.stderr)
+equal = sum(1 for k, v in shown.items() if b.get(k) == a.get(k) == v)
+print(f"VM {host} ({selection}): {len(shown)} of {len(b)} eth0 statistics on /metrics, {equal} "
+      f"equal to ethtool -S before "
+      f"and after, {len(shown) - equal - len(problems)} between the two readings; "
+      f"e.g. " + ", ".join(f"{k}={shown[k]:.0f}" for k in sorted(shown)[:4]))
+sys.exit(1 if problems else 0)
+PY
+}
+
+main() {
+    scratch_begin ibprobe-lab-roce-loss
+    chmod 755 "$work" # the VMs read the module file from the host's /tmp
+    lab_test_begin
+    trap 'rc=$?; set +e; scratch_cleanup; (exit $rc); lab_test_end' EXIT
+    lab_test_up two --forward 9470
+    write_config
+    start_exporters
+    check_ethtool A all
+    check_ethtool B roce
+    check_clean_run
+    check_backpressure_run
+    start_prometheus
+    check_alert_quiet
+    check_lossy_run
+    check_alert
+}
+
+main "$@"

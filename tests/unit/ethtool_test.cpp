@@ -1,0 +1,148 @@
+#include "ibprobe/ethtool.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <map>
+
+#include "collect_helpers.h"
+#include "sysfs_fixture.h"
+
+namespace ibprobe::testing {
+namespace {
+
+// Statistics as each driver's ethtool -S names them (mlx5 en_stats.c, bnxt_en bnxt_ethtool.c,
+// ice ice_ethtool.c, virtio_net), split by whether they matter for RoCE.
+TEST(EthtoolNames, RoceStatisticsAcrossDrivers) {
+  for (const auto* name :
+       {"rx_prio3_pause", "tx_prio3_pause", "rx_prio3_pause_duration", "rx_prio3_pause_transition",
+        "tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_pause_ctrl_phy",
+        "rx_discards_phy", "tx_discards_phy", "rx_prio3_discards", "rx_out_of_buffer",
+        "rx_prio3_buf_discard", "rx_pfc_ena_frames_pri3", "tx_pfc_ena_frames_pri3",
+        "rx_priority_3_xoff", "tx_priority_3_xon", "rx_queue_0_drops", "rx_dropped",
+        "pfc_watchdog_triggered"}) {
+    EXPECT_TRUE(collectors::is_roce_ethtool_statistic(name)) << name;
+  }
+  for (const auto* name : {"rx_bytes", "tx_packets", "rx_queue_0_packets", "tx_queue_0_kicks",
+                           "rx_csum_complete", "tx_tso_packets", "rx_vport_rdma_unicast_bytes"}) {
+    EXPECT_FALSE(collectors::is_roce_ethtool_statistic(name)) << name;
+  }
+}
+
+// What a driver answers for each netdev: fixture data for the collector's logic; the ioctl
+// itself is tested below against the kernel and in the lab against virtio_net.
+class FixedSource final : public collectors::EthtoolSource {
+ public:
+  explicit FixedSource(std::map<std::string, collectors::EthtoolRead> answers)
+      : answers_(std::move(answers)) {}
+  collectors::EthtoolRead statistics(const std::string& netdev) const override {
+    const auto it = answers_.find(netdev);
+    return it == answers_.end() ? collectors::EthtoolRead(ENODEV) : it->second;
+  }
+
+ private:
+  std::map<std::string, collectors::EthtoolRead> answers_;
+};
+
+const collectors::EthtoolStatistics kMlx5 = {
+    {"rx_packets", 9000},   {"rx_bytes", 7'000'000},
+    {"rx_prio3_pause", 41}, {"rx_prio3_pause_duration", 4100},
+    {"tx_prio3_pause", 2},  {"rx_out_of_buffer", 5},
+    {"rx_discards_phy", 3}, {"tx_pause_storm_warning_events", 1},
+    {"rx_prio3_pause", 42},
+};
+
+Collected collect_ethtool(const SysfsTree& tree, bool all,
+                          std::map<std::string, collectors::EthtoolRead> answers) {
+  collectors::Options options;
+  options.sysfs_root = tree.root();
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(
+      collectors::make_ethtool_collector(all, std::make_shared<FixedSource>(std::move(answers))));
+  Collected result;
+  collectors::Scraper scraper(
+      std::move(options), std::move(list),
+      [&](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
+        result.errors.push_back({reason, path});
+      });
+  for (auto& family : scraper.scrape()) {
+    if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
+  }
+  return result;
+}
+
+LabelMap stat(const std::string& device, const std::string& netdev, const std::string& name) {
+  return {{"device", device}, {"port", "1"}, {"netdev", netdev}, {"stat", name}};
+}
+
+TEST(EthtoolCollector, RoceStatisticsOfEachRocePortsNetdevByDefault) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_0", "ens1f0", 1));
+  tree.add(mlx5_ib_device("mlx5_1", 1, 2));  // InfiniBand: no netdev, nothing to ask
+  const auto result = collect_ethtool(tree, false, {{"ens1f0", kMlx5}});
+  EXPECT_TRUE(result.errors.empty());
+  const std::string family = "rdma_port_ethtool_stat_total";
+  EXPECT_EQ(sample(result.families, family, stat("mlx5_0", "ens1f0", "rx_prio3_pause")), 41);
+  // A name the driver repeats gets a suffix rather than a duplicate series.
+  EXPECT_EQ(sample(result.families, family, stat("mlx5_0", "ens1f0", "rx_prio3_pause_2")), 42);
+  EXPECT_EQ(sample(result.families, family, stat("mlx5_0", "ens1f0", "rx_prio3_pause_duration")),
+            4100);
+  EXPECT_EQ(sample(result.families, family, stat("mlx5_0", "ens1f0", "rx_out_of_buffer")), 5);
+  EXPECT_EQ(
+      sample(result.families, family, stat("mlx5_0", "ens1f0", "tx_pause_storm_warning_events")),
+      1);
+  EXPECT_FALSE(sample(result.families, family, stat("mlx5_0", "ens1f0", "rx_bytes")));
+  const auto* f = find_family(result.families, family);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->metric.size(), 7u);
+  EXPECT_EQ(f->type, prometheus::MetricType::Counter);
+}
+
+TEST(EthtoolCollector, AllStatisticsWhenAsked) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_0", "ens1f0", 1));
+  const auto result = collect_ethtool(tree, true, {{"ens1f0", kMlx5}});
+  const auto* f = find_family(result.families, "rdma_port_ethtool_stat_total");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->metric.size(), kMlx5.size());
+  EXPECT_EQ(
+      sample(result.families, "rdma_port_ethtool_stat_total", stat("mlx5_0", "ens1f0", "rx_bytes")),
+      7'000'000);
+}
+
+// The same isolation as the sysfs collectors: a netdev that cannot be asked costs its series and
+// one dropped input with the errno's reason; the other device is served.
+TEST(EthtoolCollector, AnUnreadableNetdevCostsItsSeriesOnly) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_0", "ens1f0", 1));
+  tree.add(rxe_device("rxe0", "gone0", 2));
+  const auto result = collect_ethtool(tree, false, {{"ens1f0", kMlx5}});
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_EQ(result.errors[0].reason, collectors::ReadError::kNotFound);
+  EXPECT_NE(result.errors[0].path.string().find("netdev gone0"), std::string::npos);
+  EXPECT_EQ(sample(result.families, "rdma_port_ethtool_stat_total",
+                   stat("mlx5_0", "ens1f0", "rx_discards_phy")),
+            3);
+
+  const auto unsupported = collect_ethtool(tree, false, {{"ens1f0", EOPNOTSUPP}, {"gone0", EPERM}});
+  ASSERT_EQ(unsupported.errors.size(), 2u);
+  EXPECT_EQ(unsupported.errors[0].reason, collectors::ReadError::kNotSupported);
+  EXPECT_EQ(unsupported.errors[1].reason, collectors::ReadError::kPermission);
+}
+
+// The ioctl against this kernel: a netdev that does not exist is ENODEV; loopback has no
+// statistics set, which is an empty answer, not a failure.
+TEST(EthtoolIoctl, AsksTheKernel) {
+  const auto source = collectors::make_ioctl_ethtool_source();
+  const auto missing = source->statistics("ibprobe-none0");
+  ASSERT_TRUE(std::holds_alternative<int>(missing));
+  EXPECT_EQ(std::get<int>(missing), ENODEV);
+  const auto loopback = source->statistics("lo");
+  ASSERT_TRUE(std::holds_alternative<collectors::EthtoolStatistics>(loopback));
+  EXPECT_TRUE(std::get<collectors::EthtoolStatistics>(loopback).empty());
+  // Names longer than IFNAMSIZ cannot name a netdev.
+  EXPECT_EQ(std::get<int>(source->statistics(std::string(32, 'x'))), ENODEV);
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
