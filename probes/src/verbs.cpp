@@ -160,9 +160,11 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
   buffer.memory.reset(static_cast<std::uint8_t*>(memory));
   std::memset(memory, 0, rounded);
   buffer.size = rounded;
-  buffer.mr.reset(
-      ibv_reg_mr(pd, memory, rounded,
-                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int relaxed = access | IBV_ACCESS_RELAXED_ORDERING;
+  buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, relaxed));
+  buffer.relaxed_ordering = buffer.mr != nullptr;
+  if (!buffer.mr && errno == EINVAL) buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, access));
   if (!buffer.mr) throw VerbsError("ibv_reg_mr(" + std::to_string(rounded) + " bytes)", errno);
   return buffer;
 }

@@ -238,7 +238,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                        FailureKind::kProtocol);
   }
 
-  RcSession session(local, spec);
+  RcSession session(local, spec, Side::kInitiator);
   session.corrupt_every(options.test_corrupt_every);
   channel.send(session.local_endpoints(), setup_deadline);
   session.connect(remote);
@@ -250,6 +250,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.gid_index = session.port().gid_index;
   outcome.numa_node = session.numa_node();
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
+  outcome.cq_moderation = session.cq_moderation();
+  outcome.inline_size = session.inline_size();
+  outcome.relaxed_ordering = session.relaxed_ordering();
+  outcome.outstanding_reads = session.outstanding_reads();
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   collectors::RemotePmaOptions fabric;
   for (const auto& text : fabric_ports) {
@@ -283,6 +287,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     outcome.latency = session.run_latency(guard);
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+  outcome.post_calls = session.post_calls();
+  outcome.completions = session.completions();
   const auto after = snapshot_after_lifespan(local);
   if (!fabric.targets.empty() && fabric_problem.empty()) {
     try {
@@ -300,6 +306,12 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   channel.send(protocol::Ready{}, run_deadline);
   const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
+  if (const auto& facts = result.facts) {
+    outcome.peer_gid_index = static_cast<int>(facts->gid_index);
+    outcome.peer_numa_node = facts->numa_node ? static_cast<int>(*facts->numa_node) : -1;
+    outcome.peer_inline_size = facts->inline_size;
+    outcome.peer_relaxed_ordering = facts->relaxed_ordering;
+  }
   if (spec.validation) {
     outcome.validation = merge_validation(spec, session.validation(), result);
     const auto& v = *outcome.validation;
@@ -455,7 +467,7 @@ void Responder::handle(int fd) {
                    setup_deadline);
       return;
     }
-    RcSession session(local_, request.spec);
+    RcSession session(local_, request.spec, Side::kResponder);
     channel.send(protocol::ProbeAccept{}, setup_deadline);
     channel.send(session.local_endpoints(), setup_deadline);
     session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
@@ -476,6 +488,7 @@ void Responder::handle(int fd) {
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
     result.after = snapshot_after_lifespan(local_);
     result.checks = session.preflight_checks();
+    result.facts = session.facts();
     if (request.spec.validation) {
       result.validation = session.validation();
       log_validation(channel.peer(), result.validation.value());

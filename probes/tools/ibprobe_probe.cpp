@@ -30,6 +30,19 @@ void print(const ProbeOutcome& outcome) {
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
       outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds);
+  auto unless_unset = [](const auto& value) {
+    return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
+  };
+  std::printf(
+      "used tx_depth=%u cq_moderation=%u post_list=%u inline_size=%u relaxed_ordering=%d "
+      "outstanding_reads=%u peer_gid_index=%d peer_numa_node=%d peer_inline_size=%s "
+      "peer_relaxed_ordering=%s post_calls=%llu completions=%llu\n",
+      spec.tx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
+      outcome.relaxed_ordering ? 1 : 0, outcome.outstanding_reads, outcome.peer_gid_index,
+      outcome.peer_numa_node, unless_unset(outcome.peer_inline_size).c_str(),
+      unless_unset(outcome.peer_relaxed_ordering).c_str(),
+      static_cast<unsigned long long>(outcome.post_calls),
+      static_cast<unsigned long long>(outcome.completions));
   for (const auto& check : outcome.checks) {
     std::printf("check side=%s name=%s passed=%d detail=\"%s\"\n", check.side.c_str(),
                 check.name.c_str(), check.passed ? 1 : 0, check.detail.c_str());
@@ -137,9 +150,24 @@ int main(int argc, char** argv) {
                   "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
   std::uint32_t timeout = 0;
   run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
-  std::string numa = "auto";
+  std::string numa = "auto", peer_numa = "auto";
   run->add_option("--numa", numa,
                   "auto (the HCA's node), none, or a node number for CPU and buffers")
+      ->capture_default_str();
+  run->add_option("--peer-numa", peer_numa,
+                  "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
+      ->capture_default_str();
+  std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
+  std::uint32_t post_list = 1;
+  run->add_option("-Q,--cq-mod", cq_mod,
+                  "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");
+  run->add_option("-I,--inline", inline_size,
+                  "Largest message sent inline (default: perftest's for the device)");
+  run->add_option("-m,--mtu", mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
+  run->add_option("-x,--gid-index", gid_index, "This side's GID index (default: RoCE v2 IPv4)");
+  run->add_option("--peer-gid-index", peer_gid_index, "The responder's GID index");
+  run->add_option("-l,--post-list", post_list,
+                  "Chain this many work requests into one ibv_post_send (bandwidth)")
       ->capture_default_str();
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
@@ -210,12 +238,23 @@ int main(int argc, char** argv) {
     if (run->count("--rnr-retry") > 0) spec.rc.rnr_retry = rnr_retry;
     if (run->count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = min_rnr_timer;
     if (timeout > 0) spec.timeout_seconds = timeout;
-    if (const auto policy = parse_numa_policy(numa)) {
-      spec.numa = *policy;
-    } else {
-      spec.numa = NumaPolicy::kNode;
-      spec.numa_node = static_cast<std::uint32_t>(std::stoul(numa));
-    }
+    auto numa_choice = [](const std::string& text, NumaPolicy& policy,
+                          std::optional<std::uint32_t>& node) {
+      if (const auto named = parse_numa_policy(text)) {
+        policy = *named;
+      } else {
+        policy = NumaPolicy::kNode;
+        node = static_cast<std::uint32_t>(std::stoul(text));
+      }
+    };
+    numa_choice(numa, spec.numa, spec.numa_node);
+    numa_choice(peer_numa, spec.peer_numa, spec.peer_numa_node);
+    spec.cq_moderation = cq_mod;
+    spec.inline_size = inline_size;
+    spec.mtu = mtu;
+    spec.gid_index = gid_index;
+    spec.peer_gid_index = peer_gid_index;
+    spec.post_list = post_list;
     const auto [host, port] = split_address(peer);
     RunOptions options{fabric_ports, secret, nullptr};
     options.test_corrupt_every = corrupt_every;
