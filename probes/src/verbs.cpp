@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,15 @@ PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_
     throw VerbsError("ibv_query_gid(index " + std::to_string(facts.gid_index) + ")", rc);
   }
   std::memcpy(facts.gid.data(), gid.raw, facts.gid.size());
+  // An index the port has no address at reads as zeros, and a QP addressed from it cannot reach
+  // its peer: refuse it here, where the index is known, not at the peer's RTR.
+  if (facts.is_ethernet &&
+      std::all_of(facts.gid.begin(), facts.gid.end(), [](std::uint8_t b) { return b == 0; })) {
+    throw VerbsError("GID index " + std::to_string(facts.gid_index) + " of " +
+                         ibv_get_device_name(context->device) + " port " + std::to_string(port) +
+                         " holds no address",
+                     EINVAL);
+  }
   return facts;
 }
 
