@@ -43,13 +43,28 @@ void check(const RunGuard& guard, const std::string& waiting_for, ibv_context* c
   if (ibv_query_port(context, port, &attr) == 0) {
     local += std::string(" is ") + ibv_port_state_str(attr.state);
   }
-  throw ProbeFailure("timed out waiting for " + waiting_for + "; " + local, FailureKind::kTimeout);
+  const std::string bound =
+      guard.timeout.count() > 0
+          ? "the run's deadline (timeout " + std::to_string(guard.timeout.count()) + " s) passed"
+          : "the run's deadline passed";
+  throw ProbeFailure("timed out: " + bound + " waiting for " + waiting_for + "; " + local,
+                     FailureKind::kTimeout);
 }
 
 std::string seconds_since(TimestampNs since) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(steady_now_ns() - since) / 1e9);
   return text;
+}
+
+// Whether a run that hit its deadline was still moving or had stalled: a slow link that needs
+// more time and a lost message are different findings.
+std::string progress_since(TimestampNs last_progress) {
+  constexpr double kStalledAfterSeconds = 1.0;
+  const double idle = static_cast<double>(steady_now_ns() - last_progress) / 1e9;
+  return idle < kStalledAfterSeconds
+             ? "still progressing: last completion " + seconds_since(last_progress) + " ago"
+             : "stalled: no completion for " + seconds_since(last_progress);
 }
 
 }  // namespace
@@ -384,8 +399,8 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
       if (++spins % kSpinsPerClockCheck == 0) {
         check(guard,
               "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
-                  " messages done, " + std::to_string(total_sent - total_done) +
-                  " in flight, none completed for " + seconds_since(last_progress) + ")",
+                  " messages done, " + std::to_string(total_sent - total_done) + " in flight; " +
+                  progress_since(last_progress) + ")",
               context_.get(), port_number_);
       }
       continue;
@@ -486,7 +501,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
       for (const auto& s : state) in_flight += s.in_flight;
       check(guard,
             "completions of the duration run (" + std::to_string(in_flight) +
-                " messages in flight, none completed for " + seconds_since(last_progress) + ")",
+                " messages in flight; " + progress_since(last_progress) + ")",
             context_.get(), port_number_);
     }
   }

@@ -23,6 +23,8 @@ struct RunGuard {
   // True once the initiator has said the run is over (duration mode, where the responder cannot
   // count the messages to expect).
   std::function<bool()> peer_finished;
+  // What the deadline stands for, for the message when it passes.
+  std::chrono::seconds timeout{0};
 };
 
 // Binds the calling thread's CPUs and new memory to one NUMA node for as long as it lives, and

@@ -280,7 +280,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                          throw_if_cancelled(options);
                          channel.fail_if_peer_spoke();
                        },
-                       nullptr};
+                       nullptr, std::chrono::seconds(spec.timeout_seconds)};
   if (spec.test == TestKind::kBandwidth) {
     outcome.bandwidth = session.run_bandwidth(guard);
   } else {
@@ -477,7 +477,8 @@ void Responder::handle(int fd) {
 
     const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
     const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
-                         [&channel] { return channel.has_pending_message(); }};
+                         [&channel] { return channel.has_pending_message(); },
+                         std::chrono::seconds(request.spec.timeout_seconds)};
     if (request.spec.test == TestKind::kLatency) {
       session.serve_latency(guard);
     } else if (request.spec.operation == Operation::kSend) {

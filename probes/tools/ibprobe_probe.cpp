@@ -12,6 +12,8 @@ namespace {
 
 using namespace ibprobe::probes;
 
+constexpr std::uint32_t kDefaultBandwidthSeconds = 5;
+
 std::pair<std::string, std::string> split_address(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos) throw CLI::ValidationError("address", "expected HOST:PORT");
@@ -142,8 +144,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(
           CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
-  run->add_option("-D,--duration", duration,
-                  "Run for this many seconds instead of a number of iterations (bandwidth)");
+  run->add_option(
+      "-D,--duration", duration,
+      "Run for this many seconds instead of a number of iterations (bandwidth; the default "
+      "without -n: 5)");
   run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
   std::vector<std::string> fabric_ports;
   run->add_option("--fabric-port", fabric_ports,
@@ -222,6 +226,11 @@ int main(int argc, char** argv) {
     if (size > 0) spec.message_size = size;
     if (iterations > 0) spec.iterations = iterations;
     if (qps > 0) spec.qps = qps;
+    // Without -n or -D a bandwidth probe runs for a fixed time, perftest's -D habit: 5000
+    // iterations of 64 KiB take longer than the timeout on a slow link (rxe under emulation).
+    if (duration == 0 && iterations == 0 && spec.test == TestKind::kBandwidth) {
+      duration = kDefaultBandwidthSeconds;
+    }
     if (duration > 0) {
       spec.iterations.reset();
       spec.duration_seconds = duration;
