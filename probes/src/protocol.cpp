@@ -54,6 +54,8 @@ std::string_view to_wire(ErrorCode code) {
       return "timeout";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kVerbs:
+      return "verbs";
   }
   return "internal";
 }
@@ -346,8 +348,9 @@ Enum enum_field(const Fields& fields, std::string_view key,
 }
 
 std::optional<ErrorCode> parse_error_code(std::string_view text) {
-  for (auto code : {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
-                    ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal}) {
+  for (auto code :
+       {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
+        ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal, ErrorCode::kVerbs}) {
     if (text == to_wire(code)) return code;
   }
   return std::nullopt;
@@ -532,9 +535,10 @@ Message message_from(const FrameHeader& header, const json& body) {
     case MessageType::kResult:
       return result_from(in);
     case MessageType::kError:
-      return Error{enum_field(in, "code", parse_error_code,
-                              "bad_request, limit_exceeded, busy, unauthorized, timeout, internal"),
-                   in.text("text", kMaxLongText)};
+      return Error{
+          enum_field(in, "code", parse_error_code,
+                     "bad_request, limit_exceeded, busy, unauthorized, timeout, internal, verbs"),
+          in.text("text", kMaxLongText)};
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }

@@ -129,7 +129,16 @@ struct Result {
   bool operator==(const Result&) const = default;
 };
 
-enum class ErrorCode { kBadRequest, kLimitExceeded, kBusy, kUnauthorized, kTimeout, kInternal };
+// kVerbs: the responder's own verbs resources or completions failed (its device, its link).
+enum class ErrorCode {
+  kBadRequest,
+  kLimitExceeded,
+  kBusy,
+  kUnauthorized,
+  kTimeout,
+  kInternal,
+  kVerbs
+};
 
 struct Error {
   ErrorCode code = ErrorCode::kInternal;

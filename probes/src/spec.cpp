@@ -413,6 +413,10 @@ std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limit
     out.push_back(field("duration", *spec.duration_seconds) + ": above this responder's limit of " +
                   std::to_string(limits.max_duration_seconds) + " s");
   }
+  if (spec.timeout_seconds > limits.max_timeout_seconds) {
+    out.push_back(field("timeout", spec.timeout_seconds) + ": above this responder's limit of " +
+                  std::to_string(limits.max_timeout_seconds) + " s");
+  }
   if (spec.iterations && *spec.iterations > limits.max_iterations) {
     out.push_back(field("iterations", *spec.iterations) + ": above this responder's limit of " +
                   std::to_string(limits.max_iterations));

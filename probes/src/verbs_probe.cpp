@@ -42,6 +42,39 @@ CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
   return out;
 }
 
+// A stalled run's evidence from the driver: the hw_counters of this port that moved during it
+// (rxe's completer_retry_err counts retransmissions, duplicate_request and out_of_seq_request
+// what the peer saw of them), so a timeout tells a lossy path from a silent peer.
+std::string driver_evidence(const CounterSnapshot& before, const CounterSnapshot& after) {
+  std::string moved;
+  for (const auto& delta : counter_deltas(before, after)) {
+    if (!delta.counter.starts_with("hw_counters/") || !delta.delta || *delta.delta <= 0) continue;
+    moved +=
+        fmt::format("{}{} +{:.0f}", moved.empty() ? "" : ", ",
+                    delta.counter.substr(std::string_view("hw_counters/").size()), *delta.delta);
+  }
+  return moved.empty() ? "; no hw_counter of this port moved during the run"
+                       : "; this port's hw_counters during the run: " + moved;
+}
+
+// The class of a responder-side failure, as the initiator will report it: a spec this host
+// cannot serve (a NUMA node it lacks) is a refusal, its own deadline a timeout, its device a
+// verbs failure; the rest is the run lost on the peer's side.
+protocol::ErrorCode error_code_for(const std::exception& e) {
+  const auto* failure = dynamic_cast<const ProbeFailure*>(&e);
+  if (!failure) return protocol::ErrorCode::kInternal;
+  switch (failure->kind()) {
+    case FailureKind::kRejected:
+      return protocol::ErrorCode::kBadRequest;
+    case FailureKind::kTimeout:
+      return protocol::ErrorCode::kTimeout;
+    case FailureKind::kVerbs:
+      return protocol::ErrorCode::kVerbs;
+    default:
+      return protocol::ErrorCode::kInternal;
+  }
+}
+
 class IgnoredErrors final : public collectors::ErrorSink {
  public:
   void record(collectors::ReadError, const std::filesystem::path&) override {}
@@ -281,10 +314,16 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                          channel.fail_if_peer_spoke();
                        },
                        nullptr, std::chrono::seconds(spec.timeout_seconds)};
-  if (spec.test == TestKind::kBandwidth) {
-    outcome.bandwidth = session.run_bandwidth(guard);
-  } else {
-    outcome.latency = session.run_latency(guard);
+  try {
+    if (spec.test == TestKind::kBandwidth) {
+      outcome.bandwidth = session.run_bandwidth(guard);
+    } else {
+      outcome.latency = session.run_latency(guard);
+    }
+  } catch (const ProbeFailure& failure) {
+    if (failure.kind() != FailureKind::kTimeout) throw;
+    throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
+                       FailureKind::kTimeout);
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   outcome.post_calls = session.post_calls();
@@ -497,7 +536,7 @@ void Responder::handle(int fd) {
     channel.send(result, run_deadline);
   } catch (const std::exception& e) {
     try {
-      channel.send(protocol::Error{protocol::ErrorCode::kInternal, e.what()},
+      channel.send(protocol::Error{error_code_for(e), e.what()},
                    Clock::now() + std::chrono::seconds(1));
     } catch (const std::exception&) {
       // The connection is gone as well; nothing left to tell.

@@ -190,6 +190,11 @@ int main(int argc, char** argv) {
   run->add_option("--rx-depth", rx_depth, "Receive queue depth (default: perftest's)");
   run->add_option("--rnr-retry", rnr_retry, "RNR NAK retries before failing, 0-7 (7: forever)");
   run->add_option("--min-rnr-timer", min_rnr_timer, "RNR NAK timer code the receiver asks for");
+  std::optional<std::uint32_t> qp_timeout, retry_count;
+  run->add_option(
+      "-u,--qp-timeout", qp_timeout,
+      "Local ACK timeout exponent: 4.096 us x 2^N before a retransmission (default 14)");
+  run->add_option("--retry-count", retry_count, "Retransmissions before failing, 0-7 (default 7)");
   run->add_option("--test-fault-corrupt-every", corrupt_every,
                   "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
                   "prove that --validate catches it")
@@ -246,6 +251,8 @@ int main(int argc, char** argv) {
     spec.rx_depth = std::max(spec.rx_depth, posted_receives);
     if (run->count("--rnr-retry") > 0) spec.rc.rnr_retry = rnr_retry;
     if (run->count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = min_rnr_timer;
+    if (qp_timeout) spec.rc.timeout = *qp_timeout;
+    if (retry_count) spec.rc.retry_cnt = *retry_count;
     if (timeout > 0) spec.timeout_seconds = timeout;
     auto numa_choice = [](const std::string& text, NumaPolicy& policy,
                           std::optional<std::uint32_t>& node) {

@@ -176,13 +176,13 @@ main() {
     check_probe_succeeds "before the faults, write_bw" bw_average_MiBps -t write_bw -n 300
 
     cut_mid_run write_bw-cut 70 \
-        "timed out: the run's deadline \\(timeout [0-9]+ s\\) passed waiting for completions of the duration run \\([0-9]+ messages in flight; stalled: no completion for [0-9.]+ s\\); local port rxe0/1 is active" \
+        "timed out: the run's deadline \\(timeout [0-9]+ s\\) passed waiting for completions of the duration run \\([0-9]+ messages in flight; stalled: no completion for [0-9.]+ s\\); local port rxe0/1 is active; this port's hw_counters during the run: .*completer_retry_err \\+[1-9]" \
         'no completion for ([0-9.]+) s' \
         -t write_bw -D 60
     check_probe_succeeds "after the bandwidth cut, write_bw" bw_average_MiBps -t write_bw -n 300
 
     cut_mid_run write_lat-cut 45 \
-        "timed out: the run's deadline \\(timeout [0-9]+ s\\) passed waiting for the peer's answer to iteration [0-9]+ of 1000000 \\(sent [0-9.]+ s ago, (not )?acknowledged by the peer's HCA\\); local port rxe0/1 is active" \
+        "timed out: the run's deadline \\(timeout [0-9]+ s\\) passed waiting for the peer's answer to iteration [0-9]+ of 1000000 \\(sent [0-9.]+ s ago, (not )?acknowledged by the peer's HCA\\); local port rxe0/1 is active; this port's hw_counters during the run: .*completer_retry_err \\+[1-9]" \
         'sent ([0-9.]+) s ago' \
         -t write_lat -n 1000000
     check_probe_succeeds "after the latency cut, write_lat" t_typical_usec -t write_lat -n 300

@@ -223,6 +223,14 @@ TEST(ProbeConfigTest, DurationsInWholeSeconds) {
   for (const auto& [text, seconds] : std::vector<std::pair<std::string, std::uint32_t>>{
            {"45", 45}, {"45s", 45}, {"2m", 120}, {"1h", 3600}, {"0s", 0}}) {
     auto parsed = parse_probe_config(one_module("    timeout: " + text + "\n"));
+    if (seconds > probes::Limits{}.max_timeout_seconds) {
+      // Parsed as a duration, then refused: longer than a responder lets a peer hold it.
+      ASSERT_TRUE(std::holds_alternative<std::string>(parsed));
+      EXPECT_NE(std::get<std::string>(parsed).find("timeout=" + std::to_string(seconds)),
+                std::string::npos)
+          << std::get<std::string>(parsed);
+      continue;
+    }
     if (seconds == 0) {
       // Parsed as a duration, then refused by the probe rules: a run needs time.
       ASSERT_TRUE(std::holds_alternative<std::string>(parsed));

@@ -147,6 +147,9 @@ struct Limits {
   // Iteration mode keeps two timestamps per message: iterations * qps * 16 bytes.
   std::uint64_t max_iterations = 1'000'000;
   std::uint64_t max_total_buffer_bytes = 1ull << 30;  // qps * max(tx, rx depth) * message size
+  // How long a peer may hold this side's QPs, buffers and port gate: the longest run plus time
+  // for its setup and counter reads.
+  std::uint32_t max_timeout_seconds = 180;
 };
 
 // Every limit the spec exceeds; empty when it fits. Overflow-safe for any input.

@@ -151,8 +151,9 @@ TEST(ProtocolRoundTrip, AcceptRejectReadyError) {
   EXPECT_TRUE(std::holds_alternative<Ready>(round_trip(Ready{})));
   const ProbeReject reject{"qps=4: several QPs only make sense for bandwidth tests"};
   EXPECT_EQ(std::get<ProbeReject>(round_trip(reject)), reject);
-  for (auto code : {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
-                    ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal}) {
+  for (auto code :
+       {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
+        ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal, ErrorCode::kVerbs}) {
     const Error error{code, "text"};
     EXPECT_EQ(std::get<Error>(round_trip(error)), error);
   }

@@ -310,6 +310,10 @@ TEST(CheckLimits, EachCapIsEnforced) {
   spec = write_bw();
   spec.iterations = 10001;
   EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("iterations=10001")));
+  // A peer cannot hold this side's resources longer than the cap, whatever its spec says.
+  spec = write_bw();
+  spec.timeout_seconds = Limits{}.max_timeout_seconds + 1;
+  EXPECT_THAT(check_limits(spec, Limits{}), ElementsAre(HasSubstr("timeout=181")));
 }
 
 TEST(CheckLimits, TotalBufferIsQpsTimesDepthTimesSize) {
