@@ -19,6 +19,15 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPollBatch = 16;
 // Spinning loops look at the clock only every so many turns: reading it costs more than a poll.
 constexpr unsigned kSpinsPerClockCheck = 1024;
+// A ping-pong's waits make no system call while answers come on time: the guard's checks (the
+// peer's control socket, the deadline) run between iterations every kIterationsPerGuardCheck,
+// and inside a wait only once its answer is late, when that sample is an outlier anyway.
+constexpr std::uint64_t kIterationsPerGuardCheck = 1000;
+constexpr TimestampNs kLateAnswerNs = 10'000'000;
+
+bool late(TimestampNs since) {
+  return steady_now_ns() - since > kLateAnswerNs;
+}
 
 std::uint32_t random_psn() {
   static thread_local std::mt19937 generator{std::random_device{}()};
@@ -518,6 +527,9 @@ LatencyStats RcSession::run_latency(const RunGuard& guard) {
   std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
   ibv_wc wcs[kPollBatch];
   for (std::uint64_t i = 0; i < iterations; ++i) {
+    if (i > 0 && i % kIterationsPerGuardCheck == 0) {
+      check(guard, "iteration " + std::to_string(i + 1), context_.get(), port_number_);
+    }
     const auto mark = static_cast<std::uint8_t>(i + 1);
     post_times[i] = steady_now_ns();
     *outgoing = mark;
@@ -534,7 +546,7 @@ LatencyStats RcSession::run_latency(const RunGuard& guard) {
         }
       }
       if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
-      if (spins % kSpinsPerClockCheck == 0) {
+      if (spins % kSpinsPerClockCheck == 0 && late(post_times[i])) {
         check(guard,
               "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
                   std::to_string(iterations) + " (sent " + seconds_since(post_times[i]) + " ago, " +
@@ -570,10 +582,14 @@ void RcSession::serve_latency(const RunGuard& guard) {
     return sent;
   };
   for (std::uint64_t i = 0; i < iterations; ++i) {
+    if (i > 0 && i % kIterationsPerGuardCheck == 0) {
+      check(guard, "iteration " + std::to_string(i + 1), context_.get(), port_number_);
+    }
     const auto mark = static_cast<std::uint8_t>(i + 1);
+    const TimestampNs waiting_since = steady_now_ns();
     for (unsigned spins = 1;; ++spins) {
       if (spec_.operation == Operation::kWrite ? *arrival == mark : (reap(), received > i)) break;
-      if (spins % kSpinsPerClockCheck == 0) {
+      if (spins % kSpinsPerClockCheck == 0 && late(waiting_since)) {
         check(guard,
               "the initiator's message " + std::to_string(i + 1) + " of " +
                   std::to_string(iterations),
@@ -582,8 +598,9 @@ void RcSession::serve_latency(const RunGuard& guard) {
     }
     *outgoing = mark;
     post(0, 1, 0, 1);
+    const TimestampNs answered_at = steady_now_ns();
     for (unsigned spins = 1; !reap(); ++spins) {
-      if (spins % kSpinsPerClockCheck == 0) {
+      if (spins % kSpinsPerClockCheck == 0 && late(answered_at)) {
         check(guard, "our answer's completion", context_.get(), port_number_);
       }
     }
