@@ -133,6 +133,11 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
     out["bandwidth"]["peak_bytes_per_second"] =
         bw->peak_bytes_per_second ? json(*bw->peak_bytes_per_second) : json(nullptr);
   }
+  if (const auto& lat = outcome.latency_duration) {
+    out["latency"] = {{"iterations", lat->iterations},
+                      {"t_avg_us", lat->average_ns / 1e3},
+                      {"transactions_per_second", lat->transactions_per_second}};
+  }
   if (const auto& lat = outcome.latency) {
     out["latency"] = {{"samples", lat->samples},           {"t_min_us", lat->min_ns / 1e3},
                       {"t_max_us", lat->max_ns / 1e3},     {"t_typical_us", lat->typical_ns / 1e3},

@@ -105,8 +105,7 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
               bw->messages_per_second);
   }
   if (const auto& lat = outcome.latency) {
-    const std::string help =
-        "Latency of the probe: quantile 0.5 is perftest's t_typical (median).";
+    const std::string help = "Latency of the probe: quantile 0.5 is perftest's t_typical (median).";
     out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.5"}}),
               lat->typical_ns * 1e-9);
     out.gauge("rdma_probe_latency_seconds", help, with(base, {{"quantile", "0.99"}}),
@@ -126,6 +125,13 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
                 1e9 / lat->average_ns);
     }
   }
+  // Duration-mode latency: perftest reports only the average and the round trips per second.
+  if (const auto& lat = outcome.latency_duration) {
+    out.gauge("rdma_probe_latency_average_seconds", "t_avg of the probe.", base,
+              lat->average_ns * 1e-9);
+    out.gauge("rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
+              lat->transactions_per_second);
+  }
   out.gauge("rdma_probe_setup_seconds",
             "Time from the request to the first posted work request (connection, handshake, "
             "resources, QP transitions on both sides).",
@@ -144,12 +150,12 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
     out.gauge("rdma_probe_check", check_help,
               with(base, {{"side", check.side}, {"check", check.name}}), check.passed ? 1 : 0);
   }
-  out.gauge("rdma_probe_check", check_help, with(base, {{"side", "both"}, {"check", "errors_clean"}}),
+  out.gauge("rdma_probe_check", check_help,
+            with(base, {{"side", "both"}, {"check", "errors_clean"}}),
             outcome.link.moved_error_counters.empty() ? 1 : 0);
   out.gauge("rdma_probe_diagnosis",
             "1 for what the probe figure and the sending port's counters say together.",
-            with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}),
-            1);
+            with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}), 1);
   if (const auto& v = outcome.validation) add_validation(out, base, *v);
   add_deltas(out, base, "local", outcome.local_deltas);
   add_deltas(out, base, "peer", outcome.peer_deltas);

@@ -186,18 +186,8 @@ void ControlChannel::check_still_open() const {
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return;
   std::uint8_t byte;
-  if (p.revents & POLLERR) {
-    int error = 0;
-    socklen_t length = sizeof(error);
-    ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
-    if (error == ETIMEDOUT) {
-      throw ProbeFailure(peer_ +
-                             " stopped answering mid-run: no reply to TCP keepalive or data for "
-                             "5 s (its host froze or left the network)",
-                         FailureKind::kPeerLost);
-    }
-  }
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
   if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
     throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
                        FailureKind::kPeerLost);
@@ -213,7 +203,17 @@ void ControlChannel::fail_if_peer_spoke() {
 
 bool ControlChannel::has_pending_message() const {
   std::uint8_t byte;
-  return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  // The socket reports its error once: the one read that sees it says what it was.
+  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
+  return n > 0;
+}
+
+void ControlChannel::throw_stopped_answering() const {
+  throw ProbeFailure(peer_ +
+                         " stopped answering mid-run: no reply to TCP keepalive or data for 5 s "
+                         "(its host froze, or the path to it is cut)",
+                     FailureKind::kPeerLost);
 }
 
 void ControlChannel::fail_unexpected(const protocol::Message& message, const char* what) const {

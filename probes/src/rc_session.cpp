@@ -131,12 +131,6 @@ RcSession::RcSession(const LocalPort& local, const ProbeSpec& spec, Side side)
                            " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")",
                        FailureKind::kVerbs);
   }
-  if (!spec.iterations && spec.test == TestKind::kLatency) {
-    throw ProbeFailure(
-        "duration mode is available for bandwidth probes only; give latency probes "
-        "iterations",
-        FailureKind::kRejected);
-  }
   ibv_device_attr device_attr{};
   if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
     throw verbs::VerbsError("ibv_query_device", rc);
@@ -523,45 +517,84 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
 LatencyStats RcSession::run_latency(const RunGuard& guard) {
   const std::uint64_t iterations = *spec_.iterations;
   std::vector<TimestampNs> post_times(iterations);
-  volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
-  std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
-  ibv_wc wcs[kPollBatch];
   for (std::uint64_t i = 0; i < iterations; ++i) {
     if (i > 0 && i % kIterationsPerGuardCheck == 0) {
       check(guard, "iteration " + std::to_string(i + 1), context_.get(), port_number_);
     }
-    const auto mark = static_cast<std::uint8_t>(i + 1);
     post_times[i] = steady_now_ns();
-    *outgoing = mark;
-    post(0, 1, 0, 1);
-    bool answered = spec_.operation == Operation::kRead, completed = false;
-    for (unsigned spins = 1; !(answered && completed); ++spins) {
-      const int n = poll(wcs, kPollBatch);
-      for (int c = 0; c < n; ++c) {
-        if (wcs[c].opcode == IBV_WC_RECV) {
-          answered = true;
-          post_receive(0);
-        } else {
-          completed = true;
-        }
-      }
-      if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
-      if (spins % kSpinsPerClockCheck == 0 && late(post_times[i])) {
-        check(guard,
-              "the peer's answer to iteration " + std::to_string(i + 1) + " of " +
-                  std::to_string(iterations) + " (sent " + seconds_since(post_times[i]) + " ago, " +
-                  (completed ? "acknowledged" : "not acknowledged") + " by the peer's HCA)",
-              context_.get(), port_number_);
-      }
-    }
+    exchange(i, post_times[i], guard);
   }
   return latency_stats(post_times, spec_.operation);
+}
+
+// perftest's duration-mode latency: ping-pong for the whole duration and count the round trips
+// between the end of the warm-up margin and the start of the cool-down margin.
+DurationLatencyStats RcSession::run_latency_duration(const RunGuard& guard) {
+  const auto start = Clock::now();
+  const auto sample_from = start + std::chrono::seconds(spec_.margin_seconds);
+  const auto stop = start + std::chrono::seconds(*spec_.duration_seconds);
+  const auto sample_to = stop - std::chrono::seconds(spec_.margin_seconds);
+  TimestampNs from_ns = 0, to_ns = 0;
+  std::uint64_t done_at_from = 0, done_at_to = 0;
+  for (std::uint64_t i = 0;; ++i) {
+    if (i > 0 && i % kIterationsPerGuardCheck == 0) {
+      check(guard, "iteration " + std::to_string(i + 1), context_.get(), port_number_);
+    }
+    const TimestampNs now_ns = steady_now_ns();
+    const auto now = Clock::now();
+    if (!from_ns && now >= sample_from) {
+      from_ns = now_ns;
+      done_at_from = i;
+    }
+    if (!to_ns && now >= sample_to) {
+      to_ns = now_ns;
+      done_at_to = i;
+    }
+    if (now >= stop) break;
+    exchange(i, now_ns, guard);
+  }
+  return duration_latency_stats(from_ns, to_ns, done_at_to - done_at_from, spec_.operation);
+}
+
+// One round trip of the ping-pong (perftest's run_iter_lat*): post one message, wait for the
+// answer. For write the answer is the peer's write landing in our buffer, for send a receive
+// completion, for read the read's own completion.
+void RcSession::exchange(std::uint64_t i, TimestampNs sent_at, const RunGuard& guard) {
+  volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
+  std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
+  ibv_wc wcs[kPollBatch];
+  const auto mark = static_cast<std::uint8_t>(i + 1);
+  *outgoing = mark;
+  post(0, 1, 0, 1);
+  bool answered = spec_.operation == Operation::kRead, completed = false;
+  for (unsigned spins = 1; !(answered && completed); ++spins) {
+    const int n = poll(wcs, kPollBatch);
+    for (int c = 0; c < n; ++c) {
+      if (wcs[c].opcode == IBV_WC_RECV) {
+        answered = true;
+        post_receive(0);
+      } else {
+        completed = true;
+      }
+    }
+    if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
+    if (spins % kSpinsPerClockCheck == 0 && late(sent_at)) {
+      check(guard,
+            "the peer's answer to iteration " + std::to_string(i + 1) +
+                (spec_.iterations ? " of " + std::to_string(*spec_.iterations) : std::string()) +
+                " (sent " + seconds_since(sent_at) + " ago, " +
+                (completed ? "acknowledged" : "not acknowledged") + " by the peer's HCA)",
+            context_.get(), port_number_);
+    }
+  }
 }
 
 // The answering half of the write and send ping-pong.
 void RcSession::serve_latency(const RunGuard& guard) {
   if (spec_.operation == Operation::kRead) return;
-  const std::uint64_t iterations = *spec_.iterations;
+  // Iteration mode: the count is known. Duration mode: until the initiator says it is over.
+  const bool counted = spec_.iterations.has_value();
+  const std::uint64_t iterations = spec_.iterations.value_or(0);
   volatile std::uint8_t* arrival = receive_area(0) + spec_.message_size - 1;
   std::uint8_t* outgoing = send_area(0) + spec_.message_size - 1;
   ibv_wc wcs[kPollBatch];
@@ -581,7 +614,7 @@ void RcSession::serve_latency(const RunGuard& guard) {
     }
     return sent;
   };
-  for (std::uint64_t i = 0; i < iterations; ++i) {
+  for (std::uint64_t i = 0; !counted || i < iterations; ++i) {
     if (i > 0 && i % kIterationsPerGuardCheck == 0) {
       check(guard, "iteration " + std::to_string(i + 1), context_.get(), port_number_);
     }
@@ -590,9 +623,10 @@ void RcSession::serve_latency(const RunGuard& guard) {
     for (unsigned spins = 1;; ++spins) {
       if (spec_.operation == Operation::kWrite ? *arrival == mark : (reap(), received > i)) break;
       if (spins % kSpinsPerClockCheck == 0 && late(waiting_since)) {
+        if (!counted && guard.peer_finished && guard.peer_finished()) return;
         check(guard,
-              "the initiator's message " + std::to_string(i + 1) + " of " +
-                  std::to_string(iterations),
+              "the initiator's message " + std::to_string(i + 1) +
+                  (counted ? " of " + std::to_string(iterations) : std::string()),
               context_.get(), port_number_);
       }
     }

@@ -95,6 +95,8 @@ class RcSession {
   // Initiator loops.
   BandwidthStats run_bandwidth(const RunGuard& guard);
   LatencyStats run_latency(const RunGuard& guard);
+  // Duration mode: perftest keeps only the average and the round trips per second there.
+  DurationLatencyStats run_latency_duration(const RunGuard& guard);
   // Responder loops: the write and send ping-pong answer every message; send bandwidth keeps
   // receives posted. RDMA write and read bandwidth need nothing from the responder's CPU.
   void serve_latency(const RunGuard& guard);
@@ -127,6 +129,7 @@ class RcSession {
   void post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before, std::uint64_t last);
   void post_receive(std::size_t qp);
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
+  void exchange(std::uint64_t iteration, TimestampNs sent_at, const RunGuard& guard);
   BandwidthStats run_bandwidth_duration(const RunGuard& guard);
   // Polls completions, throwing on a failed one; returns how many it reaped.
   int poll(ibv_wc* wcs, int max);

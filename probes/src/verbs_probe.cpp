@@ -317,11 +317,13 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   try {
     if (spec.test == TestKind::kBandwidth) {
       outcome.bandwidth = session.run_bandwidth(guard);
+    } else if (spec.duration_seconds) {
+      outcome.latency_duration = session.run_latency_duration(guard);
     } else {
       outcome.latency = session.run_latency(guard);
     }
   } catch (const ProbeFailure& failure) {
-    if (failure.kind() != FailureKind::kTimeout) throw;
+    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost) throw;
     throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
                        FailureKind::kTimeout);
   }

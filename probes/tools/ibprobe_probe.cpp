@@ -103,6 +103,11 @@ void print(const ProbeOutcome& outcome) {
         static_cast<unsigned long long>(v->tail_checks),
         static_cast<unsigned long long>(v->stale_completions), v->first_error.c_str());
   }
+  if (const auto& lat = outcome.latency_duration) {
+    std::printf("t_avg_usec=%.3f transactions_per_second=%.1f iterations=%llu\n",
+                lat->average_ns / 1e3, lat->transactions_per_second,
+                static_cast<unsigned long long>(lat->iterations));
+  }
   if (const auto& lat = outcome.latency) {
     std::printf(
         "t_min_usec=%.3f t_max_usec=%.3f t_typical_usec=%.3f t_avg_usec=%.3f "

@@ -8,7 +8,8 @@
 #   one per 100 below it;
 # - inline size, relaxed ordering, outstanding reads: what both sides used, the read depth
 #   against what ib_read_bw reports on the same devices;
-# - GID index and NUMA node per side: the responder's own choice reaches only the responder.
+# - GID index and NUMA node per side: the responder's own choice reaches only the responder;
+# - latency in duration mode (-D): perftest's average and round trips per second.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -112,6 +113,20 @@ check_per_side_choices() {
     note "per side: -x $gid_b here, $gid_a at the responder; --peer-numa 7 refused by the responder: $out"
 }
 
+# Latency in duration mode, as perftest's -D: the average and the round trips per second of the
+# window between the margins; t_avg is half a round trip for write, so the two agree.
+check_latency_duration() {
+    local out avg tps
+    out=$(run_probe -t write_lat -D 5) || fail "write_lat -D 5 failed: $out"
+    avg=$(field "$out" t_avg_usec)
+    tps=$(field "$out" transactions_per_second)
+    positive_number "$avg" && positive_number "$tps" || fail "write_lat -D 5 without figures: $out"
+    positive_number "$(field "$out" iterations)" || fail "write_lat -D 5 counted no round trip: $out"
+    python3 -c "import sys; sys.exit(0 if abs($tps * 2 * $avg / 1e6 - 1) < 0.01 else 1)" \
+        || fail "write_lat -D 5: $tps round trips/s disagree with t_avg $avg us: $out"
+    note "write_lat -D 5: t_avg $avg us, $tps round trips/s"
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -122,6 +137,7 @@ main() {
     check_cq_moderation
     check_device_defaults
     check_per_side_choices
+    check_latency_duration
 }
 
 main "$@"

@@ -44,6 +44,7 @@ struct ProbeOutcome {
   std::uint64_t completions = 0;
   std::optional<BandwidthStats> bandwidth;
   std::optional<LatencyStats> latency;
+  std::optional<DurationLatencyStats> latency_duration;  // a latency probe in duration mode
   // From the start of the request to the first posted work request: connection, handshake,
   // resource creation and QP transitions on both sides.
   double setup_seconds = 0;
