@@ -7,10 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 root=$PWD
 
-./scripts/install-deps.sh all
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target ibprobe_exporter ibprobe_probe >/dev/null
-exporter=$root/build/exporter/ibprobe_exporter
+build=${IBPROBE_BUILD_DIR:-$root/build}
+# IBPROBE_RUN_PREBUILT=1 uses what is already built in $build (the lab test of this script).
+if [[ ${IBPROBE_RUN_PREBUILT:-0} != 1 ]]; then
+  ./scripts/install-deps.sh all
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target ibprobe_exporter ibprobe_probe >/dev/null
+fi
+exporter=$build/exporter/ibprobe_exporter
 
 if compgen -G "/sys/class/infiniband/*" >/dev/null; then
   exec "$exporter" "$@"
@@ -49,7 +53,7 @@ Prometheus scrape config:
         - targets: ["${urls[0]#http://}", "${urls[1]#http://}"]
 
 Probe host A from host B (the exporter in A answers on :9471; the rxe hw_counters rise):
-  $lab exec B -- $root/build/probes/ibprobe_probe run -d rxe0 -t write_bw $("$lab" addr A):9471
+  $lab exec B -- $build/probes/ibprobe_probe run -d rxe0 -t write_bw $("$lab" addr A):9471
 
 Press Ctrl-C to stop the lab.
 TEXT

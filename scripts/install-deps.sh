@@ -14,7 +14,7 @@ build_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
 )
 test_packages=(
-  prometheus prometheus-node-exporter curl python3 wrk perftest
+  prometheus prometheus-node-exporter curl python3 wrk perftest strace
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   clang libclang-rt-14-dev

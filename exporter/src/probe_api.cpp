@@ -72,9 +72,7 @@ json spec_json(const probes::ProbeSpec& spec) {
               {"qps", spec.qps},
               {"tx_depth", spec.tx_depth},
               {"rx_depth", spec.rx_depth},
-              {"cq_moderation", spec.cq_moderation},
               {"post_list", spec.post_list},
-              {"inline_size", spec.inline_size},
               {"use_srq", spec.use_srq},
               {"numa", std::string(probes::to_string(spec.numa))},
               {"timeout_seconds", spec.timeout_seconds},
@@ -89,7 +87,15 @@ json spec_json(const probes::ProbeSpec& spec) {
     out["margin_seconds"] = spec.margin_seconds;
   }
   if (spec.mtu) out["mtu"] = *spec.mtu;
+  // Unset: perftest's rule decided; the outcome says what was used.
+  out["cq_moderation"] = spec.cq_moderation ? json(*spec.cq_moderation) : json("auto");
+  out["inline_size"] = spec.inline_size ? json(*spec.inline_size) : json("auto");
   if (spec.gid_index) out["gid_index"] = *spec.gid_index;
+  if (spec.peer_gid_index) out["peer_gid_index"] = *spec.peer_gid_index;
+  if (spec.peer_numa != probes::NumaPolicy::kAuto) {
+    out["peer_numa"] = std::string(probes::to_string(spec.peer_numa));
+  }
+  if (spec.peer_numa_node) out["peer_numa_node"] = *spec.peer_numa_node;
   if (spec.numa_node) out["numa_node"] = *spec.numa_node;
   out["validation"] = spec.validation ? "on" : "off";
   if (spec.posted_receives) out["posted_receives"] = spec.posted_receives;
@@ -103,18 +109,37 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
               {"numa_node", outcome.numa_node},
               {"mtu", outcome.mtu},
               {"setup_seconds", outcome.setup_seconds},
-              {"window_seconds", outcome.window_seconds}};
+              {"window_seconds", outcome.window_seconds},
+              {"used",
+               {{"cq_moderation", outcome.cq_moderation},
+                {"inline_size", outcome.inline_size},
+                {"relaxed_ordering", outcome.relaxed_ordering},
+                {"outstanding_reads", outcome.outstanding_reads},
+                {"post_calls", outcome.post_calls},
+                {"completions", outcome.completions}}}};
+  json peer_used = json::object();
+  if (outcome.peer_gid_index >= 0) peer_used["gid_index"] = outcome.peer_gid_index;
+  peer_used["numa_node"] = outcome.peer_numa_node;
+  if (outcome.peer_inline_size) peer_used["inline_size"] = *outcome.peer_inline_size;
+  if (outcome.peer_relaxed_ordering) peer_used["relaxed_ordering"] = *outcome.peer_relaxed_ordering;
+  out["peer_used"] = std::move(peer_used);
   if (const auto& bw = outcome.bandwidth) {
-    out["bandwidth"] = {{"messages", bw->messages},
-                        {"seconds", bw->seconds},
-                        {"bytes_per_second", bw->bytes_per_second},
-                        {"mebibytes_per_second", probes::mebibytes_per_second(bw->bytes_per_second)},
-                        {"messages_per_second", bw->messages_per_second}};
+    out["bandwidth"] = {
+        {"messages", bw->messages},
+        {"seconds", bw->seconds},
+        {"bytes_per_second", bw->bytes_per_second},
+        {"mebibytes_per_second", probes::mebibytes_per_second(bw->bytes_per_second)},
+        {"messages_per_second", bw->messages_per_second}};
     out["bandwidth"]["peak_bytes_per_second"] =
         bw->peak_bytes_per_second ? json(*bw->peak_bytes_per_second) : json(nullptr);
   }
+  if (const auto& lat = outcome.latency_duration) {
+    out["latency"] = {{"iterations", lat->iterations},
+                      {"t_avg_us", lat->average_ns / 1e3},
+                      {"transactions_per_second", lat->transactions_per_second}};
+  }
   if (const auto& lat = outcome.latency) {
-    out["latency"] = {{"samples", lat->samples},          {"t_min_us", lat->min_ns / 1e3},
+    out["latency"] = {{"samples", lat->samples},           {"t_min_us", lat->min_ns / 1e3},
                       {"t_max_us", lat->max_ns / 1e3},     {"t_typical_us", lat->typical_ns / 1e3},
                       {"t_avg_us", lat->average_ns / 1e3}, {"t_stdev_us", lat->stdev_ns / 1e3},
                       {"p99_us", lat->p99_ns / 1e3},       {"p99_9_us", lat->p99_9_ns / 1e3}};
@@ -167,8 +192,8 @@ std::string debug_log(const ProbeRun& run) {
   out << "State: " << to_string(run.state) << " after " << run.duration_seconds << " s\n";
   if (run.outcome) {
     for (const auto& c : run.outcome->checks) {
-      out << "Check " << c.side << "/" << c.name << ": " << (c.passed ? "passed" : "FAILED")
-          << " (" << c.detail << ")\n";
+      out << "Check " << c.side << "/" << c.name << ": " << (c.passed ? "passed" : "FAILED") << " ("
+          << c.detail << ")\n";
     }
     out << "Link: " << run.outcome->link.explanation << "\n";
   } else {
@@ -252,8 +277,8 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   response.body = text_format(probe_run_families(*run, false));
   if (params.debug) {
     response.content_type = "text/plain; charset=utf-8";
-    response.body = "Logs for the probe:\n" + debug_log(*run) + "\n\nMetrics that would have been returned:\n" +
-                    response.body;
+    response.body = "Logs for the probe:\n" + debug_log(*run) +
+                    "\n\nMetrics that would have been returned:\n" + response.body;
   }
   return response;
 }
@@ -270,9 +295,8 @@ HttpResponse ProbeApi::start(const HttpRequest& request) const {
                       refusal->retry_after_seconds);
   }
   const auto id = std::to_string(std::get<std::uint64_t>(submitted));
-  auto response = json_response(202, {{"id", id},
-                                      {"state", "queued"},
-                                      {"href", "/api/v1/probes/" + id}});
+  auto response =
+      json_response(202, {{"id", id}, {"state", "queued"}, {"href", "/api/v1/probes/" + id}});
   response.headers.emplace_back("Location", "/api/v1/probes/" + id);
   return response;
 }
@@ -314,11 +338,12 @@ HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text)
     }
     wait = *parsed;
   }
-  const auto run = service_.get(
-      *id, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(wait)));
+  const auto run = service_.get(*id, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::duration<double>(wait)));
   if (!run) {
-    return json_error(404, "not_found",
-                      "no probe with id " + std::string(id_text) + " (unknown, or past the history)");
+    return json_error(
+        404, "not_found",
+        "no probe with id " + std::string(id_text) + " (unknown, or past the history)");
   }
   return json_response(200, run_to_json(*run));
 }

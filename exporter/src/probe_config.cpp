@@ -126,26 +126,44 @@ void parse_rc(const YAML::Node& node, probes::RcKnobs& rc) {
   if (node["min_rnr_timer"]) rc.min_rnr_timer = u32(node["min_rnr_timer"], "rc.min_rnr_timer");
 }
 
-void parse_numa(const YAML::Node& node, probes::ProbeSpec& spec) {
-  const auto text = scalar(node, "numa");
-  if (const auto policy = probes::parse_numa_policy(text); policy && text != "node") {
-    spec.numa = *policy;
+void parse_numa(const YAML::Node& node, const char* key, probes::NumaPolicy& policy,
+                std::optional<std::uint32_t>& number) {
+  const auto text = scalar(node, key);
+  if (const auto named = probes::parse_numa_policy(text); named && text != "node") {
+    policy = *named;
     return;
   }
-  spec.numa = probes::NumaPolicy::kNode;
-  spec.numa_node = u32(node, "numa (auto, none or a node number)");
+  policy = probes::NumaPolicy::kNode;
+  number = u32(node, std::string(key) + " (auto, none or a node number)");
 }
 
 ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                          const probes::Limits& limits) {
   const std::string what = "module " + name;
   require_map(node, what);
-  reject_unknown_keys(
-      node, what,
-      {"kind",       "message_size",    "iterations",    "duration",  "margin",      "qps",
-       "tx_depth",   "rx_depth",        "cq_moderation", "post_list", "inline_size", "mtu",
-       "gid_index",  "use_srq",         "numa",          "timeout",   "rc",          "fabric_ports",
-       "validation", "posted_receives", "receive_sges"});
+  reject_unknown_keys(node, what, {"kind",
+                                   "message_size",
+                                   "iterations",
+                                   "duration",
+                                   "margin",
+                                   "qps",
+                                   "tx_depth",
+                                   "rx_depth",
+                                   "cq_moderation",
+                                   "post_list",
+                                   "inline_size",
+                                   "mtu",
+                                   "gid_index",
+                                   "use_srq",
+                                   "numa",
+                                   "timeout",
+                                   "rc",
+                                   "fabric_ports",
+                                   "validation",
+                                   "posted_receives",
+                                   "receive_sges",
+                                   "peer_gid_index",
+                                   "peer_numa"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -176,6 +194,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["inline_size"]) spec.inline_size = u32(node["inline_size"], "inline_size");
   if (node["mtu"]) spec.mtu = u32(node["mtu"], "mtu");
   if (node["gid_index"]) spec.gid_index = u32(node["gid_index"], "gid_index");
+  if (node["peer_gid_index"]) spec.peer_gid_index = u32(node["peer_gid_index"], "peer_gid_index");
   if (node["use_srq"]) spec.use_srq = boolean(node["use_srq"], "use_srq");
   if (const auto v = node["validation"]) {
     const auto text = scalar(v, "validation");
@@ -188,7 +207,10 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
     if (!node["rx_depth"]) spec.rx_depth = std::max(spec.rx_depth, spec.posted_receives);
   }
   if (node["receive_sges"]) spec.receive_sges = u32(node["receive_sges"], "receive_sges");
-  if (node["numa"]) parse_numa(node["numa"], spec);
+  if (node["numa"]) parse_numa(node["numa"], "numa", spec.numa, spec.numa_node);
+  if (node["peer_numa"]) {
+    parse_numa(node["peer_numa"], "peer_numa", spec.peer_numa, spec.peer_numa_node);
+  }
   if (node["timeout"]) spec.timeout_seconds = seconds(node["timeout"], "timeout");
   if (node["rc"]) parse_rc(node["rc"], spec.rc);
   if (const auto ports = node["fabric_ports"]) {

@@ -132,6 +132,13 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
                 1e9 / lat->average_ns);
     }
   }
+  // Duration-mode latency: perftest reports only the average and the round trips per second.
+  if (const auto& lat = outcome.latency_duration) {
+    out.gauge("rdma_probe_latency_average_seconds", "t_avg of the probe.", base,
+              lat->average_ns * 1e-9);
+    out.gauge("rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
+              lat->transactions_per_second);
+  }
   out.gauge("rdma_probe_setup_seconds",
             "Time from the request to the first posted work request (connection, handshake, "
             "resources, QP transitions on both sides).",

@@ -28,7 +28,8 @@ void wait_ready(int fd, short events, ControlChannel::Deadline deadline, const c
     const int rc = ::poll(&p, 1, remaining_ms(deadline));
     if (rc > 0) return;
     if (rc == 0) throw ProbeFailure(std::string("timed out ") + what, FailureKind::kTimeout);
-    if (errno != EINTR) throw ProbeFailure(std::string("poll failed ") + what, FailureKind::kInternal);
+    if (errno != EINTR)
+      throw ProbeFailure(std::string("poll failed ") + what, FailureKind::kInternal);
   }
 }
 
@@ -42,6 +43,8 @@ FailureKind failure_kind(protocol::ErrorCode code) {
       return FailureKind::kUnauthorized;
     case protocol::ErrorCode::kTimeout:
       return FailureKind::kTimeout;
+    case protocol::ErrorCode::kVerbs:
+      return FailureKind::kVerbs;
     case protocol::ErrorCode::kInternal:
       break;
   }
@@ -106,6 +109,17 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
 ControlChannel::ControlChannel(int fd) : fd_(fd), peer_(describe_peer(fd)) {
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A peer that vanishes without a FIN (host frozen, cable pulled, power lost) would otherwise
+  // hold this side's QPs, buffers and port gate until the run's deadline: keepalive probes
+  // after 2 s of silence, and TCP_USER_TIMEOUT ends the connection once probes or data have
+  // gone unanswered for 5 s. A live peer's kernel answers the probes whatever its process does.
+  const int idle_seconds = 2, interval_seconds = 1, probes = 3;
+  const unsigned user_timeout_ms = 5000;
+  ::setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle_seconds, sizeof(idle_seconds));
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval_seconds, sizeof(interval_seconds));
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 ControlChannel::ControlChannel(ControlChannel&& other) noexcept
@@ -127,9 +141,9 @@ void ControlChannel::send(const protocol::Message& message, Deadline deadline) {
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       wait_ready(fd_, POLLOUT, deadline, "sending to the peer");
     } else {
-      throw ProbeFailure("control connection to " + peer_ +
-                         " lost while sending: " + std::strerror(errno),
-                         FailureKind::kPeerLost);
+      throw ProbeFailure(
+          "control connection to " + peer_ + " lost while sending: " + std::strerror(errno),
+          FailureKind::kPeerLost);
     }
   }
 }
@@ -173,6 +187,7 @@ void ControlChannel::check_still_open() const {
   if (::poll(&p, 1, 0) <= 0) return;
   std::uint8_t byte;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
   if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
     throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
                        FailureKind::kPeerLost);
@@ -188,7 +203,17 @@ void ControlChannel::fail_if_peer_spoke() {
 
 bool ControlChannel::has_pending_message() const {
   std::uint8_t byte;
-  return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  // The socket reports its error once: the one read that sees it says what it was.
+  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
+  return n > 0;
+}
+
+void ControlChannel::throw_stopped_answering() const {
+  throw ProbeFailure(peer_ +
+                         " stopped answering mid-run: no reply to TCP keepalive or data for 5 s "
+                         "(its host froze, or the path to it is cut)",
+                     FailureKind::kPeerLost);
 }
 
 void ControlChannel::fail_unexpected(const protocol::Message& message, const char* what) const {
@@ -198,8 +223,7 @@ void ControlChannel::fail_unexpected(const protocol::Message& message, const cha
   if (const auto* reject = std::get_if<protocol::ProbeReject>(&message)) {
     throw ProbeFailure(peer_ + " rejected the probe: " + reject->reason, FailureKind::kRejected);
   }
-  throw ProbeFailure(std::string("unexpected message from ") + peer_ + " while waiting for " +
-                         what,
+  throw ProbeFailure(std::string("unexpected message from ") + peer_ + " while waiting for " + what,
                      FailureKind::kProtocol);
 }
 

@@ -48,6 +48,7 @@ class ControlChannel {
   [[noreturn]] void fail_unexpected(const protocol::Message& message, const char* what) const;
 
  private:
+  [[noreturn]] void throw_stopped_answering() const;
   void read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline);
 
   int fd_;

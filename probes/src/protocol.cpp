@@ -54,6 +54,8 @@ std::string_view to_wire(ErrorCode code) {
       return "timeout";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kVerbs:
+      return "verbs";
   }
   return "internal";
 }
@@ -71,9 +73,7 @@ json spec_to_json(const ProbeSpec& spec) {
       {"qps", spec.qps},
       {"tx_depth", spec.tx_depth},
       {"rx_depth", spec.rx_depth},
-      {"cq_moderation", spec.cq_moderation},
       {"post_list", spec.post_list},
-      {"inline_size", spec.inline_size},
       {"rc",
        {{"timeout", spec.rc.timeout},
         {"retry_cnt", spec.rc.retry_cnt},
@@ -86,8 +86,13 @@ json spec_to_json(const ProbeSpec& spec) {
   if (spec.iterations) out["iterations"] = *spec.iterations;
   put_optional(out, "duration_seconds", spec.duration_seconds);
   put_optional(out, "mtu", spec.mtu);
+  put_optional(out, "cq_moderation", spec.cq_moderation);
+  put_optional(out, "inline_size", spec.inline_size);
   put_optional(out, "gid_index", spec.gid_index);
   put_optional(out, "numa_node", spec.numa_node);
+  put_optional(out, "peer_gid_index", spec.peer_gid_index);
+  if (spec.peer_numa != NumaPolicy::kAuto) out["peer_numa"] = to_string(spec.peer_numa);
+  put_optional(out, "peer_numa_node", spec.peer_numa_node);
   // Sent only when set, so a plain probe's request reads the same to a peer that predates them.
   if (spec.validation) out["validation"] = true;
   if (spec.posted_receives != 0) out["posted_receives"] = spec.posted_receives;
@@ -133,7 +138,8 @@ json body_of(const QpInfo& info) {
                    {"gid", hex(qp.gid)},
                    {"rkey", qp.rkey},
                    {"addr", qp.addr},
-                   {"mtu", qp.mtu}});
+                   {"mtu", qp.mtu},
+                   {"max_rd_atomic", qp.max_rd_atomic}});
   }
   return {{"qps", qps}};
 }
@@ -158,6 +164,12 @@ json body_of(const Result& result) {
                          {"tail_checks", v->tail_checks},
                          {"stale_completions", v->stale_completions},
                          {"first_error", v->first_error}};
+  }
+  if (const auto& f = result.facts) {
+    out["facts"] = {{"gid_index", f->gid_index},
+                    {"inline_size", f->inline_size},
+                    {"relaxed_ordering", f->relaxed_ordering}};
+    if (f->numa_node) out["facts"]["numa_node"] = *f->numa_node;
   }
   return out;
 }
@@ -336,8 +348,9 @@ Enum enum_field(const Fields& fields, std::string_view key,
 }
 
 std::optional<ErrorCode> parse_error_code(std::string_view text) {
-  for (auto code : {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
-                    ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal}) {
+  for (auto code :
+       {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
+        ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal, ErrorCode::kVerbs}) {
     if (text == to_wire(code)) return code;
   }
   return std::nullopt;
@@ -356,11 +369,12 @@ ProbeSpec spec_from(const Fields& in) {
   spec.qps = in.u32("qps");
   spec.tx_depth = in.u32("tx_depth");
   spec.rx_depth = in.u32("rx_depth");
-  spec.cq_moderation = in.u32("cq_moderation");
+  spec.cq_moderation = in.optional_u32("cq_moderation");
   spec.post_list = in.u32("post_list");
-  spec.inline_size = in.u32("inline_size");
+  spec.inline_size = in.optional_u32("inline_size");
   spec.mtu = in.optional_u32("mtu");
   spec.gid_index = in.optional_u32("gid_index");
+  spec.peer_gid_index = in.optional_u32("peer_gid_index");
   const Fields rc = in.object("rc");
   spec.rc.timeout = rc.u32("timeout");
   spec.rc.retry_cnt = rc.u32("retry_cnt");
@@ -369,6 +383,10 @@ ProbeSpec spec_from(const Fields& in) {
   spec.use_srq = in.boolean("use_srq");
   spec.numa = enum_field(in, "numa", parse_numa_policy, "auto, none, node");
   spec.numa_node = in.optional_u32("numa_node");
+  if (in.has("peer_numa")) {
+    spec.peer_numa = enum_field(in, "peer_numa", parse_numa_policy, "auto, none, node");
+  }
+  spec.peer_numa_node = in.optional_u32("peer_numa_node");
   spec.timeout_seconds = in.u32("timeout_seconds");
   spec.validation = in.has("validation") && in.boolean("validation");
   spec.posted_receives = in.optional_u32("posted_receives").value_or(0);
@@ -449,6 +467,11 @@ QpInfo qp_info_from(const Fields& in) {
                     qp.path() + ".mtu=" + std::to_string(endpoint.mtu) +
                         " is not an IB MTU (256, 512, 1024, 2048, 4096)"};
     }
+    if (qp.has("max_rd_atomic")) {
+      // ibv_qp_attr::max_rd_atomic is 8 bits wide; 0 would forbid every read.
+      endpoint.max_rd_atomic =
+          static_cast<std::uint32_t>(qp.unsigned_number("max_rd_atomic", 255, 1));
+    }
     info.qps.push_back(endpoint);
   }
   return info;
@@ -479,6 +502,15 @@ Result result_from(const Fields& in) {
     report.first_error = v.text("first_error", kMaxLongText);
     result.validation = report;
   }
+  if (in.has("facts")) {
+    const Fields f(in.at("facts"), "facts");
+    SideFacts facts;
+    facts.gid_index = static_cast<std::uint32_t>(f.unsigned_number("gid_index", 255));
+    facts.numa_node = f.optional_u32("numa_node");
+    facts.inline_size = f.u32("inline_size");
+    facts.relaxed_ordering = f.boolean("relaxed_ordering");
+    result.facts = facts;
+  }
   return result;
 }
 
@@ -503,9 +535,10 @@ Message message_from(const FrameHeader& header, const json& body) {
     case MessageType::kResult:
       return result_from(in);
     case MessageType::kError:
-      return Error{enum_field(in, "code", parse_error_code,
-                              "bad_request, limit_exceeded, busy, unauthorized, timeout, internal"),
-                   in.text("text", kMaxLongText)};
+      return Error{
+          enum_field(in, "code", parse_error_code,
+                     "bad_request, limit_exceeded, busy, unauthorized, timeout, internal, verbs"),
+          in.text("text", kMaxLongText)};
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }

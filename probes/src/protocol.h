@@ -80,6 +80,9 @@ struct QpEndpoint {
   std::uint32_t rkey = 0;
   std::uint64_t addr = 0;
   std::uint32_t mtu = 0;  // bytes: 256, 512, 1024, 2048 or 4096
+  // RDMA reads this side's QP accepts in flight as a responder (its max_qp_rd_atom): the
+  // other side issues no more than that, as perftest exchanges out_reads.
+  std::uint32_t max_rd_atomic = 1;
 
   bool operator==(const QpEndpoint&) const = default;
 };
@@ -102,6 +105,17 @@ struct PreflightCheck {
   bool operator==(const PreflightCheck&) const = default;
 };
 
+// What one side's session really used, where it decided for itself (device defaults, per-side
+// choices).
+struct SideFacts {
+  std::uint32_t gid_index = 0;
+  std::optional<std::uint32_t> numa_node;  // unset: not bound
+  std::uint32_t inline_size = 0;
+  bool relaxed_ordering = false;  // buffers registered with IBV_ACCESS_RELAXED_ORDERING
+
+  bool operator==(const SideFacts&) const = default;
+};
+
 // The responder's side of a run: its pre-flight checks and its counters around the run. Raw
 // snapshots rather than deltas, so both sides' deltas come from the same code on the initiator.
 struct Result {
@@ -110,11 +124,21 @@ struct Result {
   CounterSnapshot after;
   // What the responder verified, for a validating probe whose receiving side it is.
   std::optional<ValidationReport> validation;
+  std::optional<SideFacts> facts;  // absent from peers that predate it
 
   bool operator==(const Result&) const = default;
 };
 
-enum class ErrorCode { kBadRequest, kLimitExceeded, kBusy, kUnauthorized, kTimeout, kInternal };
+// kVerbs: the responder's own verbs resources or completions failed (its device, its link).
+enum class ErrorCode {
+  kBadRequest,
+  kLimitExceeded,
+  kBusy,
+  kUnauthorized,
+  kTimeout,
+  kInternal,
+  kVerbs
+};
 
 struct Error {
   ErrorCode code = ErrorCode::kInternal;

@@ -23,6 +23,8 @@ struct RunGuard {
   // True once the initiator has said the run is over (duration mode, where the responder cannot
   // count the messages to expect).
   std::function<bool()> peer_finished;
+  // What the deadline stands for, for the message when it passes.
+  std::chrono::seconds timeout{0};
 };
 
 // Binds the calling thread's CPUs and new memory to one NUMA node for as long as it lives, and
@@ -39,9 +41,12 @@ class NumaBinding {
   int node_;
 };
 
-// The node a probe on `device` binds to under `spec`'s policy; -1 for none (policy none, or a
-// device without a NUMA node, such as rxe, or a machine without NUMA support).
-int numa_node_for(const std::string& device, const ProbeSpec& spec);
+// Which end of the run a session is: the spec's per-side choices (GID index, NUMA) differ.
+enum class Side { kInitiator, kResponder };
+
+// The node a probe on `device` binds to under `policy`; -1 for none (policy none, or a device
+// without a NUMA node, such as rxe, or a machine without NUMA support).
+int numa_node_for(const std::string& device, NumaPolicy policy, std::optional<std::uint32_t> node);
 
 // perftest's duration-mode measurement: post for the whole duration, count what completes
 // between the end of the warm-up margin and the start of the cool-down margin.
@@ -64,13 +69,25 @@ class RcSession {
  public:
   // Opens the device and creates PD, buffer, CQ and QPs (in INIT). Throws on any failure, with
   // everything created so far released.
-  RcSession(const LocalPort& local, const ProbeSpec& spec);
+  RcSession(const LocalPort& local, const ProbeSpec& spec, Side side);
 
   const verbs::PortFacts& port() const { return port_; }
   // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
   // has configured the port), link_rate (detail: Gbit/s, for the other side to compare).
   std::vector<protocol::PreflightCheck> preflight_checks() const;
   int numa_node() const { return numa_.node(); }
+  // What this side really used where perftest derives it: CQ moderation from the spec's rule,
+  // inline size from the device, relaxed ordering from the registration, reads in flight from
+  // both sides' limits (after connect()).
+  std::uint32_t cq_moderation() const { return cq_moderation_; }
+  std::uint32_t inline_size() const { return inline_size_; }
+  bool relaxed_ordering() const { return buffer_.relaxed_ordering; }
+  std::uint32_t outstanding_reads() const { return outstanding_reads_; }
+  protocol::SideFacts facts() const;
+  // Calls of ibv_post_send and work completions reaped so far: a post list shows as one call per
+  // list, CQ moderation as one completion per cq_moderation messages.
+  std::uint64_t post_calls() const { return post_calls_; }
+  std::uint64_t completions() const { return completions_; }
   protocol::QpInfo local_endpoints() const;
   // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
   void connect(const protocol::QpInfo& remote);
@@ -78,6 +95,8 @@ class RcSession {
   // Initiator loops.
   BandwidthStats run_bandwidth(const RunGuard& guard);
   LatencyStats run_latency(const RunGuard& guard);
+  // Duration mode: perftest keeps only the average and the round trips per second there.
+  DurationLatencyStats run_latency_duration(const RunGuard& guard);
   // Responder loops: the write and send ping-pong answer every message; send bandwidth keeps
   // receives posted. RDMA write and read bandwidth need nothing from the responder's CPU.
   void serve_latency(const RunGuard& guard);
@@ -104,9 +123,13 @@ class RcSession {
   std::uint8_t* send_area(std::size_t qp) const;
   // One message-sized scatter/gather entry over `area` of our registered buffer.
   ibv_sge message_at(std::uint8_t* area) const;
-  void post(std::size_t qp, bool signaled);
+  // Posts messages posted_before + 1 .. posted_before + count of one QP with one ibv_post_send,
+  // chained as perftest's post list. A message asks for a completion when its number is a
+  // multiple of the CQ moderation, or when it is message `last` (0: none).
+  void post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before, std::uint64_t last);
   void post_receive(std::size_t qp);
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
+  void exchange(std::uint64_t iteration, TimestampNs sent_at, const RunGuard& guard);
   BandwidthStats run_bandwidth_duration(const RunGuard& guard);
   // Polls completions, throwing on a failed one; returns how many it reaped.
   int poll(ibv_wc* wcs, int max);
@@ -135,6 +158,13 @@ class RcSession {
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
   std::uint32_t max_rd_atomic_ = 1;
+  std::uint32_t outstanding_reads_ = 1;
+  std::uint32_t cq_moderation_ = 1;
+  std::uint32_t inline_size_ = 0;
+  std::uint64_t post_calls_ = 0;
+  std::uint64_t completions_ = 0;
+  std::vector<ibv_send_wr> chain_;
+  std::vector<ibv_sge> chain_sges_;
   // Slots per QP in each half of the buffer: 1 and 1 unless validating.
   std::size_t receive_slots_ = 1;
   std::size_t send_slots_ = 1;

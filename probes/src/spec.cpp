@@ -17,6 +17,67 @@ constexpr std::uint32_t kMaxFiveBit = 31;
 constexpr std::uint32_t kMaxThreeBit = 7;
 constexpr std::uint32_t kMaxNumaNode = 1023;
 
+// perftest_parameters.h: DEF_CQ_MOD, MSG_SIZE_CQ_MOD_LIMIT, DEF_INLINE_WRITE and
+// DEF_INLINE_SEND_RC_UC_XRC.
+constexpr std::uint32_t kPerftestCqModeration = 100;
+constexpr std::uint64_t kCqModerationSizeLimit = 8192;
+constexpr std::uint32_t kPerftestInlineWrite = 220;
+constexpr std::uint32_t kPerftestInlineSendRc = 236;
+
+// The device families perftest's ib_dev_name() tells apart where its inline default differs;
+// every other recognised device is kOther, an unrecognised one kUnknown.
+enum class PerftestDevice {
+  kUnknown,
+  kOther,
+  kNetXtreme,
+  kEfa,
+  kQlogicE4,
+  kErdma,
+  kHns,
+  kIntelGen1,
+  kIntelGen2
+};
+
+PerftestDevice perftest_device(std::uint32_t vendor_id, std::uint32_t part) {
+  constexpr std::uint32_t kChelsio = 5157, kIntel = 0x8086;
+  if (vendor_id == kChelsio) {
+    switch (part >> 12) {
+      case 4:
+      case 5:
+      case 6:
+      case 10:
+      case 11:
+        return PerftestDevice::kOther;
+      default:
+        return PerftestDevice::kUnknown;
+    }
+  }
+  if (vendor_id == kIntel) {
+    return part == 14289 ? PerftestDevice::kIntelGen1 : PerftestDevice::kIntelGen2;
+  }
+  // ib_dev_name's table by part id alone, whatever the vendor (ConnectX, BlueField, Skyhawk,
+  // QLogic AH/AHP, then the families with their own inline size).
+  constexpr std::array kOtherParts = {
+      4099u,  4100u,  4103u,  4104u,  4113u,  4115u,  4116u,  4117u,  4118u,  4119u,  4120u,
+      4121u,  4122u,  4123u,  4124u,  4125u,  4126u,  4127u,  4129u,  4131u,  41682u, 41683u,
+      41686u, 41692u, 26418u, 26428u, 26438u, 26448u, 26458u, 26468u, 26478u, 25408u, 25418u,
+      25428u, 25448u, 1824u,  32880u, 32881u, 32882u, 32883u, 32912u, 33136u, 33168u};
+  constexpr std::array kQlogicE4Parts = {5684u, 5700u, 5716u, 5718u, 5734u};
+  constexpr std::array kNetXtremeParts = {
+      5638u, 5652u, 5824u, 5825u, 5827u, 5839u, 5846u, 5847u, 5848u, 5849u,  5855u,  5858u, 5859u,
+      5861u, 5867u, 5869u, 5871u, 5872u, 5873u, 5968u, 5984u, 6169u, 55296u, 55298u, 55300u};
+  constexpr std::array kEfaParts = {61344u, 61345u, 61346u, 61347u};
+  constexpr std::array kHnsParts = {41506u, 41507u, 41508u, 41509u, 41510u, 41512u, 41519u};
+  auto in = [part](const auto& parts) { return std::ranges::find(parts, part) != parts.end(); };
+  if (in(kOtherParts)) return PerftestDevice::kOther;
+  if (in(kQlogicE4Parts)) return PerftestDevice::kQlogicE4;
+  if (in(kNetXtremeParts)) return PerftestDevice::kNetXtreme;
+  if (in(kEfaParts)) return PerftestDevice::kEfa;
+  if (in(kHnsParts)) return PerftestDevice::kHns;
+  if (part == 4223) return PerftestDevice::kErdma;
+  return PerftestDevice::kUnknown;
+}
+
 std::string field(std::string_view name, std::uint64_t value) {
   return std::string(name) + "=" + std::to_string(value);
 }
@@ -56,12 +117,12 @@ void check_queues(const ProbeSpec& spec, Violations& out) {
   }
   if (spec.tx_depth == 0) out.push_back("tx_depth=0: nothing could be posted");
   if (spec.rx_depth == 0) out.push_back("rx_depth=0: the receive queue needs at least one entry");
-  if (spec.cq_moderation == 0) {
+  if (spec.cq_moderation == 0u) {
     out.push_back("cq_moderation=0: some sends must request a completion");
   }
   if (spec.post_list == 0) out.push_back("post_list=0: a post list holds at least one request");
-  if (spec.cq_moderation > spec.tx_depth) {
-    out.push_back(field("cq_moderation", spec.cq_moderation) +
+  if (spec.cq_moderation && *spec.cq_moderation > spec.tx_depth) {
+    out.push_back(field("cq_moderation", *spec.cq_moderation) +
                   ": CQ moderation larger than tx depth (" + std::to_string(spec.tx_depth) +
                   ") would fill the send queue before any completion is signalled");
   }
@@ -79,20 +140,32 @@ void check_queues(const ProbeSpec& spec, Violations& out) {
                   ": a latency ping-pong has one message in flight; tx depth must be 1");
   }
   // perftest: "Post list size must be a multiple of CQ moderation".
-  if (spec.post_list > 1 && spec.cq_moderation > 0 && spec.post_list % spec.cq_moderation != 0) {
+  if (spec.post_list > 1 && spec.cq_moderation && *spec.cq_moderation > 0 &&
+      spec.post_list % *spec.cq_moderation != 0) {
     out.push_back(field("post_list", spec.post_list) + ": must be a multiple of CQ moderation (" +
-                  std::to_string(spec.cq_moderation) +
+                  std::to_string(*spec.cq_moderation) +
                   ") so every list ends on a signalled request");
+  }
+  // perftest: "Number of iterations must be a multiple of post list size".
+  if (spec.post_list > 1 && spec.iterations && *spec.iterations % spec.post_list != 0) {
+    out.push_back(field("post_list", spec.post_list) + ": iterations (" +
+                  std::to_string(*spec.iterations) +
+                  ") must be a multiple of the post list, so every list is whole");
+  }
+  if (spec.post_list > 1 && spec.validation) {
+    out.push_back(field("post_list", spec.post_list) +
+                  ": a validating run posts each message into its own checked slot; post "
+                  "lists apply to plain runs");
   }
 }
 
 void check_message(const ProbeSpec& spec, Violations& out) {
   if (spec.message_size == 0) out.push_back("message_size=0: a message carries at least one byte");
-  if (spec.inline_size > 0 && spec.operation == Operation::kRead) {
+  if (spec.inline_size > 0u && spec.operation == Operation::kRead) {
     out.push_back(std::string(spec.test == TestKind::kLatency ? "read latency" : "read bandwidth") +
                   " cannot use inline: an RDMA read request carries no payload to inline");
-  } else if (spec.inline_size > spec.message_size) {
-    out.push_back(field("inline_size", spec.inline_size) +
+  } else if (spec.inline_size && *spec.inline_size > spec.message_size) {
+    out.push_back(field("inline_size", *spec.inline_size) +
                   ": inline size larger than the message (" + std::to_string(spec.message_size) +
                   " bytes)");
   }
@@ -107,8 +180,11 @@ void check_link(const ProbeSpec& spec, Violations& out) {
     out.push_back("mtu " + std::to_string(*spec.mtu) +
                   " is not an IB MTU (256, 512, 1024, 2048, 4096)");
   }
-  if (spec.gid_index && *spec.gid_index > kMaxGidIndex) {
-    out.push_back(field("gid_index", *spec.gid_index) + ": a GID index is 0..255");
+  for (const auto& [name, index] :
+       {std::pair{"gid_index", spec.gid_index}, std::pair{"peer_gid_index", spec.peer_gid_index}}) {
+    if (index && *index > kMaxGidIndex) {
+      out.push_back(field(name, *index) + ": a GID index is 0..255");
+    }
   }
   const RcKnobs& rc = spec.rc;
   if (rc.timeout == 0) {
@@ -169,17 +245,24 @@ void check_validation(const ProbeSpec& spec, Violations& out) {
   }
 }
 
-void check_numa(const ProbeSpec& spec, Violations& out) {
-  if (spec.numa == NumaPolicy::kNode) {
-    if (!spec.numa_node) {
-      out.push_back("numa policy 'node' needs a node number");
-    } else if (*spec.numa_node > kMaxNumaNode) {
-      out.push_back(field("numa_node", *spec.numa_node) + ": beyond any NUMA node Linux supports");
+void check_numa_side(const char* side, NumaPolicy policy, std::optional<std::uint32_t> node,
+                     Violations& out) {
+  const std::string prefix = std::string(side) + " ";
+  if (policy == NumaPolicy::kNode) {
+    if (!node) {
+      out.push_back(prefix + "numa policy 'node' needs a node number");
+    } else if (*node > kMaxNumaNode) {
+      out.push_back(prefix + field("numa_node", *node) + ": beyond any NUMA node Linux supports");
     }
-  } else if (spec.numa_node) {
-    out.push_back("numa_node is set but the policy is '" + std::string(to_string(spec.numa)) +
+  } else if (node) {
+    out.push_back(prefix + "numa_node is set but the policy is '" + std::string(to_string(policy)) +
                   "': only policy 'node' uses it");
   }
+}
+
+void check_numa(const ProbeSpec& spec, Violations& out) {
+  check_numa_side("initiator", spec.numa, spec.numa_node, out);
+  check_numa_side("responder", spec.peer_numa, spec.peer_numa_node, out);
 }
 
 // a * b, or nullopt when it does not fit in 64 bits.
@@ -253,16 +336,49 @@ ProbeSpec default_spec(Operation operation, TestKind test) {
   if (test == TestKind::kBandwidth) {
     spec.message_size = 65536;
     spec.tx_depth = 128;
-    spec.cq_moderation = 100;
     // perftest: DEF_ITERS_WB for write bandwidth, DEF_ITERS otherwise.
     spec.iterations = operation == Operation::kWrite ? 5000 : 1000;
   } else {
     spec.message_size = 2;
     spec.tx_depth = 1;
-    spec.cq_moderation = 1;
     spec.iterations = 1000;
   }
   return spec;
+}
+
+std::uint32_t effective_cq_moderation(const ProbeSpec& spec) {
+  if (spec.test == TestKind::kLatency) return 1;
+  if (spec.cq_moderation) return *spec.cq_moderation;
+  std::uint32_t moderation = kPerftestCqModeration;
+  if (spec.message_size > kCqModerationSizeLimit) moderation = 1;
+  if (spec.post_list > 1) moderation = spec.post_list;
+  return std::max(1u, std::min(moderation, spec.tx_depth));
+}
+
+std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t vendor_part_id,
+                                      Operation operation, TestKind test) {
+  const auto device = perftest_device(vendor_id, vendor_part_id);
+  if (device == PerftestDevice::kUnknown || test != TestKind::kLatency ||
+      operation == Operation::kRead) {
+    return 0;
+  }
+  switch (device) {
+    case PerftestDevice::kNetXtreme:
+    case PerftestDevice::kErdma:
+      return 96;
+    case PerftestDevice::kEfa:
+    case PerftestDevice::kHns:
+      return 32;
+    case PerftestDevice::kQlogicE4:
+      return 128;
+    case PerftestDevice::kIntelGen1:
+      return 48;
+    case PerftestDevice::kIntelGen2:
+      return 101;
+    default:
+      break;
+  }
+  return operation == Operation::kWrite ? kPerftestInlineWrite : kPerftestInlineSendRc;
 }
 
 std::vector<std::string> validate(const ProbeSpec& spec) {
@@ -296,6 +412,10 @@ std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limit
   if (spec.duration_seconds && *spec.duration_seconds > limits.max_duration_seconds) {
     out.push_back(field("duration", *spec.duration_seconds) + ": above this responder's limit of " +
                   std::to_string(limits.max_duration_seconds) + " s");
+  }
+  if (spec.timeout_seconds > limits.max_timeout_seconds) {
+    out.push_back(field("timeout", spec.timeout_seconds) + ": above this responder's limit of " +
+                  std::to_string(limits.max_timeout_seconds) + " s");
   }
   if (spec.iterations && *spec.iterations > limits.max_iterations) {
     out.push_back(field("iterations", *spec.iterations) + ": above this responder's limit of " +

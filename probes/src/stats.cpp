@@ -171,7 +171,7 @@ double gigabits_per_second(double bytes_per_second) {
 
 BandwidthStats bandwidth_stats(std::span<const TimestampNs> posted,
                                std::span<const TimestampNs> completed, const ProbeSpec& spec) {
-  if (!spec.iterations || spec.cq_moderation == 0 || spec.post_list == 0) {
+  if (!spec.iterations || spec.cq_moderation == 0u || spec.post_list == 0) {
     throw std::invalid_argument(
         "bandwidth statistics need an iteration-mode spec with CQ moderation and post list of "
         "at least 1");
@@ -194,8 +194,8 @@ BandwidthStats bandwidth_stats(std::span<const TimestampNs> posted,
       from_window(messages, spec.message_size, completed.back() - posted.front());
   // force_dependecies: iters > 20000 turns noPeak on.
   if (*spec.iterations <= kPeakMaxIterations) {
-    stats.peak_bytes_per_second = peak_bytes_per_second(posted, completed, spec.message_size,
-                                                        spec.cq_moderation, spec.post_list);
+    stats.peak_bytes_per_second = peak_bytes_per_second(
+        posted, completed, spec.message_size, effective_cq_moderation(spec), spec.post_list);
   }
   return stats;
 }

@@ -115,12 +115,13 @@ void RcSession::post_validated(std::size_t qp, std::uint64_t sequence, bool sign
   wr.num_sge = 1;
   wr.opcode = send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-  if (spec_.message_size <= spec_.inline_size) wr.send_flags |= IBV_SEND_INLINE;
+  if (spec_.message_size <= inline_size_) wr.send_flags |= IBV_SEND_INLINE;
   if (!send) {
     wr.wr.rdma.remote_addr = peers_[qp].addr + (sequence % receive_slots_) * spec_.message_size;
     wr.wr.rdma.rkey = peers_[qp].rkey;
   }
   ibv_send_wr* bad = nullptr;
+  ++post_calls_;
   if (const int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0) {
     throw verbs::VerbsError("ibv_post_send", rc);
   }
@@ -174,9 +175,8 @@ BandwidthStats RcSession::run_bandwidth_validated(const RunGuard& guard) {
       for (;;) {
         if (s.sent - s.done >= spec_.tx_depth) break;
         if (counted ? s.sent >= per_qp : (!posting && s.unsignaled == 0)) break;
-        const bool signaled = counted
-                                  ? (s.sent + 1) % spec_.cq_moderation == 0 || s.sent + 1 == per_qp
-                                  : !posting || s.unsignaled + 1 == spec_.cq_moderation;
+        const bool signaled = counted ? (s.sent + 1) % cq_moderation_ == 0 || s.sent + 1 == per_qp
+                                      : !posting || s.unsignaled + 1 == cq_moderation_;
         if (counted) posted[total_sent] = steady_now_ns();
         post_validated(q, s.sent, signaled);
         ++total_sent;

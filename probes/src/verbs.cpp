@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,15 @@ PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_
     throw VerbsError("ibv_query_gid(index " + std::to_string(facts.gid_index) + ")", rc);
   }
   std::memcpy(facts.gid.data(), gid.raw, facts.gid.size());
+  // An index the port has no address at reads as zeros, and a QP addressed from it cannot reach
+  // its peer: refuse it here, where the index is known, not at the peer's RTR.
+  if (facts.is_ethernet &&
+      std::all_of(facts.gid.begin(), facts.gid.end(), [](std::uint8_t b) { return b == 0; })) {
+    throw VerbsError("GID index " + std::to_string(facts.gid_index) + " of " +
+                         ibv_get_device_name(context->device) + " port " + std::to_string(port) +
+                         " holds no address",
+                     EINVAL);
+  }
   return facts;
 }
 
@@ -160,9 +170,11 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
   buffer.memory.reset(static_cast<std::uint8_t*>(memory));
   std::memset(memory, 0, rounded);
   buffer.size = rounded;
-  buffer.mr.reset(
-      ibv_reg_mr(pd, memory, rounded,
-                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int relaxed = access | IBV_ACCESS_RELAXED_ORDERING;
+  buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, relaxed));
+  buffer.relaxed_ordering = buffer.mr != nullptr;
+  if (!buffer.mr && errno == EINVAL) buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, access));
   if (!buffer.mr) throw VerbsError("ibv_reg_mr(" + std::to_string(rounded) + " bytes)", errno);
   return buffer;
 }

@@ -82,7 +82,11 @@ struct RegisteredBuffer {
   Buffer memory;
   std::size_t size = 0;
   MemoryRegion mr;
+  bool relaxed_ordering = false;  // registered with IBV_ACCESS_RELAXED_ORDERING
 };
+// Registers with IBV_ACCESS_RELAXED_ORDERING as perftest does where rdma-core has it: an optional
+// access flag, which a device without relaxed ordering ignores. A kernel that refuses it gets
+// the registration without it, and the buffer says so.
 RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size);
 
 }  // namespace ibprobe::probes::verbs

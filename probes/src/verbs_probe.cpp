@@ -67,6 +67,39 @@ void append_side(std::vector<CounterDelta>& all, std::string_view side,
   }
 }
 
+// A stalled run's evidence from the driver: the hw_counters of this port that moved during it
+// (rxe's completer_retry_err counts retransmissions, duplicate_request and out_of_seq_request
+// what the peer saw of them), so a timeout tells a lossy path from a silent peer.
+std::string driver_evidence(const CounterSnapshot& before, const CounterSnapshot& after) {
+  std::string moved;
+  for (const auto& delta : counter_deltas(before, after)) {
+    if (!delta.counter.starts_with("hw_counters/") || !delta.delta || *delta.delta <= 0) continue;
+    moved +=
+        fmt::format("{}{} +{:.0f}", moved.empty() ? "" : ", ",
+                    delta.counter.substr(std::string_view("hw_counters/").size()), *delta.delta);
+  }
+  return moved.empty() ? "; no hw_counter of this port moved during the run"
+                       : "; this port's hw_counters during the run: " + moved;
+}
+
+// The class of a responder-side failure, as the initiator will report it: a spec this host
+// cannot serve (a NUMA node it lacks) is a refusal, its own deadline a timeout, its device a
+// verbs failure; the rest is the run lost on the peer's side.
+protocol::ErrorCode error_code_for(const std::exception& e) {
+  const auto* failure = dynamic_cast<const ProbeFailure*>(&e);
+  if (!failure) return protocol::ErrorCode::kInternal;
+  switch (failure->kind()) {
+    case FailureKind::kRejected:
+      return protocol::ErrorCode::kBadRequest;
+    case FailureKind::kTimeout:
+      return protocol::ErrorCode::kTimeout;
+    case FailureKind::kVerbs:
+      return protocol::ErrorCode::kVerbs;
+    default:
+      return protocol::ErrorCode::kInternal;
+  }
+}
+
 class IgnoredErrors final : public collectors::ErrorSink {
  public:
   void record(collectors::ReadError, const std::filesystem::path&) override {}
@@ -264,7 +297,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                        FailureKind::kProtocol);
   }
 
-  RcSession session(local, spec);
+  RcSession session(local, spec, Side::kInitiator);
   session.corrupt_every(options.test_corrupt_every);
   channel.send(session.local_endpoints(), setup_deadline);
   session.connect(remote);
@@ -276,6 +309,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.gid_index = session.port().gid_index;
   outcome.numa_node = session.numa_node();
   outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
+  outcome.cq_moderation = session.cq_moderation();
+  outcome.inline_size = session.inline_size();
+  outcome.relaxed_ordering = session.relaxed_ordering();
+  outcome.outstanding_reads = session.outstanding_reads();
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   collectors::RemotePmaOptions fabric;
   for (const auto& text : fabric_ports) {
@@ -302,13 +339,23 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                          throw_if_cancelled(options);
                          channel.fail_if_peer_spoke();
                        },
-                       nullptr};
-  if (spec.test == TestKind::kBandwidth) {
-    outcome.bandwidth = session.run_bandwidth(guard);
-  } else {
-    outcome.latency = session.run_latency(guard);
+                       nullptr, std::chrono::seconds(spec.timeout_seconds)};
+  try {
+    if (spec.test == TestKind::kBandwidth) {
+      outcome.bandwidth = session.run_bandwidth(guard);
+    } else if (spec.duration_seconds) {
+      outcome.latency_duration = session.run_latency_duration(guard);
+    } else {
+      outcome.latency = session.run_latency(guard);
+    }
+  } catch (const ProbeFailure& failure) {
+    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost) throw;
+    throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
+                       FailureKind::kTimeout);
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+  outcome.post_calls = session.post_calls();
+  outcome.completions = session.completions();
   const auto after = snapshot_after_lifespan(local);
   if (!fabric.targets.empty() && fabric_problem.empty()) {
     try {
@@ -326,6 +373,12 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   channel.send(protocol::Ready{}, run_deadline);
   const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
+  if (const auto& facts = result.facts) {
+    outcome.peer_gid_index = static_cast<int>(facts->gid_index);
+    outcome.peer_numa_node = facts->numa_node ? static_cast<int>(*facts->numa_node) : -1;
+    outcome.peer_inline_size = facts->inline_size;
+    outcome.peer_relaxed_ordering = facts->relaxed_ordering;
+  }
   if (spec.validation) {
     outcome.validation = merge_validation(spec, session.validation(), result);
     const auto& v = *outcome.validation;
@@ -483,7 +536,7 @@ void Responder::handle(int fd) {
                    setup_deadline);
       return;
     }
-    RcSession session(local_, request.spec);
+    RcSession session(local_, request.spec, Side::kResponder);
     channel.send(protocol::ProbeAccept{}, setup_deadline);
     channel.send(session.local_endpoints(), setup_deadline);
     session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
@@ -493,7 +546,8 @@ void Responder::handle(int fd) {
 
     const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
     const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
-                         [&channel] { return channel.has_pending_message(); }};
+                         [&channel] { return channel.has_pending_message(); },
+                         std::chrono::seconds(request.spec.timeout_seconds)};
     if (request.spec.test == TestKind::kLatency) {
       session.serve_latency(guard);
     } else if (request.spec.operation == Operation::kSend) {
@@ -504,6 +558,7 @@ void Responder::handle(int fd) {
     channel.expect<protocol::Ready>(run_deadline, "the end of the run");
     result.after = snapshot_after_lifespan(local_);
     result.checks = session.preflight_checks();
+    result.facts = session.facts();
     if (request.spec.validation) {
       result.validation = session.validation();
       log_validation(channel.peer(), result.validation.value());
@@ -511,7 +566,7 @@ void Responder::handle(int fd) {
     channel.send(result, run_deadline);
   } catch (const std::exception& e) {
     try {
-      channel.send(protocol::Error{protocol::ErrorCode::kInternal, e.what()},
+      channel.send(protocol::Error{error_code_for(e), e.what()},
                    Clock::now() + std::chrono::seconds(1));
     } catch (const std::exception&) {
       // The connection is gone as well; nothing left to tell.

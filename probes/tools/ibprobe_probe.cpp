@@ -12,6 +12,8 @@ namespace {
 
 using namespace ibprobe::probes;
 
+constexpr std::uint32_t kDefaultBandwidthSeconds = 5;
+
 std::pair<std::string, std::string> split_address(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos) throw CLI::ValidationError("address", "expected HOST:PORT");
@@ -30,6 +32,19 @@ void print(const ProbeOutcome& outcome) {
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
       outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds);
+  auto unless_unset = [](const auto& value) {
+    return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
+  };
+  std::printf(
+      "used tx_depth=%u cq_moderation=%u post_list=%u inline_size=%u relaxed_ordering=%d "
+      "outstanding_reads=%u peer_gid_index=%d peer_numa_node=%d peer_inline_size=%s "
+      "peer_relaxed_ordering=%s post_calls=%llu completions=%llu\n",
+      spec.tx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
+      outcome.relaxed_ordering ? 1 : 0, outcome.outstanding_reads, outcome.peer_gid_index,
+      outcome.peer_numa_node, unless_unset(outcome.peer_inline_size).c_str(),
+      unless_unset(outcome.peer_relaxed_ordering).c_str(),
+      static_cast<unsigned long long>(outcome.post_calls),
+      static_cast<unsigned long long>(outcome.completions));
   for (const auto& check : outcome.checks) {
     std::printf("check side=%s name=%s passed=%d detail=\"%s\"\n", check.side.c_str(),
                 check.name.c_str(), check.passed ? 1 : 0, check.detail.c_str());
@@ -92,6 +107,11 @@ void print(const ProbeOutcome& outcome) {
         static_cast<unsigned long long>(v->tail_checks),
         static_cast<unsigned long long>(v->stale_completions), v->first_error.c_str());
   }
+  if (const auto& lat = outcome.latency_duration) {
+    std::printf("t_avg_usec=%.3f transactions_per_second=%.1f iterations=%llu\n",
+                lat->average_ns / 1e3, lat->transactions_per_second,
+                static_cast<unsigned long long>(lat->iterations));
+  }
   if (const auto& lat = outcome.latency) {
     std::printf(
         "t_min_usec=%.3f t_max_usec=%.3f t_typical_usec=%.3f t_avg_usec=%.3f "
@@ -133,17 +153,34 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(
           CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
-  run->add_option("-D,--duration", duration,
-                  "Run for this many seconds instead of a number of iterations (bandwidth)");
+  run->add_option(
+      "-D,--duration", duration,
+      "Run for this many seconds instead of a number of iterations (bandwidth; the default "
+      "without -n: 5)");
   run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
   std::vector<std::string> fabric_ports;
   run->add_option("--fabric-port", fabric_ports,
                   "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
   std::uint32_t timeout = 0;
   run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
-  std::string numa = "auto";
+  std::string numa = "auto", peer_numa = "auto";
   run->add_option("--numa", numa,
                   "auto (the HCA's node), none, or a node number for CPU and buffers")
+      ->capture_default_str();
+  run->add_option("--peer-numa", peer_numa,
+                  "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
+      ->capture_default_str();
+  std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
+  std::uint32_t post_list = 1;
+  run->add_option("-Q,--cq-mod", cq_mod,
+                  "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");
+  run->add_option("-I,--inline", inline_size,
+                  "Largest message sent inline (default: perftest's for the device)");
+  run->add_option("-m,--mtu", mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
+  run->add_option("-x,--gid-index", gid_index, "This side's GID index (default: RoCE v2 IPv4)");
+  run->add_option("--peer-gid-index", peer_gid_index, "The responder's GID index");
+  run->add_option("-l,--post-list", post_list,
+                  "Chain this many work requests into one ibv_post_send (bandwidth)")
       ->capture_default_str();
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
@@ -162,6 +199,11 @@ int main(int argc, char** argv) {
   run->add_option("--rx-depth", rx_depth, "Receive queue depth (default: perftest's)");
   run->add_option("--rnr-retry", rnr_retry, "RNR NAK retries before failing, 0-7 (7: forever)");
   run->add_option("--min-rnr-timer", min_rnr_timer, "RNR NAK timer code the receiver asks for");
+  std::optional<std::uint32_t> qp_timeout, retry_count;
+  run->add_option(
+      "-u,--qp-timeout", qp_timeout,
+      "Local ACK timeout exponent: 4.096 us x 2^N before a retransmission (default 14)");
+  run->add_option("--retry-count", retry_count, "Retransmissions before failing, 0-7 (default 7)");
   run->add_option("--test-fault-corrupt-every", corrupt_every,
                   "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
                   "prove that --validate catches it")
@@ -198,6 +240,11 @@ int main(int argc, char** argv) {
     if (size > 0) spec.message_size = size;
     if (iterations > 0) spec.iterations = iterations;
     if (qps > 0) spec.qps = qps;
+    // Without -n or -D a bandwidth probe runs for a fixed time, perftest's -D habit: 5000
+    // iterations of 64 KiB take longer than the timeout on a slow link (rxe under emulation).
+    if (duration == 0 && iterations == 0 && spec.test == TestKind::kBandwidth) {
+      duration = kDefaultBandwidthSeconds;
+    }
     if (duration > 0) {
       spec.iterations.reset();
       spec.duration_seconds = duration;
@@ -213,13 +260,26 @@ int main(int argc, char** argv) {
     spec.rx_depth = std::max(spec.rx_depth, posted_receives);
     if (run->count("--rnr-retry") > 0) spec.rc.rnr_retry = rnr_retry;
     if (run->count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = min_rnr_timer;
+    if (qp_timeout) spec.rc.timeout = *qp_timeout;
+    if (retry_count) spec.rc.retry_cnt = *retry_count;
     if (timeout > 0) spec.timeout_seconds = timeout;
-    if (const auto policy = parse_numa_policy(numa)) {
-      spec.numa = *policy;
-    } else {
-      spec.numa = NumaPolicy::kNode;
-      spec.numa_node = static_cast<std::uint32_t>(std::stoul(numa));
-    }
+    auto numa_choice = [](const std::string& text, NumaPolicy& policy,
+                          std::optional<std::uint32_t>& node) {
+      if (const auto named = parse_numa_policy(text)) {
+        policy = *named;
+      } else {
+        policy = NumaPolicy::kNode;
+        node = static_cast<std::uint32_t>(std::stoul(text));
+      }
+    };
+    numa_choice(numa, spec.numa, spec.numa_node);
+    numa_choice(peer_numa, spec.peer_numa, spec.peer_numa_node);
+    spec.cq_moderation = cq_mod;
+    spec.inline_size = inline_size;
+    spec.mtu = mtu;
+    spec.gid_index = gid_index;
+    spec.peer_gid_index = peer_gid_index;
+    spec.post_list = post_list;
     const auto [host, port] = split_address(peer);
     RunOptions options{fabric_ports, secret, nullptr};
     options.test_corrupt_every = corrupt_every;

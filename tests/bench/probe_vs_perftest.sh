@@ -1,67 +1,125 @@
 #!/usr/bin/env bash
-# Accuracy of the verbs probes against perftest, side by side in one two-host lab run: the same
-# rxe devices, the same options, alternating rounds so both see the same machine state.
-# Prints per-kind medians and the ratio ibprobe/perftest (BW average; t_typical for latency).
-# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [ITERATIONS]   (defaults: build, 5, 1000)
+# Agreement of the verbs probes with perftest, measured well enough to tell 5 %: the same rxe
+# devices, the same effective options (both command lines are printed), ABBA order (perftest
+# first in odd rounds, ibprobe first in even ones, so drift and warm-up hit both alike), and the
+# median and interquartile range of the per-round ratio ibprobe / perftest for BW average,
+# BW peak, t_min, t_typical, t_avg and p99. One-host loopback (two QPs on one rxe device) and
+# two-host.
+# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES]
+#   defaults: build, 15, "one two"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 build=$(realpath "${1:-build}")
-rounds=${2:-5}
-iterations=${3:-1000}
+rounds=${2:-15}
+modes=${3:-one two}
 probe=$build/probes/ibprobe_probe
 [[ -x $probe ]] || { echo "build first: $probe" >&2; exit 1; }
 lab=$PWD/deploy/lab/lab.sh
 export IBPROBE_LAB_STATE=${IBPROBE_LAB_STATE:-/tmp/ibprobe-lab-bench}
 port=18600
+results=$(mktemp)
+trap 'rm -f "$results"; "$lab" down >/dev/null 2>&1 || true' EXIT
 
-"$lab" prepare
-"$lab" up two >/dev/null
-trap '"$lab" down >/dev/null' EXIT
-"$lab" spawn --name responder A -- "$probe" serve -d rxe0 --listen ":$port" >/dev/null
-server=$("$lab" addr A)
-gid_a=$("$lab" gid A)
-gid_b=$("$lab" gid B)
+# One option set per kind, spelled for both tools. Both apply perftest's effective defaults on
+# top (tx depth 128, CQ moderation 1 above 8 KiB, inline 0 on rxe), which ibprobe prints.
+bw_options() { echo "-s 65536 -n $1"; }
+lat_options="-s 2 -n 1000"
 
-perftest_figure() { # TOOL -> BW average (MiB/s) or t_typical (usec)
-  local tool=$1 column=4 header='BW average' job out
-  [[ $tool == *_lat ]] && column=5 header='t_typical'
-  job=$("$lab" spawn A -- "$tool" -d rxe0 -x "$gid_a" -F -n "$iterations")
-  for _ in $(seq 50); do
-    "$lab" exec A -- ss -Htln 'sport = :18515' | grep -q . && break
+perftest_run() { # SERVER CLIENT TOOL OPTIONS...
+  local server=$1 client=$2 tool=$3 job out
+  shift 3
+  job=$("$lab" spawn --timeout 300 "$server" -- "$tool" -d rxe0 -x "$("$lab" gid "$server")" -F "$@")
+  for _ in $(seq 100); do
+    "$lab" exec "$server" -- ss -Htln 'sport = :18515' | grep -q . && break
     sleep 0.2
   done
-  out=$("$lab" exec --timeout 300 B -- "$tool" -d rxe0 -x "$gid_b" -F -n "$iterations" "$server")
-  "$lab" wait --timeout 60 A "$job" >/dev/null
-  awk -v re="$header" -v f="$column" '$0 ~ re { getline; print $f; exit }' <<<"$out"
+  out=$("$lab" exec --timeout 300 "$client" -- "$tool" -d rxe0 -x "$("$lab" gid "$client")" -F "$@" \
+    "$("$lab" addr "$server")")
+  "$lab" wait --timeout 60 "$server" "$job" >/dev/null
+  echo "$out"
 }
 
-ibprobe_figure() { # KIND
-  local field=bw_average_MiBps
-  [[ $1 == *_lat ]] && field=t_typical_usec
-  "$lab" exec --timeout 300 B -- "$probe" run -d rxe0 -t "$1" -n "$iterations" "$server:$port" |
-    sed -n "s/.*\b$field=\([0-9.]*\).*/\1/p"
+# perftest's result row follows its header row.
+perftest_columns() { # OUTPUT HEADER_REGEX FIELD...
+  local out=$1 re=$2
+  shift 2
+  awk -v re="$re" -v fields="$*" '$0 ~ re { getline; n = split(fields, f, " ");
+    for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), $f[i]; print ""; exit }' <<<"$out"
 }
 
-declare -A figures
-for ((round = 1; round <= rounds; round++)); do
-  for kind in write_bw write_lat read_bw read_lat send_bw send_lat; do
-    figures[$kind.perftest]+=" $(perftest_figure "ib_$kind")"
-    figures[$kind.ibprobe]+=" $(ibprobe_figure "$kind")"
+probe_field() { sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" <<<"$1" | head -n1; }
+
+one_round() { # MODE ROUND BW_ITERATIONS
+  local mode=$1 round=$2 iterations=$3 server=A client=B order tool out
+  [[ $mode == one ]] && client=A
+  order="perftest ibprobe"
+  ((round % 2 == 0)) && order="ibprobe perftest"
+  for tool in $order; do
+    if [[ $tool == perftest ]]; then
+      # shellcheck disable=SC2046
+      out=$(perftest_run "$server" "$client" ib_write_bw $(bw_options "$iterations"))
+      read -r peak average < <(perftest_columns "$out" 'BW average' 3 4)
+      echo "$mode $round perftest bw_average $average" >>"$results"
+      echo "$mode $round perftest bw_peak $peak" >>"$results"
+      # shellcheck disable=SC2086
+      out=$(perftest_run "$server" "$client" ib_write_lat $lat_options)
+      read -r t_min t_typical t_avg p99 < <(perftest_columns "$out" 't_typical' 3 5 6 8)
+    else
+      # shellcheck disable=SC2046
+      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t write_bw \
+        $(bw_options "$iterations") "$("$lab" addr "$server"):$port")
+      echo "$mode $round ibprobe bw_average $(probe_field "$out" bw_average_MiBps)" >>"$results"
+      echo "$mode $round ibprobe bw_peak $(probe_field "$out" bw_peak_MiBps)" >>"$results"
+      ((round == 1)) && echo "  ibprobe used: $(grep '^used' <<<"$out")" >&2
+      # shellcheck disable=SC2086
+      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t write_lat $lat_options \
+        "$("$lab" addr "$server"):$port")
+      t_min=$(probe_field "$out" t_min_usec)
+      t_typical=$(probe_field "$out" t_typical_usec)
+      t_avg=$(probe_field "$out" t_avg_usec)
+      p99=$(probe_field "$out" p99_usec)
+    fi
+    for figure in t_min t_typical t_avg p99; do
+      echo "$mode $round $tool $figure ${!figure}" >>"$results"
+    done
   done
-  echo "round $round of $rounds done" >&2
+}
+
+for mode in $modes; do
+  "$lab" prepare >/dev/null
+  "$lab" up "$mode" >/dev/null
+  "$lab" spawn --name responder A -- "$probe" serve -d rxe0 --listen ":$port" >/dev/null
+  iterations=2000
+  [[ $mode == two ]] && iterations=500
+  echo "$mode-host: perftest: ib_write_bw -d rxe0 -x GID -F $(bw_options "$iterations") ;" \
+    "ib_write_lat -d rxe0 -x GID -F $lat_options" >&2
+  echo "$mode-host: ibprobe:  ibprobe_probe run -d rxe0 -t write_bw $(bw_options "$iterations") ;" \
+    "ibprobe_probe run -d rxe0 -t write_lat $lat_options" >&2
+  for ((round = 1; round <= rounds; round++)); do
+    one_round "$mode" "$round" "$iterations"
+    echo "$mode-host round $round of $rounds done" >&2
+  done
+  "$lab" down >/dev/null
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-echo "two-host lab (rxe over QEMU, TCG), $iterations iterations, $rounds alternating rounds; medians"
-printf '%-10s %-22s %12s %12s %8s\n' kind figure perftest ibprobe ratio
-for kind in write_bw write_lat read_bw read_lat send_bw send_lat; do
-  unit='BW average MiB/s'
-  [[ $kind == *_lat ]] && unit='t_typical usec'
-  p=$(median <<<"${figures[$kind.perftest]}")
-  i=$(median <<<"${figures[$kind.ibprobe]}")
-  printf '%-10s %-22s %12.2f %12.2f %8.3f\n' "$kind" "$unit" "$p" "$i" "$(awk -v a="$i" -v b="$p" 'BEGIN { print a / b }')"
-  echo "  perftest:${figures[$kind.perftest]}" >&2
-  echo "  ibprobe: ${figures[$kind.ibprobe]}" >&2
-done
+python3 - "$results" "$rounds" <<'EOF'
+import statistics, sys
+from collections import defaultdict
+rows = [line.split() for line in open(sys.argv[1])]
+figures = defaultdict(dict)
+for mode, rnd, tool, figure, value in rows:
+    figures[(mode, figure)].setdefault(int(rnd), {})[tool] = float(value)
+print(f"write_bw / write_lat, rxe in the lab (QEMU TCG), {sys.argv[2]} ABBA rounds; ratio = ibprobe / perftest per round")
+print(f"{'mode':<8} {'figure':<12} {'perftest med':>12} {'ibprobe med':>12} {'ratio med':>10} {'ratio IQR':>16} {'rounds':>6}")
+for (mode, figure), by_round in figures.items():
+    pairs = [(r['perftest'], r['ibprobe']) for r in by_round.values()
+             if 'perftest' in r and 'ibprobe' in r and r['perftest'] > 0]
+    if not pairs:
+        continue
+    ratios = sorted(i / p for p, i in pairs)
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    print(f"{mode + '-host':<8} {figure:<12} {statistics.median(p for p, _ in pairs):12.2f} "
+          f"{statistics.median(i for _, i in pairs):12.2f} {statistics.median(ratios):10.3f} "
+          f"{q[0]:7.3f}..{q[2]:<7.3f} {len(pairs):6d}")
+EOF

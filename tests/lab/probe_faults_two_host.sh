@@ -4,14 +4,15 @@
 # VM A, the initiator (ibprobe_probe) in VM B. `lab.sh link A down` cuts VM A's cable to the lab
 # link (carrier loss on its NIC, every frame dropped; VM B sees only silence, as behind a
 # switch) while a bandwidth and a latency probe run. Each time:
-#   - the initiator fails within its timeout, and its reason says what it waited for, how long
-#     nothing came back, and that its own port is still up;
+#   - the initiator fails within seconds of the cut, long before its timeout: the control
+#     connection's keepalive finds the path silent, and the reason says so with the rxe
+#     retransmissions its port counted meanwhile;
 #   - the exporter in VM A keeps answering /metrics and /-/healthy while the link is down;
 #   - once the link is back, neither VM holds a probe QP, CQ, MR or PD (rdma resource show);
 #   - the exporter accepts a new probe, which succeeds;
 #   - neither kernel logged a warning or an oops (rxe's QP teardown did not time out).
-# On rxe the initiator's reason is its own timeout, not a retry-exceeded completion: rxe
-# retransmits forever at retry_cnt 7 (deploy/lab/README.md, Limits).
+# On rxe a cut path gives no retry-exceeded completion: rxe retransmits forever at retry_cnt 7
+# (deploy/lab/README.md, Limits), so without the keepalive only the run's deadline would end it.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary, IBPROBE_EXPORTER
 # the exporter.
@@ -85,9 +86,9 @@ rxe_counter() { # HOST NAME
 # Runs a probe B -> A, cuts VM A's link once it is under way, and checks everything above.
 # The probe gets TIMEOUT explicitly, so the bound checked here is the one it was given; its run
 # must outlast the few seconds lab.sh needs, on a loaded host, to see it under way.
-cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX STALL_REGEX PROBE_ARGS...
-    local label=$1 timeout=$2 reason_re=$3 stall_re=$4 job t_start t_cut rc=0 out held retries_before
-    shift 4
+cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX PROBE_ARGS...
+    local label=$1 timeout=$2 reason_re=$3 job t_start t_cut rc=0 out held retries_before
+    shift 3
     retries_before=$(rxe_counter B completer_retry_err)
     t_start=$(now_ms)
     job=$(lab spawn --name "$label" B -- "$PROBE" run -d rxe0 --timeout "$timeout" "$@" \
@@ -121,12 +122,10 @@ cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX STALL_REGEX PROBE_ARGS...
     ((${since_start%.*} <= timeout + SLACK)) \
         || fail "$label: the probe took $since_start s to fail (timeout $timeout s): $out"
     [[ $out =~ $reason_re ]] || fail "$label: imprecise reason: $out"
-    # The stall the message reports began at the cut, not at the start of the run.
-    local stalled
-    [[ $out =~ $stall_re ]] || fail "$label: no stall time in: $out"
-    stalled=${BASH_REMATCH[1]}
-    ((${stalled%.*} >= 10 && ${stalled%.*} <= ${since_cut%.*} + 2)) \
-        || fail "$label: stall of $stalled s does not match the cut $since_cut s before the failure: $out"
+    # The control connection crosses the same cut path: its keepalive (5 s without an answer)
+    # ends the run within seconds of the cut, long before the run's deadline.
+    ((${since_cut%.*} >= 4 && ${since_cut%.*} <= 20)) \
+        || fail "$label: failed $since_cut s after the cut; keepalive should end it in 5-10 s: $out"
     note "$label: failed $since_cut s after the cut ($since_start s after start): $out"
     local retries
     retries=$(($(rxe_counter B completer_retry_err) - retries_before))
@@ -176,14 +175,12 @@ main() {
     check_probe_succeeds "before the faults, write_bw" bw_average_MiBps -t write_bw -n 300
 
     cut_mid_run write_bw-cut 70 \
-        'timed out waiting for completions of the duration run \([0-9]+ messages in flight, none completed for [0-9.]+ s\); local port rxe0/1 is active' \
-        'none completed for ([0-9.]+) s' \
+        "stopped answering mid-run: no reply to TCP keepalive or data for 5 s \\(its host froze, or the path to it is cut\\); this port's hw_counters during the run: .*completer_retry_err \\+[1-9]" \
         -t write_bw -D 60
     check_probe_succeeds "after the bandwidth cut, write_bw" bw_average_MiBps -t write_bw -n 300
 
     cut_mid_run write_lat-cut 45 \
-        "timed out waiting for the peer's answer to iteration [0-9]+ of 1000000 \\(sent [0-9.]+ s ago, (not )?acknowledged by the peer's HCA\\); local port rxe0/1 is active" \
-        'sent ([0-9.]+) s ago' \
+        "stopped answering mid-run: no reply to TCP keepalive or data for 5 s \\(its host froze, or the path to it is cut\\); this port's hw_counters during the run: .*completer_retry_err \\+[1-9]" \
         -t write_lat -n 1000000
     check_probe_succeeds "after the latency cut, write_lat" t_typical_usec -t write_lat -n 300
     check_probe_succeeds "after the latency cut, write_bw" bw_average_MiBps -t write_bw -n 300

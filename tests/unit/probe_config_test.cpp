@@ -65,14 +65,14 @@ struct PerftestDefaults {
   std::uint64_t iterations;
   std::uint32_t tx_depth;
   std::uint32_t rx_depth;
-  std::uint32_t cq_moderation;
+  std::uint32_t effective_cq_moderation;  // perftest's rule: 1 above 8 KiB
 };
 constexpr PerftestDefaults kPerftest[] = {
-    {"write_bw", Operation::kWrite, TestKind::kBandwidth, 65536, 5000, 128, 1, 100},
+    {"write_bw", Operation::kWrite, TestKind::kBandwidth, 65536, 5000, 128, 1, 1},
     {"write_lat", Operation::kWrite, TestKind::kLatency, 2, 1000, 1, 1, 1},
-    {"read_bw", Operation::kRead, TestKind::kBandwidth, 65536, 1000, 128, 1, 100},
+    {"read_bw", Operation::kRead, TestKind::kBandwidth, 65536, 1000, 128, 1, 1},
     {"read_lat", Operation::kRead, TestKind::kLatency, 2, 1000, 1, 1, 1},
-    {"send_bw", Operation::kSend, TestKind::kBandwidth, 65536, 1000, 128, 512, 100},
+    {"send_bw", Operation::kSend, TestKind::kBandwidth, 65536, 1000, 128, 512, 1},
     {"send_lat", Operation::kSend, TestKind::kLatency, 2, 1000, 1, 512, 1},
 };
 
@@ -91,7 +91,10 @@ TEST(ProbeConfigTest, BuiltInModulesArePerftestsDefaults) {
     EXPECT_FALSE(spec.duration_seconds);
     EXPECT_EQ(spec.tx_depth, expected.tx_depth);
     EXPECT_EQ(spec.rx_depth, expected.rx_depth);
-    EXPECT_EQ(spec.cq_moderation, expected.cq_moderation);
+    // Unset, so perftest's rules decide: a completion per message above 8 KiB.
+    EXPECT_FALSE(spec.cq_moderation);
+    EXPECT_FALSE(spec.inline_size);
+    EXPECT_EQ(probes::effective_cq_moderation(spec), expected.effective_cq_moderation);
     EXPECT_EQ(spec.qps, 1u);
     EXPECT_EQ(spec.post_list, 1u);
     EXPECT_EQ(spec.rc.timeout, 14u);
@@ -220,6 +223,14 @@ TEST(ProbeConfigTest, DurationsInWholeSeconds) {
   for (const auto& [text, seconds] : std::vector<std::pair<std::string, std::uint32_t>>{
            {"45", 45}, {"45s", 45}, {"2m", 120}, {"1h", 3600}, {"0s", 0}}) {
     auto parsed = parse_probe_config(one_module("    timeout: " + text + "\n"));
+    if (seconds > probes::Limits{}.max_timeout_seconds) {
+      // Parsed as a duration, then refused: longer than a responder lets a peer hold it.
+      ASSERT_TRUE(std::holds_alternative<std::string>(parsed));
+      EXPECT_NE(std::get<std::string>(parsed).find("timeout=" + std::to_string(seconds)),
+                std::string::npos)
+          << std::get<std::string>(parsed);
+      continue;
+    }
     if (seconds == 0) {
       // Parsed as a duration, then refused by the probe rules: a run needs time.
       ASSERT_TRUE(std::holds_alternative<std::string>(parsed));

@@ -61,16 +61,27 @@ struct ProbeSpec {
   std::uint32_t qps = 1;
   std::uint32_t tx_depth = 128;
   std::uint32_t rx_depth = 512;
-  std::uint32_t cq_moderation = 100;
+  // A completion every cq_moderation messages; unset: perftest's rule, effective_cq_moderation().
+  std::optional<std::uint32_t> cq_moderation;
+  // Work requests chained into one ibv_post_send, as perftest's -l.
   std::uint32_t post_list = 1;
-  std::uint32_t inline_size = 0;
-  std::optional<std::uint32_t> mtu;        // bytes; unset: the port's active MTU
-  std::optional<std::uint32_t> gid_index;  // unset: prefer a RoCE v2 IPv4-mapped GID
+  // Largest message sent inline; unset: perftest's default for each side's own device
+  // (perftest_default_inline()).
+  std::optional<std::uint32_t> inline_size;
+  std::optional<std::uint32_t> mtu;  // bytes; unset: the port's active MTU
+  // The initiator's GID index, and the responder's (perftest's -x is per side); unset: prefer a
+  // RoCE v2 IPv4-mapped GID.
+  std::optional<std::uint32_t> gid_index;
+  std::optional<std::uint32_t> peer_gid_index;
   RcKnobs rc;
   bool use_srq = false;
+  // Where the initiator binds CPU and buffers, and where the responder does: each host's HCA
+  // sits on its own node, so the choice is per side.
   NumaPolicy numa = NumaPolicy::kAuto;
   std::optional<std::uint32_t> numa_node;  // with NumaPolicy::kNode only
-  std::uint32_t timeout_seconds = 30;      // whole run, connection to release
+  NumaPolicy peer_numa = NumaPolicy::kAuto;
+  std::optional<std::uint32_t> peer_numa_node;  // with peer_numa kNode only
+  std::uint32_t timeout_seconds = 30;           // whole run, connection to release
   // Correctness probes (write and send bandwidth): every message carries a header and a
   // checksummed pseudo-random payload that the receiving side verifies. Slower than a plain run;
   // its figures are not perftest's.
@@ -108,10 +119,21 @@ struct ValidationReport {
   bool operator==(const ValidationReport&) const = default;
 };
 
-// perftest's defaults for ib_<operation>_<test>: bandwidth 64 KiB messages, tx depth 128, CQ
-// moderation 100, 5000 iterations for write (1000 for read and send); latency 2-byte messages,
-// tx depth 1, 1000 iterations.
+// perftest's defaults for ib_<operation>_<test>: bandwidth 64 KiB messages, tx depth 128,
+// 5000 iterations for write (1000 for read and send); latency 2-byte messages, tx depth 1, 1000
+// iterations. CQ moderation and inline size stay unset: perftest derives them (below).
 ProbeSpec default_spec(Operation operation, TestKind test);
+
+// perftest's CQ moderation (force_dependecies): the one given, else 100 (DEF_CQ_MOD), forced to
+// 1 above 8 KiB (MSG_SIZE_CQ_MOD_LIMIT), to the post list's size with a post list, and never
+// above the tx depth. Latency ping-pongs signal every message.
+std::uint32_t effective_cq_moderation(const ProbeSpec& spec);
+
+// perftest's default inline size (ctx_set_max_inline): 0 on a device it does not recognise by
+// vendor and part id (rxe and siw among them), and for bandwidth and read; for write latency
+// 220 bytes, for send latency 236, with its per-vendor exceptions.
+std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t vendor_part_id,
+                                      Operation operation, TestKind test);
 
 // Every rule the spec breaks, each message saying why; empty when the spec is consistent.
 std::vector<std::string> validate(const ProbeSpec& spec);
@@ -125,6 +147,9 @@ struct Limits {
   // Iteration mode keeps two timestamps per message: iterations * qps * 16 bytes.
   std::uint64_t max_iterations = 1'000'000;
   std::uint64_t max_total_buffer_bytes = 1ull << 30;  // qps * max(tx, rx depth) * message size
+  // How long a peer may hold this side's QPs, buffers and port gate: the longest run plus time
+  // for its setup and counter reads.
+  std::uint32_t max_timeout_seconds = 180;
 };
 
 // Every limit the spec exceeds; empty when it fits. Overflow-safe for any input.

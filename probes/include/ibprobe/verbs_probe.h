@@ -28,8 +28,23 @@ struct ProbeOutcome {
   int gid_index = 0;
   int numa_node = -1;  // the node CPU and buffers were bound to; -1: not bound
   std::uint32_t mtu = 0;
+  // What was really used where perftest derives a value from its rules or the device: this
+  // side's, and the responder's as it reported them (-1 / unset from peers that predate it).
+  std::uint32_t cq_moderation = 0;
+  std::uint32_t inline_size = 0;
+  bool relaxed_ordering = false;        // buffers registered with IBV_ACCESS_RELAXED_ORDERING
+  std::uint32_t outstanding_reads = 0;  // RDMA reads in flight at most, within both sides' limits
+  int peer_gid_index = -1;
+  int peer_numa_node = -1;
+  std::optional<std::uint32_t> peer_inline_size;
+  std::optional<bool> peer_relaxed_ordering;
+  // This side's data loop: ibv_post_send calls (one per post list) and work completions reaped
+  // (one per cq_moderation messages).
+  std::uint64_t post_calls = 0;
+  std::uint64_t completions = 0;
   std::optional<BandwidthStats> bandwidth;
   std::optional<LatencyStats> latency;
+  std::optional<DurationLatencyStats> latency_duration;  // a latency probe in duration mode
   // From the start of the request to the first posted work request: connection, handshake,
   // resource creation and QP transitions on both sides.
   double setup_seconds = 0;

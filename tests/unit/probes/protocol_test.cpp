@@ -86,6 +86,7 @@ QpEndpoint endpoint(std::uint32_t qpn) {
   qp.rkey = 0xFFFFFFFF;
   qp.addr = ~std::uint64_t{0} - 4095;
   qp.mtu = 4096;
+  qp.max_rd_atomic = 255;
   return qp;
 }
 
@@ -126,6 +127,9 @@ TEST(ProtocolRoundTrip, ProbeRequestCarriesTheWholeSpec) {
   every_option.inline_size = 64;
   every_option.mtu = 2048;
   every_option.gid_index = 3;
+  every_option.peer_gid_index = 1;
+  every_option.peer_numa = NumaPolicy::kNode;
+  every_option.peer_numa_node = 2;
   every_option.rc = {.timeout = 18, .retry_cnt = 3, .rnr_retry = 6, .min_rnr_timer = 1};
   every_option.use_srq = true;
   every_option.numa = NumaPolicy::kNode;
@@ -134,6 +138,12 @@ TEST(ProtocolRoundTrip, ProbeRequestCarriesTheWholeSpec) {
   every_option.message_size = ~std::uint64_t{0};
   const ProbeRequest request{every_option};
   EXPECT_EQ(std::get<ProbeRequest>(round_trip(request)), request);
+  // Unset CQ moderation and inline size stay unset: each side applies perftest's rule itself.
+  const auto plain = std::get<ProbeRequest>(
+      round_trip(ProbeRequest{default_spec(Operation::kWrite, TestKind::kLatency)}));
+  EXPECT_FALSE(plain.spec.cq_moderation);
+  EXPECT_FALSE(plain.spec.inline_size);
+  EXPECT_EQ(plain.spec.peer_numa, NumaPolicy::kAuto);
 }
 
 TEST(ProtocolRoundTrip, AcceptRejectReadyError) {
@@ -141,8 +151,9 @@ TEST(ProtocolRoundTrip, AcceptRejectReadyError) {
   EXPECT_TRUE(std::holds_alternative<Ready>(round_trip(Ready{})));
   const ProbeReject reject{"qps=4: several QPs only make sense for bandwidth tests"};
   EXPECT_EQ(std::get<ProbeReject>(round_trip(reject)), reject);
-  for (auto code : {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
-                    ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal}) {
+  for (auto code :
+       {ErrorCode::kBadRequest, ErrorCode::kLimitExceeded, ErrorCode::kBusy,
+        ErrorCode::kUnauthorized, ErrorCode::kTimeout, ErrorCode::kInternal, ErrorCode::kVerbs}) {
     const Error error{code, "text"};
     EXPECT_EQ(std::get<Error>(round_trip(error)), error);
   }
@@ -166,6 +177,11 @@ TEST(ProtocolRoundTrip, Result) {
       {"send queue, errors", CounterSample{}}};
   result.after = result.before;
   result.after["port_xmit_data"].value = ~std::uint64_t{0};
+  EXPECT_EQ(std::get<Result>(round_trip(result)), result);
+  result.facts =
+      SideFacts{.gid_index = 3, .numa_node = 1, .inline_size = 220, .relaxed_ordering = true};
+  EXPECT_EQ(std::get<Result>(round_trip(result)), result);
+  result.facts->numa_node.reset();
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
 }
 

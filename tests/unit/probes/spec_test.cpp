@@ -26,7 +26,9 @@ TEST(DefaultSpec, BandwidthMatchesPerftest) {
     const ProbeSpec spec = default_spec(operation, TestKind::kBandwidth);
     EXPECT_EQ(spec.message_size, 65536u);
     EXPECT_EQ(spec.tx_depth, 128u);
-    EXPECT_EQ(spec.cq_moderation, 100u);
+    // Unset: perftest forces a completion per message above 8 KiB unless -Q is given.
+    EXPECT_FALSE(spec.cq_moderation);
+    EXPECT_EQ(effective_cq_moderation(spec), 1u);
     EXPECT_EQ(spec.qps, 1u);
     EXPECT_EQ(spec.post_list, 1u);
     EXPECT_FALSE(spec.duration_seconds);
@@ -114,21 +116,81 @@ TEST(Validate, ReadHasNoInline) {
   EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("read bandwidth cannot use inline")));
 }
 
+// force_dependecies in perftest_parameters.c, in its order: DEF_CQ_MOD 100; above
+// MSG_SIZE_CQ_MOD_LIMIT (8192) and not asked for, 1; with a post list and not asked for, the
+// list's size; never above the tx depth. Given with -Q, it stays.
+TEST(EffectiveCqModeration, FollowsPerftestsRules) {
+  ProbeSpec spec = write_bw();
+  EXPECT_EQ(effective_cq_moderation(spec), 1u);
+  spec.message_size = 8192;
+  EXPECT_EQ(effective_cq_moderation(spec), 100u);
+  spec.message_size = 8193;
+  EXPECT_EQ(effective_cq_moderation(spec), 1u);
+  spec.post_list = 16;
+  EXPECT_EQ(effective_cq_moderation(spec), 16u);
+  spec.message_size = 64;
+  EXPECT_EQ(effective_cq_moderation(spec), 16u);
+  spec.post_list = 1;
+  spec.tx_depth = 32;
+  EXPECT_EQ(effective_cq_moderation(spec), 32u);
+  spec.cq_moderation = 4;
+  spec.message_size = 65536;
+  EXPECT_EQ(effective_cq_moderation(spec), 4u);
+  EXPECT_EQ(effective_cq_moderation(write_lat()), 1u);
+}
+
+// ctx_set_max_inline with ib_dev_name's device table: rxe (vendor 0xffffff, part 0) is unknown
+// to perftest, which then inlines nothing.
+TEST(PerftestDefaultInline, FollowsPerftestsDeviceTable) {
+  constexpr std::uint32_t kMellanox = 0x02c9, kRxe = 0xffffff;
+  constexpr std::uint32_t kConnectX6 = 4123;
+  EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kWrite, TestKind::kLatency),
+            220u);
+  EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kSend, TestKind::kLatency),
+            236u);
+  EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kRead, TestKind::kLatency),
+            0u);
+  EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kWrite, TestKind::kBandwidth),
+            0u);
+  EXPECT_EQ(perftest_default_inline(kRxe, 0, Operation::kWrite, TestKind::kLatency), 0u);
+  EXPECT_EQ(perftest_default_inline(kRxe, 0, Operation::kSend, TestKind::kLatency), 0u);
+  // Vendors with their own figure: Broadcom NetXtreme 96, EFA 32, Intel 48 / 101, Chelsio T6
+  // the ConnectX figure.
+  EXPECT_EQ(perftest_default_inline(0x14e4, 5968, Operation::kWrite, TestKind::kLatency), 96u);
+  EXPECT_EQ(perftest_default_inline(0x1d0f, 61345, Operation::kSend, TestKind::kLatency), 32u);
+  EXPECT_EQ(perftest_default_inline(0x8086, 14289, Operation::kWrite, TestKind::kLatency), 48u);
+  EXPECT_EQ(perftest_default_inline(0x8086, 5522, Operation::kWrite, TestKind::kLatency), 101u);
+  EXPECT_EQ(perftest_default_inline(5157, 0x6401, Operation::kWrite, TestKind::kLatency), 220u);
+  EXPECT_EQ(perftest_default_inline(5157, 0x7401, Operation::kWrite, TestKind::kLatency), 0u);
+}
+
 TEST(Validate, QueueRelations) {
   ProbeSpec spec = write_bw();
   spec.cq_moderation = 200;
   EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("CQ moderation larger than tx depth")));
 
   spec = write_bw();
+  spec.iterations = 256 * 20;
   spec.post_list = 256;
   spec.cq_moderation = 128;
   EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("post list larger than tx depth")));
 
   spec = write_bw();
+  spec.iterations = 3000;
   spec.post_list = 30;
+  spec.cq_moderation = 100;
   EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("must be a multiple of CQ moderation (100)")));
   spec.cq_moderation = 10;
   EXPECT_THAT(validate(spec), IsEmpty());
+  // perftest: "Number of iterations must be a multiple of post list size".
+  spec.iterations = 3001;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("must be a multiple of the post list")));
+  // A validating run checks every message in its own slot; perftest has no such mode, and a
+  // post list would hand several slots to one call.
+  spec = write_bw();
+  spec.validation = true;
+  spec.post_list = 10;
+  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("post lists apply to plain runs")));
 
   spec = write_lat();
   spec.tx_depth = 16;
@@ -248,6 +310,10 @@ TEST(CheckLimits, EachCapIsEnforced) {
   spec = write_bw();
   spec.iterations = 10001;
   EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("iterations=10001")));
+  // A peer cannot hold this side's resources longer than the cap, whatever its spec says.
+  spec = write_bw();
+  spec.timeout_seconds = Limits{}.max_timeout_seconds + 1;
+  EXPECT_THAT(check_limits(spec, Limits{}), ElementsAre(HasSubstr("timeout=181")));
 }
 
 TEST(CheckLimits, TotalBufferIsQpsTimesDepthTimesSize) {

@@ -1,0 +1,143 @@
+#!/bin/bash
+#
+# Every option a probe accepts is applied, and its defaults are perftest's effective ones, shown
+# by what only the applied option can produce:
+# - post_list: the number of ibv_post_send calls, counted by the kernel as rxe's doorbell writes
+#   on the uverbs file (strace), is iterations / post_list, against iterations without a list;
+# - CQ moderation: a completion per message above 8 KiB unless -Q is given (perftest's rule),
+#   one per 100 below it;
+# - inline size, relaxed ordering, outstanding reads: what both sides used, the read depth
+#   against what ib_read_bw reports on the same devices;
+# - GID index and NUMA node per side: the responder's own choice reaches only the responder;
+# - latency in duration mode (-D): perftest's average and round trips per second.
+#
+# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+
+PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
+RESPONDER_PORT=18600
+
+field() { # OUTPUT NAME
+    sed -n "s/.*\b$2=\(-\?[0-9.]*\).*/\1/p" <<<"$1" | head -n1
+}
+
+expect_field() { # OUTPUT NAME VALUE WHAT
+    local value
+    value=$(field "$1" "$2")
+    [[ $value == "$3" ]] || fail "$4: $2=$value, expected $3: $1"
+}
+
+run_probe() { # ARGS...
+    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
+}
+
+# rxe rings its doorbell with one 32-byte IB_USER_VERBS_CMD_POST_SEND (28, octal \34) write per
+# ibv_post_send call: the kernel's count of post calls, independent of the probe's own.
+doorbells_of() { # ARGS...
+    lab exec --timeout 120 B -- sh -c "strace -f -qq -e trace=write -o /run/probe-trace \
+        $PROBE run -d rxe0 $* $(lab addr A):$RESPONDER_PORT > /run/probe-out \
+        && grep -c 'write([0-9]*, \"\\\\34\\\\0\\\\0\\\\0' /run/probe-trace; cat /run/probe-out"
+}
+
+check_post_list() {
+    local out doorbells
+    out=$(doorbells_of -t write_bw -n 2000 -s 4096 -l 10) || fail "post list run failed: $out"
+    doorbells=$(head -n1 <<<"$out")
+    expect_field "$out" post_calls 200 "post list of 10 over 2000 messages"
+    ((doorbells == 200)) || fail "post list of 10: the kernel saw $doorbells post calls: $out"
+    # Without -Q a post list sets the CQ moderation to its size (perftest).
+    expect_field "$out" cq_moderation 10 "post list of 10"
+    expect_field "$out" completions 200 "post list of 10"
+    positive_number "$(field "$out" bw_average_MiBps)" || fail "no bandwidth with a post list: $out"
+    note "post list 10: $doorbells doorbell writes for 2000 messages, $(grep -o 'bw_average_MiBps=[0-9.]*' <<<"$out")"
+    out=$(doorbells_of -t write_bw -n 2000 -s 4096) || fail "plain run failed: $out"
+    doorbells=$(head -n1 <<<"$out")
+    ((doorbells == 2000)) || fail "without a post list the kernel saw $doorbells post calls: $out"
+    note "no post list: $doorbells doorbell writes for 2000 messages"
+}
+
+check_cq_moderation() {
+    local out
+    out=$(run_probe -t write_bw -n 1000) || fail "write_bw failed: $out"
+    expect_field "$out" cq_moderation 1 "64 KiB without -Q"
+    expect_field "$out" completions 1000 "64 KiB without -Q"
+    out=$(run_probe -t write_bw -n 1000 -s 4096) || fail "write_bw 4 KiB failed: $out"
+    expect_field "$out" cq_moderation 100 "4 KiB without -Q"
+    expect_field "$out" completions 10 "4 KiB without -Q"
+    out=$(run_probe -t write_bw -n 1000 -Q 50) || fail "write_bw -Q 50 failed: $out"
+    expect_field "$out" cq_moderation 50 "64 KiB with -Q 50"
+    expect_field "$out" completions 20 "64 KiB with -Q 50"
+    note "CQ moderation: 1000 completions at 64 KiB, 10 at 4 KiB, 20 with -Q 50"
+}
+
+check_device_defaults() {
+    local out perftest theirs
+    out=$(run_probe -t write_lat -n 200) || fail "write_lat failed: $out"
+    # rxe is not in perftest's device table: it inlines nothing there.
+    expect_field "$out" inline_size 0 "write_lat on rxe"
+    expect_field "$out" peer_inline_size 0 "write_lat on rxe (responder)"
+    expect_field "$out" relaxed_ordering 1 "buffers"
+    expect_field "$out" peer_relaxed_ordering 1 "responder's buffers"
+    out=$(run_probe -t write_lat -n 200 -I 2) || fail "write_lat -I 2 failed: $out"
+    expect_field "$out" inline_size 2 "write_lat -I 2"
+    expect_field "$out" peer_inline_size 2 "write_lat -I 2 (responder)"
+    out=$(run_probe -t read_bw -n 200) || fail "read_bw failed: $out"
+    perftest=$(lab_perftest_pair A B ib_read_bw -n 200)
+    theirs=$(sed -n 's/.*Outstand reads *: *\([0-9]*\).*/\1/p' <<<"$perftest")
+    [[ -n $theirs ]] || fail "no outstanding reads in ib_read_bw's output: $perftest"
+    expect_field "$out" outstanding_reads "$theirs" "read depth against ib_read_bw"
+    note "inline 0 on rxe (2 with -I 2), relaxed ordering on both sides, $theirs reads in flight as ib_read_bw"
+}
+
+check_per_side_choices() {
+    local out rc=0 gid_a gid_b
+    gid_a=$(lab gid A)
+    gid_b=$(lab gid B)
+    out=$(run_probe -t write_bw -n 100 -x "$gid_b" --peer-gid-index "$gid_a" --peer-numa 0) \
+        || fail "per-side GID and NUMA failed: $out"
+    expect_field "$out" gid_index "$gid_b" "this side's -x"
+    expect_field "$out" peer_gid_index "$gid_a" "--peer-gid-index"
+    expect_field "$out" peer_numa_node 0 "--peer-numa 0"
+    expect_field "$out" numa_node -1 "this side's NUMA (auto: rxe has no node)"
+    out=$(run_probe -t write_bw -n 100 --peer-gid-index 200 2>&1) || rc=$?
+    ((rc != 0)) || fail "a responder GID index of 200 was accepted: $out"
+    grep -qi 'gid' <<<"$out" || fail "GID index 200 refused without the reason: $out"
+    grep -q 'responder\|peer\|10.99.0.1' <<<"$out" || fail "the refusal does not say it is the responder's: $out"
+    rc=0
+    out=$(run_probe -t write_bw -n 100 --peer-numa 7 2>&1) || rc=$?
+    ((rc != 0)) || fail "a responder NUMA node 7 was accepted on a one-node VM: $out"
+    grep -q 'NUMA node 7 does not exist' <<<"$out" || fail "--peer-numa 7 refused without the reason: $out"
+    note "per side: -x $gid_b here, $gid_a at the responder; --peer-numa 7 refused by the responder: $out"
+}
+
+# Latency in duration mode, as perftest's -D: the average and the round trips per second of the
+# window between the margins; t_avg is half a round trip for write, so the two agree.
+check_latency_duration() {
+    local out avg tps
+    out=$(run_probe -t write_lat -D 5) || fail "write_lat -D 5 failed: $out"
+    avg=$(field "$out" t_avg_usec)
+    tps=$(field "$out" transactions_per_second)
+    positive_number "$avg" && positive_number "$tps" || fail "write_lat -D 5 without figures: $out"
+    positive_number "$(field "$out" iterations)" || fail "write_lat -D 5 counted no round trip: $out"
+    python3 -c "import sys; sys.exit(0 if abs($tps * 2 * $avg / 1e6 - 1) < 0.01 else 1)" \
+        || fail "write_lat -D 5: $tps round trips/s disagree with t_avg $avg us: $out"
+    note "write_lat -D 5: t_avg $avg us, $tps round trips/s"
+}
+
+main() {
+    lab_test_begin
+    lab_test_up two
+    lab spawn --name responder A -- "$PROBE" serve -d rxe0 --listen ":$RESPONDER_PORT" >/dev/null \
+        || fail "cannot start the responder in VM A"
+    lab_wait_listen A "$RESPONDER_PORT"
+    check_post_list
+    check_cq_moderation
+    check_device_defaults
+    check_per_side_choices
+    check_latency_duration
+}
+
+main "$@"
