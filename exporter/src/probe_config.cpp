@@ -285,7 +285,9 @@ void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   if (node["self"]) mesh.self = scalar(node["self"], "self");
   auto& policy = mesh.policy;
   // Ceilings that keep a typo from flooding the fabric; the budget caps the sum anyway.
-  if (node["peer_rate"]) policy.peer_rate_hz = positive_number(node["peer_rate"], "peer_rate", 1000);
+  if (node["peer_rate"]) {
+    policy.peer_rate_hz = positive_number(node["peer_rate"], "peer_rate", 1000);
+  }
   if (node["host_budget"]) {
     policy.host_budget_hz = positive_number(node["host_budget"], "host_budget", 100000);
   }
