@@ -50,13 +50,20 @@ std::int64_t epoch_index(std::chrono::system_clock::time_point at, std::chrono::
 // sizes and policy, so every host of the ToR derives the same numbers.
 struct TorShares {
   double same_tor_rate = 0;
-  int pairs_per_remote_tor = 0;  // host pairs per remote ToR and epoch
-  int cross_slots = 0;           // cross-ToR pings per host and epoch
-  std::size_t items = 0;         // remote ToRs × pairs_per_remote_tor
+  std::size_t pairs_per_remote_tor = 0;  // host pairs per remote ToR and epoch, at most
+  int cross_slots = 0;                   // cross-ToR pings per host and epoch
+  std::size_t items = 0;                 // host pairs towards all remote ToRs
 };
 
-TorShares tor_shares(std::size_t hosts, std::size_t remote_tors, double watch_reserve_hz,
-                     const MeshPolicy& policy) {
+std::size_t pairs_per_remote_tor(std::size_t hosts, const MeshPolicy& policy) {
+  return std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, policy.host_pairs_per_tor_pair)), hosts);
+}
+
+// `items`: the host pairs towards every remote ToR, pairs_per_remote_tor each but no more than the
+// remote ToR has hosts, so that a small ToR is not pinged by more of a ToR's hosts than it has.
+TorShares tor_shares(std::size_t hosts, std::size_t remote_tors, std::size_t items,
+                     double watch_reserve_hz, const MeshPolicy& policy) {
   TorShares shares;
   const double budget = std::max(0.0, policy.host_budget_hz);
   const double rate = policy.peer_rate_hz;
@@ -69,9 +76,8 @@ TorShares tor_shares(std::size_t hosts, std::size_t remote_tors, double watch_re
     shares.same_tor_rate = std::min(rate, cap / static_cast<double>(same_peers));
   }
   if (remote_tors == 0) return shares;
-  shares.pairs_per_remote_tor =
-      static_cast<int>(std::min<std::size_t>(std::max(1, policy.host_pairs_per_tor_pair), hosts));
-  shares.items = remote_tors * static_cast<std::size_t>(shares.pairs_per_remote_tor);
+  shares.pairs_per_remote_tor = pairs_per_remote_tor(hosts, policy);
+  shares.items = items;
   const double left =
       budget - shares.same_tor_rate * static_cast<double>(same_peers) - watch_reserve_hz;
   // The epsilon keeps 81.0 / 1.0 from flooring to 80 when the subtraction rounds down.
@@ -137,6 +143,14 @@ std::size_t MeshFabric::watch_demand(std::size_t partition, std::size_t min_watc
   return demand;
 }
 
+std::size_t MeshFabric::cross_items(std::size_t group, std::size_t pairs) const {
+  std::size_t items = 0;
+  for (const std::size_t remote : partitions_[groups_[group].partition].groups) {
+    if (remote != group) items += std::min(pairs, groups_[remote].members.size());
+  }
+  return items;
+}
+
 std::optional<std::size_t> MeshFabric::find(std::string_view target) const {
   const auto it = std::lower_bound(
       peers_.begin(), peers_.end(), target,
@@ -192,9 +206,10 @@ std::vector<PlannedPing> plan_mesh(const MeshFabric& fabric, std::size_t self,
 
   const std::size_t watch_demand =
       remote_tors > 0 ? fabric.watch_demand(own.partition, min_watchers) : 0;
-  const TorShares shares =
-      tor_shares(own.members.size(), remote_tors,
-                 watch_reserve_hz(partition.hosts.size(), watch_demand, policy), policy);
+  const TorShares shares = tor_shares(
+      own.members.size(), remote_tors,
+      fabric.cross_items(fabric.group_of_[self], pairs_per_remote_tor(own.members.size(), policy)),
+      watch_reserve_hz(partition.hosts.size(), watch_demand, policy), policy);
 
   for (const std::size_t mate : own.members) {
     if (mate != self) plan.push_back({mate, MeshReason::kSameTor, shares.same_tor_rate});
@@ -230,11 +245,18 @@ std::vector<PlannedPing> plan_mesh(const MeshFabric& fabric, std::size_t self,
             : static_cast<std::size_t>(
                   (static_cast<unsigned __int128>(static_cast<std::uint64_t>(epoch)) * capacity) %
                   shares.items);
-    const auto pairs = static_cast<std::size_t>(shares.pairs_per_remote_tor);
+    // first_item[i]: the first item of remote[i]; its items are its host pairs this epoch.
+    std::vector<std::size_t> first_item(remote.size() + 1, 0);
+    for (std::size_t i = 0; i < remote.size(); ++i) {
+      first_item[i + 1] = first_item[i] + std::min(shares.pairs_per_remote_tor,
+                                                   fabric.groups_[remote[i].second].members.size());
+    }
     std::vector<std::pair<std::uint64_t, std::size_t>> scored;
     for (std::size_t slot = rank; slot < window; slot += hosts) {
       const std::size_t item = (start + slot) % shares.items;
-      const auto& target_group = fabric.groups_[remote[item / pairs].second];
+      const auto tor = static_cast<std::size_t>(
+          std::upper_bound(first_item.begin(), first_item.end(), item) - first_item.begin() - 1);
+      const auto& target_group = fabric.groups_[remote[tor].second];
       // Rendezvous hashing: the target is the remote host scoring highest for (this ToR, epoch);
       // the ToR's second pair takes the second highest, and so on.
       scored.clear();
@@ -242,7 +264,7 @@ std::vector<PlannedPing> plan_mesh(const MeshFabric& fabric, std::size_t self,
         scored.emplace_back(
             mix(fabric.peer_hash_[member], own.hash, static_cast<std::uint64_t>(epoch)), member);
       }
-      const std::size_t nth = (item % pairs) % scored.size();
+      const std::size_t nth = item - first_item[tor];
       std::nth_element(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(nth),
                        scored.end(), std::greater<>());
       const std::size_t peer = scored[nth].second;
@@ -301,11 +323,12 @@ std::optional<int> cross_tor_coverage_epochs(const MeshFabric& fabric, std::size
   const std::size_t remote_tors = partition.groups.size() - 1;
   if (remote_tors == 0) return 0;
   const auto min_watchers = static_cast<std::size_t>(std::max(0, policy.min_watchers));
-  const TorShares shares =
-      tor_shares(own.members.size(), remote_tors,
-                 watch_reserve_hz(partition.hosts.size(),
-                                  fabric.watch_demand(own.partition, min_watchers), policy),
-                 policy);
+  const TorShares shares = tor_shares(
+      own.members.size(), remote_tors,
+      fabric.cross_items(fabric.group_of_[self], pairs_per_remote_tor(own.members.size(), policy)),
+      watch_reserve_hz(partition.hosts.size(), fabric.watch_demand(own.partition, min_watchers),
+                       policy),
+      policy);
   if (shares.cross_slots == 0) return std::nullopt;
   const std::size_t capacity = own.members.size() * static_cast<std::size_t>(shares.cross_slots);
   return static_cast<int>((shares.items + capacity - 1) / capacity);

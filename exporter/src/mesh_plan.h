@@ -68,6 +68,9 @@ class MeshFabric {
   // Watchers the partition's small ToRs lack in total (one ping per second each).
   std::size_t watch_demand(std::size_t partition, std::size_t min_watchers) const;
 
+  // Host pairs from `group` towards all other groups of its partition, `pairs` per group at most.
+  std::size_t cross_items(std::size_t group, std::size_t pairs) const;
+
   struct Group {
     std::uint64_t hash;
     std::size_t partition;
