@@ -1,4 +1,6 @@
-// The `mesh:` section of --config.file: the continuous probe mesh, off unless enabled.
+// The `mesh:` section of --config.file: the mesh's peers, this host, and the planner's policy.
+// --mesh.plan reads it; the prober that will run the plan is not part of the exporter yet, so
+// there is no switch to turn a mesh on.
 #pragma once
 
 #include <string>
@@ -8,7 +10,6 @@
 namespace ibprobe::exporter {
 
 struct MeshConfig {
-  bool enabled = false;
   // Where the peer list comes from: a file_sd file, or a NAME:PORT resolving to every peer.
   std::string peers_file;
   std::string peers_dns;

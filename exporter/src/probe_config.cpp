@@ -274,9 +274,8 @@ double positive_number(const YAML::Node& node, const std::string& field, double 
 void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(node, "mesh",
-                      {"enabled", "peers_file", "peers_dns", "self", "peer_rate", "host_budget",
-                       "epoch", "host_pairs_per_tor_pair", "min_watchers"});
-  if (node["enabled"]) mesh.enabled = boolean(node["enabled"], "enabled");
+                      {"peers_file", "peers_dns", "self", "peer_rate", "host_budget", "epoch",
+                       "host_pairs_per_tor_pair", "min_watchers"});
   if (node["peers_file"]) mesh.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["peers_dns"]) mesh.peers_dns = scalar(node["peers_dns"], "peers_dns");
   if (node["peers_file"] && node["peers_dns"]) {
@@ -305,9 +304,6 @@ void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   if (node["min_watchers"]) {
     policy.min_watchers =
         static_cast<int>(unsigned_value(node["min_watchers"], "min_watchers", 64));
-  }
-  if (mesh.enabled && mesh.peers_file.empty() && mesh.peers_dns.empty()) {
-    fail(node, "mesh is enabled but has neither peers_file nor peers_dns");
   }
 }
 

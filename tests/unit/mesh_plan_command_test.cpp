@@ -104,6 +104,18 @@ TEST_F(MeshPlanCommand, ThePolicyComesFromTheMeshSectionOfTheConfigFile) {
   EXPECT_LE(total, 4.0 + 1e-9);
 }
 
+TEST_F(MeshPlanCommand, PeersAndSelfComeFromTheConfigFileUnlessFlagsSayOtherwise) {
+  const auto config = write("ibprobe.yml",
+                            "modules:\n  lat:\n    kind: write_lat\n"
+                            "mesh:\n  peers_file: " +
+                                (dir_ / "peers.json").string() + "\n  self: a1:9470\n");
+  ASSERT_EQ(run({"--mesh.plan", "--config.file=" + config, "--mesh.at=0"}), 0) << err_.str();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front()["peer"], "a2:9470");  // a1's one same-ToR peer comes first
+  ASSERT_EQ(run({"--mesh.plan", "--config.file=" + config, "--mesh.self=b1:9470"}), 0);
+  EXPECT_EQ(lines.front()["peer"], "b2:9470");
+}
+
 TEST_F(MeshPlanCommand, RefusesMissingOrUnknownSelfAndMissingPeers) {
   EXPECT_EQ(run({"--mesh.plan", peers()}), 2);
   EXPECT_NE(err_.str().find("--mesh.self"), std::string::npos);
