@@ -180,9 +180,9 @@ void for_each_watcher(const std::vector<std::size_t>& hosts,
   }
 }
 
-// The extra watchers the partition's small ToRs need, in pings per second over all its hosts;
-// each host sets aside twice its mean share plus one watcher's worth, so the rare host drawn more
-// often still fits its budget.
+// What each host sets aside of its budget for watching the partition's small ToRs: twice its
+// mean share of the watchers they lack, plus min_watchers more, so that the host the hashes draw
+// more often than most still fits its budget.
 double watch_reserve_hz(std::size_t partition_hosts, std::size_t watch_demand,
                         const MeshPolicy& policy) {
   if (watch_demand == 0 || partition_hosts == 0) return 0;
