@@ -604,12 +604,103 @@ def switch_ports():
                      panels, tags=("fabric",))
 
 
+def mesh():
+    """The continuous probe mesh (mesh: in --config.file): the three fault levels, the ToR-pair
+    heatmaps, and per-peer loss and RTT of the selected hosts."""
+    tors = 'local_tor=~"$local_tor",peer_tor=~"$peer_tor"'
+    sel = f'job="ibprobe",instance=~"$host",{tors}'
+    heat = {"calculate": False, "yAxis": {"axisPlacement": "left"},
+            "color": {"mode": "scheme", "scheme": "Reds", "steps": 64},
+            "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False}}
+    pair_legend = "{{local_tor}} to {{peer_tor}}"
+    panels = [
+        panel("stat", "Hosts unreachable",
+              "Hosts unreachable over RDMA from most of their watchers, in their own ToR too "
+              "(IbprobeMeshHostUnreachable: the host or its RNIC).",
+              [target("count(ibprobe:mesh_host_unreachable == 1) or vector(0)")], w=6, h=4,
+              thresholds=thresholds((1, "red"))),
+        panel("stat", "ToR pairs losing pings",
+              "ToR pairs where most host pairs lose pings, host faults set aside "
+              "(IbprobeMeshTorPairLoss: the fabric between the two ToRs).",
+              [target("count(ibprobe:mesh_tor_pair_lossy_pairs:ratio5m >= 0.5 and "
+                      "ibprobe:mesh_tor_pair_lossy_pairs:count5m >= 2) or vector(0)")],
+              w=6, h=4, thresholds=thresholds((1, "red"))),
+        panel("stat", "Lossy host pairs",
+              "Host pairs losing 5% or more of their pings that no host fault explains "
+              "(IbprobeMeshPathLoss unless their ToR pair is lossy as a whole).",
+              [target("count(ibprobe:mesh_pair_unexplained_loss_ratio:rate5m >= 0.05) "
+                      "or vector(0)")], w=6, h=4, thresholds=thresholds((1, "orange"))),
+        panel("stat", "Highest budget use",
+              "The plan's ping rate over the host budget (mesh.host_budget), highest host.",
+              [target("max(rdma_mesh_plan_rate_pings_per_second{job=\"ibprobe\"} / on "
+                      "(instance) rdma_mesh_budget_pings_per_second{job=\"ibprobe\"})")],
+              w=6, h=4, unit="percentunit", max=1),
+        panel("heatmap", "Loss by ToR pair",
+              "Share of mesh pings lost per (local ToR, remote ToR), all host pairs together.",
+              [target(f"ibprobe:mesh_tor_pair_loss_ratio:rate5m{{{tors}}}", pair_legend)],
+              w=12, h=10, unit="percentunit", options=heat),
+        panel("heatmap", "RTT p99 by ToR pair",
+              "0.99 quantile of the mesh RTT per (local ToR, remote ToR), responder turnaround "
+              "subtracted.",
+              [target(f"ibprobe:mesh_tor_pair_rtt_seconds:p99_5m{{{tors}}}", pair_legend)],
+              w=12, h=10, unit="s", options=heat),
+        panel("table", "Unreachable hosts",
+              "Hosts and the share of their watchers that lose pings to them.",
+              [target("ibprobe:mesh_peer_lossy_watchers:ratio5m and on (peer_instance, peer_tor) "
+                      "(ibprobe:mesh_host_unreachable == 1)", instant=True)], w=8),
+        panel("table", "Lossy ToR pairs",
+              "Share of host pairs losing pings per ToR pair, host faults set aside.",
+              [target("ibprobe:mesh_tor_pair_lossy_pairs:ratio5m > 0", instant=True)], w=8),
+        panel("table", "Lossy host pairs",
+              "Pairs losing pings that no host fault explains, worst first.",
+              [target("sort_desc(ibprobe:mesh_pair_unexplained_loss_ratio:rate5m > 0)",
+                      instant=True)], w=8),
+        panel("timeseries", "RTT percentiles of the selected peers",
+              "Median and 0.99 quantile over every selected host pair, from the per-peer "
+              "histograms.",
+              [target("histogram_quantile(0.5, sum by (le) "
+                      f"(rate(rdma_mesh_rtt_seconds_bucket{{{sel}}}[$__rate_interval])))",
+                      "median", "A"),
+               target("histogram_quantile(0.99, sum by (le) "
+                      f"(rate(rdma_mesh_rtt_seconds_bucket{{{sel}}}[$__rate_interval])))",
+                      "p99", "B")], unit="s"),
+        panel("timeseries", "Loss per host pair",
+              "Share of pings lost from the selected hosts to each of their peers.",
+              [target(f"sum by (instance, peer) "
+                      f"(rate(rdma_mesh_pings_lost_total{{{sel}}}[$__rate_interval])) / "
+                      f"sum by (instance, peer) "
+                      f"(rate(rdma_mesh_pings_sent_total{{{sel}}}[$__rate_interval]))",
+                      "{{instance}} to {{peer}}")], unit="percentunit"),
+        panel("timeseries", "Plan size",
+              "Peers in each selected host's current plan, same ToR and cross ToR.",
+              [target(f"rdma_mesh_plan_peers{{job=\"ibprobe\",instance=~\"$host\"}}",
+                      "{{instance}} {{reason}}")], stack=True),
+        panel("timeseries", "Ping rate and budget",
+              "Pings per second each selected host's plan sends, and its budget.",
+              [target("rdma_mesh_plan_rate_pings_per_second{job=\"ibprobe\",instance=~\"$host\"}",
+                      "{{instance}}", "A"),
+               target("rdma_mesh_budget_pings_per_second{job=\"ibprobe\",instance=~\"$host\"}",
+                      "{{instance}} budget", "B")]),
+    ]
+    return dashboard("ibprobe-mesh", "ibprobe / Probe mesh",
+                     "Continuous RDMA ping mesh between ibprobe exporters: host vs ToR pair vs "
+                     "path, ToR-pair heatmaps, per-peer loss and RTT.",
+                     [query_var("host", "Host",
+                                'label_values(rdma_mesh_plan_peers{job="ibprobe"}, instance)'),
+                      query_var("local_tor", "Local ToR",
+                                'label_values(rdma_mesh_pings_sent_total{job="ibprobe"}, local_tor)'),
+                      query_var("peer_tor", "Remote ToR",
+                                'label_values(rdma_mesh_pings_sent_total{job="ibprobe"}, peer_tor)')],
+                     panels, tags=("mesh",))
+
+
 DASHBOARDS = {
     "ibprobe-fabric-overview.json": fabric_overview,
     "ibprobe-error-counters.json": error_counters,
     "ibprobe-port-detail.json": port_detail,
     "ibprobe-probes.json": probes,
     "ibprobe-switch-ports.json": switch_ports,
+    "ibprobe-mesh.json": mesh,
 }
 
 

@@ -193,6 +193,15 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
 
+  app.add_flag("--mesh.plan", config.mesh_plan,
+               "Print the mesh plan of --mesh.self as JSON lines and exit");
+  app.add_option("--mesh.peers-file", config.mesh_peers_file,
+                 "Mesh peers in Prometheus file_sd format (labels: tor, gid_family)");
+  app.add_option("--mesh.peers-dns", config.mesh_peers_dns,
+                 "Mesh peers: NAME:PORT resolving to every peer");
+  app.add_option("--mesh.self", config.mesh_self, "This host's target in the peer list ('*': all)");
+  app.add_option("--mesh.at", config.mesh_at, "Plan at this time (seconds since 1970)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,10 +4,12 @@
 
 #include <csignal>
 #include <exception>
+#include <iostream>
 
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
+#include "mesh_plan_command.h"
 #include "probe_api.h"
 #include "probe_service.h"
 #include "web_config.h"
@@ -103,6 +105,7 @@ std::unique_ptr<probes::Responder> start_probe_responder(
 int main(int argc, char** argv) {
   exporter::Config config;
   if (const auto exit_code = exporter::parse_flags(argc, argv, config)) return *exit_code;
+  if (config.mesh_plan) return exporter::run_mesh_plan(config, std::cout, std::cerr);
   setup_logging(config.log_level);
   raise_open_file_limit();
 

@@ -282,6 +282,53 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
   }
 }
 
+double positive_number(const YAML::Node& node, const std::string& field, double max) {
+  const auto text = scalar(node, field);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > max) {
+    fail(node, field + " must be a number above 0 and at most " + fmt::format("{}", max) +
+                   ", not '" + text + "'");
+  }
+  return value;
+}
+
+void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
+  require_map(node, "mesh");
+  reject_unknown_keys(node, "mesh",
+                      {"peers_file", "peers_dns", "self", "peer_rate", "host_budget", "epoch",
+                       "host_pairs_per_tor_pair", "min_watchers"});
+  if (node["peers_file"]) mesh.peers_file = scalar(node["peers_file"], "peers_file");
+  if (node["peers_dns"]) mesh.peers_dns = scalar(node["peers_dns"], "peers_dns");
+  if (node["peers_file"] && node["peers_dns"]) {
+    fail(node["peers_dns"], "give either peers_file or peers_dns, not both");
+  }
+  if (node["self"]) mesh.self = scalar(node["self"], "self");
+  auto& policy = mesh.policy;
+  // Ceilings that keep a typo from flooding the fabric; the budget caps the sum anyway.
+  if (node["peer_rate"]) {
+    policy.peer_rate_hz = positive_number(node["peer_rate"], "peer_rate", 1000);
+  }
+  if (node["host_budget"]) {
+    policy.host_budget_hz = positive_number(node["host_budget"], "host_budget", 100000);
+  }
+  if (node["epoch"]) {
+    policy.epoch = std::chrono::seconds(seconds(node["epoch"], "epoch"));
+    if (policy.epoch.count() == 0) fail(node["epoch"], "epoch must be at least 1s");
+  }
+  if (node["host_pairs_per_tor_pair"]) {
+    policy.host_pairs_per_tor_pair = static_cast<int>(
+        unsigned_value(node["host_pairs_per_tor_pair"], "host_pairs_per_tor_pair", 64));
+    if (policy.host_pairs_per_tor_pair == 0) {
+      fail(node["host_pairs_per_tor_pair"], "host_pairs_per_tor_pair must be >= 1");
+    }
+  }
+  if (node["min_watchers"]) {
+    policy.min_watchers =
+        static_cast<int>(unsigned_value(node["min_watchers"], "min_watchers", 64));
+  }
+}
+
 void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
   auto parsed = TargetAllowlist::parse(config.allowed_targets);
   if (auto* error = std::get_if<std::string>(&parsed)) {
@@ -310,10 +357,12 @@ std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml)
     const YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return std::string("the file is empty: it needs a modules section");
     require_map(root, "the file");
-    reject_unknown_keys(root, "the file", {"modules", "allowed_targets", "scheduler", "limits"});
+    reject_unknown_keys(root, "the file",
+                        {"modules", "allowed_targets", "scheduler", "limits", "mesh"});
     ProbeConfig config;
     if (root["limits"]) config.limits = parse_limits(root["limits"]);
     if (root["scheduler"]) parse_scheduler(root["scheduler"], config);
+    if (root["mesh"]) parse_mesh(root["mesh"], config.mesh);
     const auto modules = root["modules"];
     if (!modules) fail(root, "no modules section: define at least one probe module");
     require_map(modules, "modules");

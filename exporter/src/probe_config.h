@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ibprobe/probes.h"
+#include "mesh_config.h"
 #include "target_allowlist.h"
 
 namespace ibprobe::exporter {
@@ -35,6 +36,7 @@ struct ProbeConfig {
   std::size_t history_length = 64;
   // Bounds of every module, and of what a peer's responder is asked to do.
   probes::Limits limits;
+  MeshConfig mesh;
 };
 
 // The six modules a fresh install has: write_bw, write_lat, read_bw, read_lat, send_bw, send_lat,

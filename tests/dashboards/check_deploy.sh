@@ -37,7 +37,7 @@ for file in "$prefix/bin/ibprobe_exporter" "$prefix/bin/ibprobe_probe" \
   [[ -s $stage$file ]] || fail "cmake --install did not install $file"
 done
 dashboards=$(find "$stage$prefix/share/ibprobe/grafana" -name 'ibprobe-*.json' | wc -l)
-((dashboards == 5)) || fail "$dashboards dashboards installed, want 5"
+((dashboards == 6)) || fail "$dashboards dashboards installed, want 6"
 echo "install: binaries, unit, defaults, probe config, rules, scrape configs, $dashboards dashboards"
 
 unit=$stage$prefix/lib/systemd/system/ibprobe-exporter.service

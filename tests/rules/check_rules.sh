@@ -30,12 +30,16 @@ for path in sys.argv[2:]:
     with open(os.path.join(out, os.path.basename(path)), "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False)
 PY
-cp "$here/ibprobe-rules.test.yml" "$work/"
-promtool test rules "$work/ibprobe-rules.test.yml"
+test_files=("$here"/*.test.yml)
+cp "${test_files[@]}" "$work/"
+for test_file in "${test_files[@]}"; do
+  promtool test rules "$work/$(basename "$test_file")"
+done
 
-python3 - "$here/ibprobe-rules.test.yml" "${rule_files[@]}" <<'PY'
+# The test files, colon-separated, then the rule files.
+python3 - "$(IFS=:; echo "${test_files[*]}")" "${rule_files[@]}" <<'PY'
 import re, sys, yaml
-tests = yaml.safe_load(open(sys.argv[1]))["tests"]
+tests = [t for path in sys.argv[1].split(":") for t in yaml.safe_load(open(path))["tests"]]
 alerts = []
 for path in sys.argv[2:]:
     for group in yaml.safe_load(open(path))["groups"]:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,12 @@ struct Config {
   std::shared_ptr<const WebConfig> web_config;
   // Probe modules, allowed targets and scheduler bounds (YAML); empty: the built-in modules.
   std::string config_file;
+  // --mesh.plan: print the mesh plan of --mesh.self at --mesh.at (default now) and exit.
+  bool mesh_plan = false;
+  std::string mesh_peers_file;
+  std::string mesh_peers_dns;
+  std::string mesh_self;
+  std::optional<std::int64_t> mesh_at;  // seconds since 1970
 };
 
 // Parses the command line. Returns the exit code when the process should stop right away

@@ -1,0 +1,82 @@
+#include "mesh_plan_command.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <variant>
+
+#include "mesh_peers.h"
+#include "probe_config.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+void print_plan(const MeshFabric& fabric, std::size_t self,
+                std::chrono::system_clock::time_point at, const MeshPolicy& policy, bool with_self,
+                std::ostream& out) {
+  for (const auto& ping : plan_mesh(fabric, self, at, policy)) {
+    nlohmann::ordered_json line;
+    if (with_self) line["self"] = fabric.peers()[self].target;
+    line["peer"] = fabric.peers()[ping.peer].target;
+    line["reason"] = to_string(ping.reason);
+    line["rate"] = ping.rate_hz;
+    out << line.dump() << '\n';
+  }
+}
+
+}  // namespace
+
+int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
+  MeshConfig mesh;
+  if (!config.config_file.empty()) {
+    auto loaded = load_probe_config(config.config_file);
+    if (const auto* error = std::get_if<std::string>(&loaded)) {
+      err << "ibprobe_exporter: --config.file: " << *error << "\n";
+      return 2;
+    }
+    mesh = std::get<ProbeConfig>(loaded).mesh;
+  }
+  if (!config.mesh_peers_file.empty() || !config.mesh_peers_dns.empty()) {
+    mesh.peers_file = config.mesh_peers_file;
+    mesh.peers_dns = config.mesh_peers_dns;
+  }
+  if (!config.mesh_self.empty()) mesh.self = config.mesh_self;
+  if (!mesh.peers_file.empty() && !mesh.peers_dns.empty()) {
+    err << "ibprobe_exporter: --mesh.plan: give either --mesh.peers-file or --mesh.peers-dns\n";
+    return 2;
+  }
+  if (mesh.peers_file.empty() && mesh.peers_dns.empty()) {
+    err << "ibprobe_exporter: --mesh.plan needs --mesh.peers-file=FILE or "
+           "--mesh.peers-dns=NAME:PORT\n";
+    return 2;
+  }
+  if (mesh.self.empty()) {
+    err << "ibprobe_exporter: --mesh.plan needs --mesh.self=TARGET (or '*' for every host)\n";
+    return 2;
+  }
+  try {
+    const MeshFabric fabric(mesh.peers_file.empty() ? resolve_dns_peers(mesh.peers_dns)
+                                                    : load_file_sd(mesh.peers_file));
+    const auto at =
+        config.mesh_at
+            ? std::chrono::system_clock::time_point(std::chrono::seconds(*config.mesh_at))
+            : std::chrono::system_clock::now();
+    if (mesh.self == "*") {
+      for (std::size_t self = 0; self < fabric.peers().size(); ++self) {
+        print_plan(fabric, self, at, mesh.policy, true, out);
+      }
+      return 0;
+    }
+    const auto self = fabric.find(mesh.self);
+    if (!self) {
+      err << "ibprobe_exporter: --mesh.self=" << mesh.self << " is not in the peer list\n";
+      return 2;
+    }
+    print_plan(fabric, *self, at, mesh.policy, false, out);
+    return 0;
+  } catch (const std::exception& e) {
+    err << "ibprobe_exporter: --mesh.plan: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace ibprobe::exporter

@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include <variant>
+
+#include "probe_config.h"
+
+namespace ibprobe::testing {
+namespace {
+
+using exporter::parse_probe_config;
+using exporter::ProbeConfig;
+
+const std::string kModules = "modules:\n  lat:\n    kind: write_lat\n";
+
+std::variant<ProbeConfig, std::string> parse_mesh(const std::string& mesh) {
+  return parse_probe_config(kModules + "mesh:\n" + mesh);
+}
+
+std::string error_of(const std::string& mesh) {
+  auto parsed = parse_mesh(mesh);
+  if (const auto* error = std::get_if<std::string>(&parsed)) return *error;
+  ADD_FAILURE() << "accepted: " << mesh;
+  return "";
+}
+
+TEST(MeshConfig, DefaultsAreOnePingPerSecondPerPeerAndAHundredPerHost) {
+  const auto parsed = parse_probe_config(kModules);
+  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed));
+  EXPECT_TRUE(std::get<ProbeConfig>(parsed).mesh.peers_file.empty());
+  EXPECT_DOUBLE_EQ(std::get<ProbeConfig>(parsed).mesh.policy.peer_rate_hz, 1.0);
+  EXPECT_DOUBLE_EQ(std::get<ProbeConfig>(parsed).mesh.policy.host_budget_hz, 100.0);
+}
+
+TEST(MeshConfig, ReadsEveryField) {
+  const auto parsed = parse_mesh(
+      "  peers_file: /etc/ibprobe/peers.json\n  self: a:9470\n"
+      "  peer_rate: 0.5\n  host_budget: 40\n  epoch: 5m\n  host_pairs_per_tor_pair: 3\n"
+      "  min_watchers: 4\n");
+  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed)) << std::get<std::string>(parsed);
+  const auto& mesh = std::get<ProbeConfig>(parsed).mesh;
+  EXPECT_EQ(mesh.peers_file, "/etc/ibprobe/peers.json");
+  EXPECT_EQ(mesh.self, "a:9470");
+  EXPECT_DOUBLE_EQ(mesh.policy.peer_rate_hz, 0.5);
+  EXPECT_DOUBLE_EQ(mesh.policy.host_budget_hz, 40);
+  EXPECT_EQ(mesh.policy.epoch, std::chrono::seconds(300));
+  EXPECT_EQ(mesh.policy.host_pairs_per_tor_pair, 3);
+  EXPECT_EQ(mesh.policy.min_watchers, 4);
+}
+
+TEST(MeshConfig, RefusesBadValuesSayingWhere) {
+  EXPECT_NE(
+      error_of("  peer_rate: 0\n").find("line 5, column 14: peer_rate must be a number above 0"),
+      std::string::npos);
+  EXPECT_NE(error_of("  peer_rate: fast\n").find("peer_rate"), std::string::npos);
+  EXPECT_NE(error_of("  host_budget: 1e9\n").find("at most 100000"), std::string::npos);
+  EXPECT_NE(error_of("  epoch: 0s\n").find("epoch must be at least 1s"), std::string::npos);
+  EXPECT_NE(error_of("  host_pairs_per_tor_pair: 0\n").find(">= 1"), std::string::npos);
+  EXPECT_NE(error_of("  enabled: true\n").find("unknown field 'enabled' in mesh"),
+            std::string::npos);
+  EXPECT_NE(error_of("  peers_file: a\n  peers_dns: b:1\n").find("not both"), std::string::npos);
+  EXPECT_NE(error_of("  rate: 1\n").find("unknown field 'rate' in mesh"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ibprobe::testing

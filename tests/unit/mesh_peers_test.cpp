@@ -1,0 +1,95 @@
+#include "mesh_peers.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace ibprobe::testing {
+namespace {
+
+using exporter::MeshPeer;
+using exporter::parse_file_sd;
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_file_sd(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return "";
+}
+
+TEST(MeshPeers, ReadsJsonFileSdWithTorAndGidFamilyLabels) {
+  const auto peers = parse_file_sd(R"([
+    {"targets": ["10.0.0.1:9470", "10.0.0.2:9470"],
+     "labels": {"tor": "leaf1", "gid_family": "ipv4", "job": "ibprobe"}},
+    {"targets": ["[fd00::3]:9470"], "labels": {"tor": "leaf2"}},
+    {"targets": ["host4:9470"]}
+  ])");
+  ASSERT_EQ(peers.size(), 4u);
+  EXPECT_EQ(peers[0].target, "10.0.0.1:9470");
+  EXPECT_EQ(peers[0].tor, "leaf1");
+  EXPECT_EQ(peers[0].gid_family, "ipv4");
+  EXPECT_EQ(peers[1].tor, "leaf1");
+  EXPECT_EQ(peers[2].target, "[fd00::3]:9470");
+  EXPECT_EQ(peers[2].tor, "leaf2");
+  EXPECT_EQ(peers[2].gid_family, "");
+  EXPECT_EQ(peers[3].tor, "");
+}
+
+TEST(MeshPeers, ReadsYamlFileSd) {
+  const auto peers = parse_file_sd(
+      "- targets: ['a:9470', 'b:9470']\n"
+      "  labels:\n"
+      "    tor: rack7\n");
+  ASSERT_EQ(peers.size(), 2u);
+  EXPECT_EQ(peers[1].target, "b:9470");
+  EXPECT_EQ(peers[1].tor, "rack7");
+}
+
+TEST(MeshPeers, RefusesBadFilesSayingWhere) {
+  EXPECT_NE(error_of(R"({"targets": ["a:1"]})").find("list of target groups"), std::string::npos);
+  EXPECT_NE(error_of(R"([{"labels": {"tor": "x"}}])").find("non-empty list of targets"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"targets": ["a"]}])").find("not HOST:PORT"), std::string::npos);
+  EXPECT_NE(error_of(R"([{"targets": ["a:0"]}])").find("not HOST:PORT"), std::string::npos);
+  EXPECT_NE(error_of(R"([{"targets": ["fd00::1:9470"]}])").find("brackets"), std::string::npos);
+  EXPECT_NE(error_of("[{\"targets\": [\"a:1\"]},\n {\"targets\": [\"a:1\"]}]")
+                .find("line 2, column 15: target a:1 is listed twice"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"targets": ["a:1"], "label": {}}])").find("unknown field 'label'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"targets": ["a:1"], "labels": {"tor": ["x"]}}])").find("label tor"),
+            std::string::npos);
+  EXPECT_FALSE(error_of("[{").empty());
+}
+
+TEST(MeshPeers, LoadNamesTheFile) {
+  try {
+    exporter::load_file_sd("/nonexistent/peers.json");
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/peers.json"), std::string::npos);
+  }
+}
+
+TEST(MeshPeers, DnsGivesOnePeerPerAddress) {
+  const auto peers = exporter::resolve_dns_peers("localhost:9470");
+  ASSERT_FALSE(peers.empty());
+  bool loopback = false;
+  for (const auto& peer : peers) {
+    loopback |= peer.target == "127.0.0.1:9470" || peer.target == "[::1]:9470";
+    EXPECT_EQ(peer.tor, "");
+  }
+  EXPECT_TRUE(loopback);
+  EXPECT_THROW(exporter::resolve_dns_peers("localhost"), std::invalid_argument);
+  EXPECT_THROW(exporter::resolve_dns_peers("localhost:99999"), std::invalid_argument);
+  EXPECT_THROW(exporter::resolve_dns_peers("no-such-host.invalid:9470"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
