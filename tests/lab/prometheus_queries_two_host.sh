@@ -124,21 +124,16 @@ PY
 
 start_prometheus() {
     mkdir -p "$work/rules" "$work/dashboards"
-    # The switch-port rules and dashboard need a fabric of switches: tests/fabric checks them
-    # on a simulated one.
+    # The switch-port rules and dashboard need a fabric of switches (tests/fabric checks them on
+    # a simulated one), and this test runs no probe mesh, so the mesh's would have no data.
     local host_rules=()
     for f in "$ROOT"/dashboards/prometheus/*.rules.yml; do
-        [[ $f == *-fabric.rules.yml ]] || host_rules+=("$f")
+        [[ $f == *-fabric.rules.yml || $f == *-mesh.rules.yml ]] || host_rules+=("$f")
     done
     cp "$ROOT"/dashboards/grafana/ibprobe-*.json "$work/dashboards/"
-    rm "$work/dashboards/ibprobe-switch-ports.json"
+    rm "$work/dashboards/ibprobe-switch-ports.json" "$work/dashboards/ibprobe-mesh.json"
     python3 "$RUNNER" adapt-rules "$work/rules" "${host_rules[@]}" \
         --window "$WINDOW" --for "$HOLD"
-    # This test runs no probe mesh, so the mesh's rules and dashboard would have no data.
-    rm "$work/rules/ibprobe-mesh.rules.yml"
-    mkdir -p "$work/dashboards"
-    cp "$ROOT"/dashboards/grafana/*.json "$work/dashboards/"
-    rm "$work/dashboards/ibprobe-mesh.json"
     write_prometheus_config
     promtool check config "$work/prometheus.yml" >"$work/promtool.log" 2>&1 \
         || fail "promtool check config: $(cat "$work/promtool.log")"
