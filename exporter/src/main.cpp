@@ -1,4 +1,5 @@
 #include <spdlog/sinks/stdout_sinks.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -95,6 +96,11 @@ std::unique_ptr<probes::Responder> start_probe_responder(
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One malloc arena for every thread: each extra arena keeps the pages of the scrapes its
+  // thread served. Measured with tests/bench/scrape_benchmark.sh after 1,000 scrapes: RSS
+  // 10.3 MiB instead of 11.9, for some lock contention between the collecting threads (futex
+  // calls per scrape 29-65 instead of 11). Set before any thread starts.
+  mallopt(M_ARENA_MAX, 1);
   exporter::Config config;
   if (const auto exit_code = exporter::parse_flags(argc, argv, config)) return *exit_code;
   setup_logging(config.log_level);
