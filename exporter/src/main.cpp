@@ -1,5 +1,5 @@
-#include <spdlog/sinks/stdout_sinks.h>
 #include <malloc.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
