@@ -6,6 +6,8 @@ namespace ibprobe::collectors {
 
 prometheus::MetricFamily& MetricSet::family(std::string_view name, std::string_view help,
                                             prometheus::MetricType type) {
+  // Collectors add the samples of one family in a row: the last family is the likely one.
+  if (!families_.empty() && families_.back().name == name) return families_.back();
   auto it = std::find_if(families_.begin(), families_.end(),
                          [&](const prometheus::MetricFamily& f) { return f.name == name; });
   if (it != families_.end()) return *it;

@@ -114,11 +114,13 @@ TEST(ScrapeCache, StartsItsThreadsOnce) {
   for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
   const auto before = thread_count();
   collectors::Scraper scraper(options_for(tree, 4), port_counters());
-  EXPECT_EQ(thread_count(), before + 3) << "the caller's thread is the fourth";
+  // The caller's thread is the fourth; sanitizer runtimes may add a thread of their own.
+  const auto with_pool = thread_count();
+  EXPECT_GE(with_pool, before + 3);
   for (int i = 0; i < 3; ++i) {
     const auto families = scraper.scrape();
     EXPECT_EQ(series_count(families, "rdma_port_data_transmitted_bytes_total"), 4u);
-    EXPECT_EQ(thread_count(), before + 3);
+    EXPECT_EQ(thread_count(), with_pool) << "a scrape created or ended threads";
   }
 }
 
