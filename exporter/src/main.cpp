@@ -87,6 +87,9 @@ std::unique_ptr<probes::Responder> start_probe_responder(
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1] == collectors::kDiscoverOnceFlag) {
+    collectors::run_discovery_child(std::vector<std::string_view>(argv + 2, argv + argc));
+  }
   exporter::Config config;
   if (const auto exit_code = exporter::parse_flags(argc, argv, config)) return *exit_code;
   setup_logging(config.log_level);
