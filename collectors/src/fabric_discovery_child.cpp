@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "fabric_discovery.h"
 
@@ -130,6 +131,22 @@ bool parse_number(std::string_view text, Number& out) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
+// nlohmann converts out-of-range numbers silently; a result's numbers must fit their fields.
+template <typename Integer>
+Integer integer_at(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (value.is_number_unsigned()) {
+    if (const auto number = value.get<std::uint64_t>(); std::in_range<Integer>(number)) {
+      return static_cast<Integer>(number);
+    }
+  } else if (value.is_number_integer()) {
+    if (const auto number = value.get<std::int64_t>(); std::in_range<Integer>(number)) {
+      return static_cast<Integer>(number);
+    }
+  }
+  throw std::runtime_error(std::string("\"") + key + "\" is not an integer in range");
+}
+
 json port_to_json(const FabricPort& port) {
   json out{{"number", port.number},
            {"state", port.state},
@@ -148,17 +165,17 @@ json port_to_json(const FabricPort& port) {
 
 FabricPort port_from_json(const json& in) {
   FabricPort port;
-  port.number = in.at("number").get<int>();
-  port.state = in.at("state").get<int>();
-  port.physical_state = in.at("physical_state").get<int>();
-  port.width_lanes = in.at("width_lanes").get<int>();
+  port.number = integer_at<int>(in, "number");
+  port.state = integer_at<int>(in, "state");
+  port.physical_state = integer_at<int>(in, "physical_state");
+  port.width_lanes = integer_at<int>(in, "width_lanes");
   port.lane_gigabits = in.at("lane_gigabits").get<double>();
-  port.supported_width_lanes = in.at("supported_width_lanes").get<int>();
+  port.supported_width_lanes = integer_at<int>(in, "supported_width_lanes");
   port.supported_lane_gigabits = in.at("supported_lane_gigabits").get<double>();
   if (const auto remote = in.find("remote"); remote != in.end()) {
-    port.remote =
-        FabricRemote{remote->at("guid").get<std::uint64_t>(),
-                     remote->at("description").get<std::string>(), remote->at("port").get<int>()};
+    port.remote = FabricRemote{integer_at<std::uint64_t>(*remote, "guid"),
+                               remote->at("description").get<std::string>(),
+                               integer_at<int>(*remote, "port")};
   }
   return port;
 }
@@ -205,19 +222,19 @@ DiscoveryResult discovery_from_json(std::string_view text) {
   try {
     const json in = json::parse(text);
     DiscoveryResult result;
-    result.mads = in.at("mads").get<unsigned>();
+    result.mads = integer_at<unsigned>(in, "mads");
     for (const auto& node_in : in.at("nodes")) {
       FabricNode node;
-      node.guid = node_in.at("guid").get<std::uint64_t>();
+      node.guid = integer_at<std::uint64_t>(node_in, "guid");
       node.type = type_from_json(node_in.at("type").get<std::string>());
       node.description = node_in.at("description").get<std::string>();
-      node.lid = node_in.at("lid").get<std::uint16_t>();
-      node.port_count = node_in.at("port_count").get<int>();
+      node.lid = integer_at<std::uint16_t>(node_in, "lid");
+      node.port_count = integer_at<int>(node_in, "port_count");
       for (const auto& port : node_in.at("ports")) node.ports.push_back(port_from_json(port));
       result.model.nodes.push_back(std::move(node));
     }
     return result;
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, and integer_at's and type_from_json's
     throw std::runtime_error(std::string("malformed discovery output: ") + e.what());
   }
 }
