@@ -259,14 +259,21 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
       const auto name = arg.substr(0, equals);
       const auto value = equals == std::string_view::npos ? "" : arg.substr(equals + 1);
       long long timeout_ms = 0;
+      bool understood = true;
       if (name == "--fabric.ca") {
         options.ca = value;
-      } else if (name == "--fabric.ca-port" && parse_number(value, options.ca_port)) {
-      } else if (name == "--fabric.retries" && parse_number(value, options.retries)) {
-      } else if (name == "--fabric.timeout-ms" && parse_number(value, timeout_ms)) {
+      } else if (name == "--fabric.ca-port") {
+        understood = parse_number(value, options.ca_port);
+      } else if (name == "--fabric.retries") {
+        understood = parse_number(value, options.retries);
+      } else if (name == "--fabric.timeout-ms") {
+        understood = parse_number(value, timeout_ms);
         options.timeout = std::chrono::milliseconds(timeout_ms);
       } else {
-        throw std::runtime_error("unknown argument of " + std::string(kDiscoverOnceFlag) + ": " +
+        understood = false;
+      }
+      if (!understood) {
+        throw std::runtime_error("bad argument of " + std::string(kDiscoverOnceFlag) + ": " +
                                  std::string(arg));
       }
     }
