@@ -234,10 +234,10 @@ struct Fabric::Impl {
     return model;
   }
 
-  bool discover_once() {
+  bool discover_once(const std::stop_token& stop) {
     const auto start = Clock::now();
     try {
-      auto result = discover_in_child(discovery_command, options.discovery_deadline);
+      auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
       apply_node_names(result.model, discovery.names);
       result.model.discovered_at = std::chrono::system_clock::now();
       auto fresh = std::make_shared<const FabricModel>(std::move(result.model));
@@ -269,7 +269,7 @@ struct Fabric::Impl {
         std::lock_guard lock(wake_mutex);
         serving = requested;
       }
-      const bool success = discover_once();
+      const bool success = discover_once(stop);
       {
         std::lock_guard lock(wake_mutex);
         completed = serving;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,9 +43,10 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
 
 // Runs `command` (its environment is this process's) and reads its result from its stdout. Throws
 // std::runtime_error naming why when the child does not answer within `deadline` (it is killed),
-// dies of a signal, exits non-zero or writes anything but a result.
+// dies of a signal, exits non-zero or writes anything but a result, and when `stop` is requested
+// before it answered (killed too).
 DiscoveryResult discover_in_child(const std::vector<std::string>& command,
-                                  std::chrono::milliseconds deadline);
+                                  std::chrono::milliseconds deadline, std::stop_token stop = {});
 
 // The result as the child writes it and the parent reads it; parsing throws
 // std::runtime_error for anything but that form.

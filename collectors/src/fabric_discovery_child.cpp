@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <thread>
 #include <utility>
 
@@ -87,8 +89,9 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // The exit status once the child ended before `deadline`; nothing when it still runs.
-  std::optional<int> wait_until(Clock::time_point deadline) {
+  // The exit status once the child ended before `deadline`; nothing when it still runs then or
+  // a stop was requested.
+  std::optional<int> wait_until(Clock::time_point deadline, const std::stop_token& stop) {
     for (;;) {
       int status = 0;
       const pid_t done = ::waitpid(pid_, &status, WNOHANG);
@@ -100,7 +103,7 @@ class Child {
         pid_ = -1;
         throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
       }
-      if (Clock::now() >= deadline) return std::nullopt;
+      if (Clock::now() >= deadline || stop.stop_requested()) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -290,7 +293,7 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
 }
 
 DiscoveryResult discover_in_child(const std::vector<std::string>& command,
-                                  std::chrono::milliseconds deadline) {
+                                  std::chrono::milliseconds deadline, std::stop_token stop) {
   const auto start = Clock::now();
   const auto until = start + deadline;
   int pipe_ends[2];
@@ -328,6 +331,7 @@ DiscoveryResult discover_in_child(const std::vector<std::string>& command,
   write_end.reset();
 
   const auto overran = [&] {
+    if (stop.stop_requested()) return std::runtime_error("discovery child stopped and killed");
     return std::runtime_error("discovery child did not finish within " +
                               std::to_string(deadline.count()) + " ms and was killed");
   };
@@ -336,9 +340,10 @@ DiscoveryResult discover_in_child(const std::vector<std::string>& command,
   for (;;) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0) throw overran();
+    if (left <= 0 || stop.stop_requested()) throw overran();
     pollfd readable{read_end.get(), POLLIN, 0};
-    const int ready = ::poll(&readable, 1, static_cast<int>(left));
+    // In slices, so a stop (the exporter shutting down) does not wait for the deadline.
+    const int ready = ::poll(&readable, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (ready < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("discovery child: poll: ") + std::strerror(errno));
     }
@@ -355,7 +360,7 @@ DiscoveryResult discover_in_child(const std::vector<std::string>& command,
                                std::to_string(kMaxOutputBytes >> 20) + " MiB and was killed");
     }
   }
-  const auto status = child.wait_until(until);
+  const auto status = child.wait_until(until, stop);
   if (!status) throw overran();
   if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
     throw std::runtime_error("discovery child " + describe_status(*status, output));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fabric_discovery.h"
@@ -167,6 +168,22 @@ TEST(DiscoveryChild, OverrunIsKilledAtTheDeadline) {
             "discovery child did not finish within 300 ms and was killed");
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(10));  // three deadlines, not three sleeps of 30 s
+}
+
+TEST(DiscoveryChild, StopKillsTheChildAtOnce) {
+  std::stop_source stop;
+  std::jthread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    stop.request_stop();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    discover_in_child(shell("sleep 30"), milliseconds(30000), stop.get_token());
+    ADD_FAILURE() << "a stopped discovery returned";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "discovery child stopped and killed");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(DiscoveryChild, MissingExecutableFails) {
