@@ -3,6 +3,8 @@
 // PortCounters and PortCountersExtended of every port, two MADs per port per read.
 #include "ibprobe/fabric.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -195,6 +197,7 @@ std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::stri
 struct Fabric::Impl {
   FabricOptions options;
   DiscoveryOptions discovery;
+  std::vector<std::string> discovery_command;
   ExchangeLimits limits;
   UmadOpenResult port;
 
@@ -231,10 +234,12 @@ struct Fabric::Impl {
     return model;
   }
 
-  bool discover_once() {
+  bool discover_once(const std::stop_token& stop) {
     const auto start = Clock::now();
     try {
-      auto result = discover_fabric(discovery);
+      auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
+      apply_node_names(result.model, discovery.names);
+      result.model.discovered_at = std::chrono::system_clock::now();
       auto fresh = std::make_shared<const FabricModel>(std::move(result.model));
       std::lock_guard lock(model_mutex);
       for (const auto& change : history.update(*fresh)) ++changes[change.kind];
@@ -248,6 +253,7 @@ struct Fabric::Impl {
       last_success = false;
       last_error = e.what();
       ++failures;
+      spdlog::warn("fabric discovery failed, the previous model stays: {}", last_error);
     }
     std::lock_guard lock(model_mutex);
     last_duration = std::chrono::duration<double>(Clock::now() - start).count();
@@ -263,7 +269,7 @@ struct Fabric::Impl {
         std::lock_guard lock(wake_mutex);
         serving = requested;
       }
-      const bool success = discover_once();
+      const bool success = discover_once(stop);
       {
         std::lock_guard lock(wake_mutex);
         completed = serving;
@@ -425,6 +431,7 @@ Fabric::Fabric(FabricOptions options) : impl_(std::make_unique<Impl>()) {
   // Discover from the port the PMA reads go out of.
   impl.discovery.ca = impl.port.ca;
   impl.discovery.ca_port = impl.port.port;
+  impl.discovery_command = discovery_child_command(options.discovery_executable, impl.discovery);
   impl.options = std::move(options);
   impl.thread = std::jthread([&impl](std::stop_token stop) { impl.run(stop); });
 }

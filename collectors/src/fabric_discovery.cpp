@@ -22,8 +22,7 @@ unsigned field(const std::uint8_t* info, MAD_FIELDS name) {
   return mad_get_field(const_cast<std::uint8_t*>(info), 0, name);
 }
 
-std::string description_of(const ibnd_node_t& node, const DiscoveryOptions& options) {
-  if (const auto it = options.names.find(node.guid); it != options.names.end()) return it->second;
+std::string description_of(const ibnd_node_t& node) {
   return std::string(node.nodedesc, strnlen(node.nodedesc, sizeof node.nodedesc));
 }
 
@@ -52,7 +51,7 @@ unsigned extended_field(const ibnd_port_t& port, MAD_FIELDS name) {
   return extended_speeds(port) ? field(port.info, name) : 0;
 }
 
-FabricPort port_of(const ibnd_port_t& port, const DiscoveryOptions& options) {
+FabricPort port_of(const ibnd_port_t& port) {
   FabricPort result;
   result.number = port.portnum;
   result.state = static_cast<int>(field(port.info, IB_PORT_STATE_F));
@@ -64,8 +63,7 @@ FabricPort port_of(const ibnd_port_t& port, const DiscoveryOptions& options) {
                                          extended_field(port, IB_PORT_LINK_SPEED_EXT_ACTIVE_F));
   }
   if (const ibnd_port_t* far = port.remoteport; far && up) {
-    result.remote =
-        FabricRemote{far->node->guid, description_of(*far->node, options), far->portnum};
+    result.remote = FabricRemote{far->node->guid, description_of(*far->node), far->portnum};
     // What both ends could run at: the common widths and speeds (iblinkinfo's "Could be").
     const unsigned widths = field(port.info, IB_PORT_LINK_WIDTH_SUPPORTED_F) &
                             field(far->info, IB_PORT_LINK_WIDTH_SUPPORTED_F);
@@ -103,7 +101,7 @@ DiscoveryResult discover_fabric(const DiscoveryOptions& options) {
     FabricNode out;
     out.guid = node->guid;
     out.type = type_of(*node);
-    out.description = description_of(*node, options);
+    out.description = description_of(*node);
     out.port_count = node->numports;
     if (node->type == IB_NODE_SWITCH) {
       out.lid = node->smalid;
@@ -112,10 +110,11 @@ DiscoveryResult discover_fabric(const DiscoveryOptions& options) {
       const ibnd_port_t* port = node->ports ? node->ports[p] : nullptr;
       if (!port) continue;
       if (node->type != IB_NODE_SWITCH && out.lid == 0) out.lid = port->base_lid;
-      out.ports.push_back(port_of(*port, options));
+      out.ports.push_back(port_of(*port));
     }
     result.model.nodes.push_back(std::move(out));
   }
+  apply_node_names(result.model, options.names);
   std::sort(result.model.nodes.begin(), result.model.nodes.end(),
             [](const FabricNode& a, const FabricNode& b) {
               const bool a_switch = a.type == FabricNodeType::kSwitch;
@@ -123,6 +122,19 @@ DiscoveryResult discover_fabric(const DiscoveryOptions& options) {
               return a_switch != b_switch ? a_switch : a.guid < b.guid;
             });
   return result;
+}
+
+void apply_node_names(FabricModel& model, const std::map<std::uint64_t, std::string>& names) {
+  if (names.empty()) return;
+  const auto rename = [&](std::uint64_t guid, std::string& description) {
+    if (const auto it = names.find(guid); it != names.end()) description = it->second;
+  };
+  for (auto& node : model.nodes) {
+    rename(node.guid, node.description);
+    for (auto& port : node.ports) {
+      if (port.remote) rename(port.remote->guid, port.remote->description);
+    }
+  }
 }
 
 }  // namespace ibprobe::collectors

@@ -192,6 +192,12 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  int discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
+  app.add_option("--fabric.discovery-deadline-seconds", discovery_deadline,
+                 "Time one discovery may take; its process is killed after it and the previous "
+                 "model stays")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
 
   app.add_flag("--mesh.plan", config.mesh_plan,
                "Print the mesh plan of --mesh.self as JSON lines and exit");
@@ -257,6 +263,7 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   config.fabric_collector = fabric_collector > 0;
   config.fabric = config.fabric || config.fabric_collector;
   fabric.discovery_interval = std::chrono::seconds(discovery_interval);
+  fabric.discovery_deadline = std::chrono::seconds(discovery_deadline);
   fabric.timeout = std::chrono::milliseconds(fabric_timeout_ms);
   fabric.budget = std::chrono::milliseconds(fabric_budget_ms);
   config.enabled_collectors.clear();

@@ -104,6 +104,9 @@ std::unique_ptr<probes::Responder> start_probe_responder(
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1] == collectors::kDiscoverOnceFlag) {
+    collectors::run_discovery_child(std::vector<std::string_view>(argv + 2, argv + argc));
+  }
   // One malloc arena for every thread: each extra arena keeps the pages of the scrapes its
   // thread served. Measured with tests/bench/scrape_benchmark.sh after 1,000 scrapes: RSS
   // 10.3 MiB instead of 11.9, for some lock contention between the collecting threads (futex

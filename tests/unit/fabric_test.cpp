@@ -140,7 +140,8 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   Config config;
   EXPECT_FALSE(parse({"--collector.fabric", "--fabric.ca=mlx5_1", "--fabric.ca-port=2",
                       "--fabric.discovery-interval-seconds=60", "--fabric.timeout-ms=50",
-                      "--fabric.retries=1", "--fabric.budget-ms=1500", "--fabric.concurrency=4"},
+                      "--fabric.retries=1", "--fabric.budget-ms=1500", "--fabric.concurrency=4",
+                      "--fabric.discovery-deadline-seconds=30"},
                      config));
   EXPECT_TRUE(config.fabric);
   EXPECT_TRUE(config.fabric_collector);
@@ -152,6 +153,7 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   EXPECT_EQ(f.retries, 1);
   EXPECT_EQ(f.budget, std::chrono::milliseconds(1500));
   EXPECT_EQ(f.concurrency, 4);
+  EXPECT_EQ(f.discovery_deadline, std::chrono::seconds(30));
 }
 
 TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {
@@ -159,6 +161,7 @@ TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {
   EXPECT_EQ(parse({"--fabric.enabled", "--fabric.discovery-interval-seconds=0"}, config), 105);
   EXPECT_EQ(parse({"--fabric.enabled", "--fabric.node-name-map=/nonexistent/map"}, config), 105);
   EXPECT_EQ(parse({"--fabric.concurrency=0"}, config), 105);
+  EXPECT_EQ(parse({"--fabric.discovery-deadline-seconds=0"}, config), 105);
 }
 
 TEST(FabricRoutes, OffAnswers503) {

@@ -29,7 +29,18 @@ struct FabricOptions {
   int retries = 2;                         // further attempts after a timeout
   std::chrono::milliseconds budget{8000};  // one switch's or the whole fabric's read
   int concurrency = 16;                    // PerfMgt MADs in flight at once
+  // Each discovery runs in a child process of this executable (kDiscoverOnceFlag), which exits
+  // after it; one that runs longer than `discovery_deadline` is killed.
+  std::filesystem::path discovery_executable = "/proc/self/exe";
+  std::chrono::seconds discovery_deadline{120};
 };
+
+// The hidden mode of the exporter's executable that discovers once, writes the result as JSON to
+// stdout and exits: the process's memory, what libibnetdisc leaks included, goes with it.
+inline constexpr std::string_view kDiscoverOnceFlag = "--fabric.discover-once";
+
+// That mode's main, given the arguments after kDiscoverOnceFlag; exits the process.
+[[noreturn]] void run_discovery_child(const std::vector<std::string_view>& args);
 
 // `GUID "name"` lines, `#` comments, as ibnetdiscover reads them. Throws std::invalid_argument
 // naming the line of the first entry that is not of that form.

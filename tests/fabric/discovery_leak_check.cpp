@@ -1,0 +1,75 @@
+// Heap bytes in use (glibc's mallinfo2, every arena) after repeated discoveries on the simulated
+// fabric: discovering in this process (libibnetdisc directly) against the exporter's way (the
+// Fabric, each discovery in a child process of the exporter's executable). Prints one JSON line;
+// fabric_leak_test.py judges the figures. Run under ibsim-run's preload.
+// Usage: discovery_leak_check EXPORTER CHILD_DISCOVERIES IN_PROCESS_DISCOVERIES
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "fabric_discovery.h"
+#include "ibprobe/fabric.h"
+
+namespace {
+
+using namespace ibprobe::collectors;
+
+long long heap_in_use() {
+  return static_cast<long long>(mallinfo2().uordblks);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s EXPORTER CHILD_DISCOVERIES IN_PROCESS_DISCOVERIES\n", argv[0]);
+    return 2;
+  }
+  const int child_discoveries = std::atoi(argv[2]);
+  // At most about 14 on ibsim (see below).
+  const int in_process_discoveries = std::atoi(argv[3]);
+
+  long long child_growth = 0;
+  {
+    // Closed before the in-process discoveries: on ibsim a process opens its umad port about 15
+    // times at most (the preload's agent table), and the Fabric holds one.
+    FabricOptions options;
+    options.discovery_executable = argv[1];
+    options.discovery_interval = std::chrono::hours(1);
+    Fabric fabric(options);
+    // The first discoveries allocate what stays (the model, the link history, the discovery
+    // thread's malloc caches).
+    for (int i = 0; i < 5; ++i) {
+      if (!fabric.rediscover()) {
+        std::fprintf(stderr, "discovery through the exporter failed\n");
+        return 1;
+      }
+    }
+    const long long before = heap_in_use();
+    for (int i = 0; i < child_discoveries; ++i) {
+      if (!fabric.rediscover()) {
+        std::fprintf(stderr, "discovery through the exporter failed\n");
+        return 1;
+      }
+    }
+    child_growth = heap_in_use() - before;
+  }
+
+  const DiscoveryOptions in_process{};
+  std::size_t switch_ports = 0;
+  for (const auto& node : discover_fabric(in_process).model.nodes) {
+    if (node.type == FabricNodeType::kSwitch) switch_ports += node.ports.size() + 1;  // port 0
+  }
+  const long long in_process_before = heap_in_use();
+  for (int i = 0; i < in_process_discoveries; ++i) discover_fabric(in_process);
+  const long long in_process_after = heap_in_use();
+
+  std::printf(
+      "{\"child_discoveries\": %d, \"in_process_discoveries\": %d, \"switch_ports\": %zu, "
+      "\"child_growth_bytes\": %lld, \"in_process_growth_bytes\": %lld}\n",
+      child_discoveries, in_process_discoveries, switch_ports, child_growth,
+      in_process_after - in_process_before);
+  return 0;
+}
