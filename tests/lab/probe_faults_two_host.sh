@@ -122,10 +122,13 @@ cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX PROBE_ARGS...
     ((${since_start%.*} <= timeout + SLACK)) \
         || fail "$label: the probe took $since_start s to fail (timeout $timeout s): $out"
     [[ $out =~ $reason_re ]] || fail "$label: imprecise reason: $out"
-    # The control connection crosses the same cut path: its keepalive (5 s without an answer)
-    # ends the run within seconds of the cut, long before the run's deadline.
-    ((${since_cut%.*} >= 4 && ${since_cut%.*} <= 20)) \
-        || fail "$label: failed $since_cut s after the cut; keepalive should end it in 5-10 s: $out"
+    # The control connection crosses the same cut path: its keepalive ends the run within
+    # seconds of the cut, long before the run's deadline. A live peer answers a keepalive probe
+    # every 2 s of silence (TCP_KEEPIDLE), so the last answer came up to 2 s before the cut, and
+    # TCP_USER_TIMEOUT (5 s) ends the connection 5 s after that answer: 3 to 5 s after the cut,
+    # later by the VM's lag (probes/src/control_channel.cpp).
+    ((${since_cut%.*} >= 3 && ${since_cut%.*} <= 20)) \
+        || fail "$label: failed $since_cut s after the cut; keepalive should end it 3-20 s after: $out"
     note "$label: failed $since_cut s after the cut ($since_start s after start): $out"
     local retries
     retries=$(($(rxe_counter B completer_retry_err) - retries_before))
