@@ -40,18 +40,6 @@ double seconds_since_epoch(std::chrono::system_clock::time_point when) {
   return std::chrono::duration<double>(when.time_since_epoch()).count();
 }
 
-std::string_view type_label(FabricNodeType type) {
-  switch (type) {
-    case FabricNodeType::kSwitch:
-      return "switch";
-    case FabricNodeType::kRouter:
-      return "router";
-    case FabricNodeType::kCa:
-      break;
-  }
-  return "ca";
-}
-
 // Counts what a read lost, by reason, and passes every record on for the log.
 class CountingErrors final : public ErrorSink {
  public:
@@ -522,8 +510,7 @@ void Fabric::collect_discovery(MetricSet& out) const {
           seconds_since_epoch(impl.model->discovered_at));
   for (const auto type : {FabricNodeType::kSwitch, FabricNodeType::kCa, FabricNodeType::kRouter}) {
     out.add("ibprobe_fabric_nodes", "Nodes in the served fabric model, by type.", kGauge,
-            {{"type", std::string(type_label(type))}},
-            static_cast<double>(impl.model->count(type)));
+            {{"type", std::string(to_string(type))}}, static_cast<double>(impl.model->count(type)));
   }
   out.add("ibprobe_fabric_links", "Cables in the served fabric model.", kGauge, {},
           static_cast<double>(impl.model->links()));

@@ -190,18 +190,6 @@ FabricNodeType type_from_json(const std::string& type) {
   throw std::runtime_error("unknown node type \"" + type + "\"");
 }
 
-std::string type_to_json(FabricNodeType type) {
-  switch (type) {
-    case FabricNodeType::kSwitch:
-      return "switch";
-    case FabricNodeType::kRouter:
-      return "router";
-    case FabricNodeType::kCa:
-      break;
-  }
-  return "ca";
-}
-
 }  // namespace
 
 std::string discovery_to_json(const DiscoveryResult& result) {
@@ -210,7 +198,7 @@ std::string discovery_to_json(const DiscoveryResult& result) {
     json ports = json::array();
     for (const auto& port : node.ports) ports.push_back(port_to_json(port));
     nodes.push_back({{"guid", node.guid},
-                     {"type", type_to_json(node.type)},
+                     {"type", to_string(node.type)},
                      {"description", node.description},
                      {"lid", node.lid},
                      {"port_count", node.port_count},

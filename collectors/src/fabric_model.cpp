@@ -23,6 +23,18 @@ std::string describe_link(int lanes, double gigabits) {
 
 }  // namespace
 
+std::string_view to_string(FabricNodeType type) {
+  switch (type) {
+    case FabricNodeType::kSwitch:
+      return "switch";
+    case FabricNodeType::kRouter:
+      return "router";
+    case FabricNodeType::kCa:
+      break;
+  }
+  return "ca";
+}
+
 const FabricNode* FabricModel::find(std::uint64_t guid) const {
   const auto it = std::find_if(nodes.begin(), nodes.end(),
                                [&](const FabricNode& node) { return node.guid == guid; });

@@ -8,12 +8,17 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace ibprobe::collectors {
 
 enum class FabricNodeType { kCa, kSwitch, kRouter };
+
+// "ca", "switch" or "router": the metric label and the discovery child's JSON spelling.
+std::string_view to_string(FabricNodeType type);
 
 struct FabricRemote {
   std::uint64_t guid;  // node GUID of the far end
