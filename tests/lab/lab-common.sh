@@ -78,14 +78,24 @@ lab_wait_listen() { # HOST PORT [TIMEOUT_SECS]
 # The exporter of a VM as the host reaches it, through the port forwarded to its :9470.
 exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
 
+# Starts ibprobe_exporter (:9470) in VM HOST with the extra ARGS; lab_wait_exporters waits for it.
+lab_spawn_exporter() { # HOST EXPORTER ARGS...
+    local host=$1 exporter=$2
+    shift 2
+    lab spawn --name exporter "$host" -- "$exporter" --web.listen-address=:9470 "$@" >/dev/null \
+        || fail "cannot start the exporter in VM $host"
+}
+
 # Starts ibprobe_exporter (:9470) in both VMs with the extra ARGS and waits until both are ready.
 lab_start_exporters() { # EXPORTER ARGS...
-    local exporter=$1 host url deadline
-    shift
-    for host in A B; do
-        lab spawn --name exporter "$host" -- "$exporter" --web.listen-address=:9470 "$@" >/dev/null \
-            || fail "cannot start the exporter in VM $host"
-    done
+    local host
+    for host in A B; do lab_spawn_exporter "$host" "$@"; done
+    lab_wait_exporters
+}
+
+# Waits until the exporters of both VMs answer /-/ready.
+lab_wait_exporters() {
+    local host url deadline
     for host in A B; do
         url=$(exporter_url "$host")
         deadline=$((SECONDS + 60))

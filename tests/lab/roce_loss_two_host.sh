@@ -178,21 +178,10 @@ print(" ".join("%s/%s=%.0f" % (a["labels"]["instance"], a["labels"]["device"], f
 }
 
 start_exporters() {
-    local host url deadline
-    lab spawn --name exporter A -- "$EXPORTER" --web.listen-address=:9470 \
-        --config.file="$work/ibprobe.yml" --collector.ethtool --collector.ethtool.all >/dev/null \
-        || fail "cannot start the exporter in VM A"
-    lab spawn --name exporter B -- "$EXPORTER" --web.listen-address=:9470 \
-        --config.file="$work/ibprobe.yml" --collector.ethtool >/dev/null \
-        || fail "cannot start the exporter in VM B"
-    for host in A B; do
-        url=$(exporter_url "$host")
-        deadline=$((SECONDS + 60))
-        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
-            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
-            sleep 0.5
-        done
-    done
+    lab_spawn_exporter A "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool \
+        --collector.ethtool.all
+    lab_spawn_exporter B "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool
+    lab_wait_exporters
     lab_wait_listen A 9471
     note "exporters up in both VMs (ethtool collector: A every statistic, B the RoCE ones)"
 }

@@ -27,15 +27,10 @@ struct Collected {
   std::vector<RecordedError> errors;
 };
 
-// One scrape with one collector, through the real Scraper; its own ibprobe_* families are left
-// out so tests see only what the collector produced.
-inline Collected collect(const std::string& collector, const std::filesystem::path& sysfs_root,
-                         collectors::DeviceFilter filter = {}) {
-  collectors::Options options;
-  options.sysfs_root = sysfs_root;
-  options.devices = std::move(filter);
-  auto instance = collectors::make_collector(collector);
-  EXPECT_NE(instance, nullptr) << collector;
+// One scrape with one collector instance, through the real Scraper; its own ibprobe_* families
+// are left out so tests see only what the collector produced.
+inline Collected collect_with(collectors::Options options,
+                              std::unique_ptr<collectors::Collector> instance) {
   std::vector<std::unique_ptr<collectors::Collector>> list;
   list.push_back(std::move(instance));
   Collected result;
@@ -48,6 +43,17 @@ inline Collected collect(const std::string& collector, const std::filesystem::pa
     if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
   }
   return result;
+}
+
+// The same with a collector of the registry, by name.
+inline Collected collect(const std::string& collector, const std::filesystem::path& sysfs_root,
+                         collectors::DeviceFilter filter = {}) {
+  collectors::Options options;
+  options.sysfs_root = sysfs_root;
+  options.devices = std::move(filter);
+  auto instance = collectors::make_collector(collector);
+  EXPECT_NE(instance, nullptr) << collector;
+  return collect_with(std::move(options), std::move(instance));
 }
 
 inline const prometheus::MetricFamily* find_family(const Families& families,

@@ -56,19 +56,9 @@ Collected collect_ethtool(const SysfsTree& tree, bool all,
                           std::map<std::string, collectors::EthtoolRead> answers) {
   collectors::Options options;
   options.sysfs_root = tree.root();
-  std::vector<std::unique_ptr<collectors::Collector>> list;
-  list.push_back(
+  return collect_with(
+      std::move(options),
       collectors::make_ethtool_collector(all, std::make_shared<FixedSource>(std::move(answers))));
-  Collected result;
-  collectors::Scraper scraper(
-      std::move(options), std::move(list),
-      [&](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
-        result.errors.push_back({reason, path});
-      });
-  for (auto& family : scraper.scrape()) {
-    if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
-  }
-  return result;
 }
 
 LabelMap stat(const std::string& device, const std::string& netdev, const std::string& name) {

@@ -7,6 +7,7 @@
 
 #include "fabric_model.h"
 #include "ibprobe/exporter.h"
+#include "parse_args.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -122,27 +123,22 @@ TEST(LinkHistory, CutReturnedAndDowngradedCables) {
 namespace ibprobe::exporter {
 namespace {
 
-std::optional<int> parse(std::vector<std::string> args, Config& config) {
-  args.insert(args.begin(), "ibprobe_exporter");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_flags(static_cast<int>(argv.size()), argv.data(), config);
-}
+using testing::parse_args;
 
 TEST(FabricFlags, OffByDefault) {
   Config config;
-  EXPECT_FALSE(parse({}, config));
+  EXPECT_FALSE(parse_args({}, config));
   EXPECT_FALSE(config.fabric);
   EXPECT_FALSE(config.fabric_collector);
 }
 
 TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   Config config;
-  EXPECT_FALSE(parse({"--collector.fabric", "--fabric.ca=mlx5_1", "--fabric.ca-port=2",
-                      "--fabric.discovery-interval-seconds=60", "--fabric.timeout-ms=50",
-                      "--fabric.retries=1", "--fabric.budget-ms=1500", "--fabric.concurrency=4",
-                      "--fabric.discovery-deadline-seconds=30"},
-                     config));
+  EXPECT_FALSE(parse_args({"--collector.fabric", "--fabric.ca=mlx5_1", "--fabric.ca-port=2",
+                           "--fabric.discovery-interval-seconds=60", "--fabric.timeout-ms=50",
+                           "--fabric.retries=1", "--fabric.budget-ms=1500",
+                           "--fabric.concurrency=4", "--fabric.discovery-deadline-seconds=30"},
+                          config));
   EXPECT_TRUE(config.fabric);
   EXPECT_TRUE(config.fabric_collector);
   const auto& f = config.fabric_options;
@@ -158,10 +154,11 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
 
 TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {
   Config config;
-  EXPECT_EQ(parse({"--fabric.enabled", "--fabric.discovery-interval-seconds=0"}, config), 105);
-  EXPECT_EQ(parse({"--fabric.enabled", "--fabric.node-name-map=/nonexistent/map"}, config), 105);
-  EXPECT_EQ(parse({"--fabric.concurrency=0"}, config), 105);
-  EXPECT_EQ(parse({"--fabric.discovery-deadline-seconds=0"}, config), 105);
+  EXPECT_EQ(parse_args({"--fabric.enabled", "--fabric.discovery-interval-seconds=0"}, config), 105);
+  EXPECT_EQ(parse_args({"--fabric.enabled", "--fabric.node-name-map=/nonexistent/map"}, config),
+            105);
+  EXPECT_EQ(parse_args({"--fabric.concurrency=0"}, config), 105);
+  EXPECT_EQ(parse_args({"--fabric.discovery-deadline-seconds=0"}, config), 105);
 }
 
 TEST(FabricRoutes, OffAnswers503) {

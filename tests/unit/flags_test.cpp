@@ -1,20 +1,16 @@
 #include <gtest/gtest.h>
 
 #include "ibprobe/exporter.h"
+#include "parse_args.h"
 
 namespace ibprobe::exporter {
 namespace {
 
-std::optional<int> parse(std::vector<std::string> args, Config& config) {
-  args.insert(args.begin(), "ibprobe_exporter");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_flags(static_cast<int>(argv.size()), argv.data(), config);
-}
+using testing::parse_args;
 
 TEST(Flags, Defaults) {
   Config config;
-  EXPECT_FALSE(parse({}, config));
+  EXPECT_FALSE(parse_args({}, config));
   EXPECT_EQ(config.listen_address, ":9470");
   EXPECT_EQ(config.telemetry_path, "/metrics");
   EXPECT_EQ(config.sysfs_root, "/sys");
@@ -24,7 +20,7 @@ TEST(Flags, Defaults) {
 
 TEST(Flags, PrometheusStyleOptions) {
   Config config;
-  EXPECT_FALSE(parse(
+  EXPECT_FALSE(parse_args(
       {"--web.listen-address=127.0.0.1:9999", "--web.telemetry-path", "/m", "--path.sysfs=/tmp/sys",
        "--no-collector.gids", "--device.exclude=rxe.*", "--log.level=debug"},
       config));
@@ -39,13 +35,13 @@ TEST(Flags, PrometheusStyleOptions) {
 
 TEST(Flags, ProbeResponderAddress) {
   Config config;
-  EXPECT_FALSE(parse({}, config));
+  EXPECT_FALSE(parse_args({}, config));
   EXPECT_EQ(config.probe_responder_address, ":9471");
-  EXPECT_FALSE(parse({"--probe.responder-address=10.0.0.5:9471"}, config));
+  EXPECT_FALSE(parse_args({"--probe.responder-address=10.0.0.5:9471"}, config));
   EXPECT_EQ(config.probe_responder_address, "10.0.0.5:9471");
   // Nothing after the '=': the responder is off, and the next flag is not taken as the address.
   Config off;
-  EXPECT_FALSE(parse({"--probe.responder-address=", "--web.listen-address=:1234"}, off));
+  EXPECT_FALSE(parse_args({"--probe.responder-address=", "--web.listen-address=:1234"}, off));
   EXPECT_EQ(off.probe_responder_address, "");
   EXPECT_EQ(off.listen_address, ":1234");
 }
@@ -58,11 +54,11 @@ TEST(Flags, RejectsBadInputWithExitCode) {
                                                                {"--log.level=verbose"},
                                                                {"--collector.nonexistent"},
                                                                {"--device.include=("},
-           {"--probe.responder-address=9471"},
-           {"--probe.device-port=0"},
+                                                               {"--probe.responder-address=9471"},
+                                                               {"--probe.device-port=0"},
                                                                {"--unknown-flag"}}) {
     Config config;
-    const auto exit_code = parse(bad, config);
+    const auto exit_code = parse_args(bad, config);
     ASSERT_TRUE(exit_code) << bad[0];
     EXPECT_NE(*exit_code, 0) << bad[0];
   }
@@ -70,8 +66,8 @@ TEST(Flags, RejectsBadInputWithExitCode) {
 
 TEST(Flags, HelpAndVersionExitZero) {
   Config config;
-  EXPECT_EQ(parse({"--help"}, config), 0);
-  EXPECT_EQ(parse({"--version"}, config), 0);
+  EXPECT_EQ(parse_args({"--help"}, config), 0);
+  EXPECT_EQ(parse_args({"--version"}, config), 0);
 }
 
 TEST(ListenAddress, CivetwebForms) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ibprobe/exporter.h"
+#include "parse_args.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -8,16 +9,11 @@ namespace {
 using collectors::RemotePort;
 using namespace std::chrono_literals;
 
-std::optional<int> parse(std::vector<std::string> args, Config& config) {
-  args.insert(args.begin(), "ibprobe_exporter");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_flags(static_cast<int>(argv.size()), argv.data(), config);
-}
+using testing::parse_args;
 
 TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
   Config config;
-  EXPECT_FALSE(parse({}, config));
+  EXPECT_FALSE(parse_args({}, config));
   EXPECT_FALSE(config.remote_pma);
   const auto& remote = config.remote_pma_options;
   EXPECT_TRUE(remote.targets.empty());
@@ -32,12 +28,12 @@ TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
 TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
   Config config;
   EXPECT_FALSE(
-      parse({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
-             "--collector.remote_pma.target", "0x1a:all", "--collector.remote_pma.ca=mlx5_1",
-             "--collector.remote_pma.ca-port=2", "--collector.remote_pma.timeout-ms=150",
-             "--collector.remote_pma.retries=0", "--collector.remote_pma.budget-ms=2500",
-             "--collector.remote_pma.concurrency=3"},
-            config));
+      parse_args({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+                  "--collector.remote_pma.target", "0x1a:all", "--collector.remote_pma.ca=mlx5_1",
+                  "--collector.remote_pma.ca-port=2", "--collector.remote_pma.timeout-ms=150",
+                  "--collector.remote_pma.retries=0", "--collector.remote_pma.budget-ms=2500",
+                  "--collector.remote_pma.concurrency=3"},
+                 config));
   EXPECT_TRUE(config.remote_pma);
   const auto& remote = config.remote_pma_options;
   EXPECT_EQ(remote.targets, (std::vector<RemotePort>{{12, 3}, {26, std::nullopt}}));
@@ -54,7 +50,7 @@ TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
 
 TEST(RemotePmaFlags, NoCollectorFlagTurnsItOff) {
   Config config;
-  EXPECT_FALSE(parse({"--collector.remote_pma", "--no-collector.remote_pma"}, config));
+  EXPECT_FALSE(parse_args({"--collector.remote_pma", "--no-collector.remote_pma"}, config));
   EXPECT_FALSE(config.remote_pma);
 }
 
@@ -70,7 +66,7 @@ TEST(RemotePmaFlags, RejectsBadInputWithExitCode) {
            {"--collector.remote_pma.concurrency=0"},
            {"--collector.remote_pma.ca-port=255"}}) {
     Config config;
-    const auto exit_code = parse(bad, config);
+    const auto exit_code = parse_args(bad, config);
     ASSERT_TRUE(exit_code) << bad.back();
     EXPECT_NE(*exit_code, 0) << bad.back();
   }
