@@ -1,0 +1,53 @@
+#include "ibprobe/exposition.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace ibprobe::collectors::exposition {
+
+// prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
+// float field, which is printf's %.16g; NaN and the infinities are spelled its way.
+void append_value(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "Nan";
+  } else if (std::isinf(value)) {
+    out += value < 0 ? "-Inf" : "+Inf";
+  } else {
+    char buffer[32];
+    const auto result =
+        std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::general,
+                      std::numeric_limits<double>::max_digits10 - 1);
+    out.append(buffer, result.ptr);
+  }
+}
+
+// Label values rarely hold anything to escape: the runs between escapes go in whole.
+void append_escaped(std::string& out, std::string_view value) {
+  for (;;) {
+    const auto special = value.find_first_of("\\\"\n");
+    out.append(value.substr(0, special));
+    if (special == std::string_view::npos) return;
+    out += '\\';
+    out += value[special] == '\n' ? 'n' : value[special];
+    value.remove_prefix(special + 1);
+  }
+}
+
+std::string_view type_name(prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return "counter";
+    case prometheus::MetricType::Gauge:
+      return "gauge";
+    case prometheus::MetricType::Summary:
+      return "summary";
+    case prometheus::MetricType::Untyped:
+      return "untyped";
+    case prometheus::MetricType::Histogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+}  // namespace ibprobe::collectors::exposition
