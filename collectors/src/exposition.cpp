@@ -24,14 +24,16 @@ void append_value(std::string& out, double value) {
 
 // Label values rarely hold anything to escape: the runs between escapes go in whole.
 void append_escaped(std::string& out, std::string_view value) {
-  for (;;) {
-    const auto special = value.find_first_of("\\\"\n");
-    out.append(value.substr(0, special));
-    if (special == std::string_view::npos) return;
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c != '\\' && c != '"' && c != '\n') continue;
+    out.append(value.data() + run, i - run);
     out += '\\';
-    out += value[special] == '\n' ? 'n' : value[special];
-    value.remove_prefix(special + 1);
+    out += c == '\n' ? 'n' : c;
+    run = i + 1;
   }
+  out.append(value.data() + run, value.size() - run);
 }
 
 std::string_view type_name(prometheus::MetricType type) {
