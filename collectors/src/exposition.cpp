@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace ibprobe::collectors::exposition {
@@ -9,6 +10,15 @@ namespace ibprobe::collectors::exposition {
 // prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
 // float field, which is printf's %.16g; NaN and the infinities are spelled its way.
 void append_value(std::string& out, double value) {
+  // Counters are whole numbers: below 10^16 %.16g writes them as plain integers, which
+  // to_chars writes several times faster for an integer than for a double.
+  if (value == std::trunc(value) && std::fabs(value) < 1e16 && !std::signbit(value)) {
+    char buffer[24];
+    const auto result =
+        std::to_chars(buffer, buffer + sizeof buffer, static_cast<std::int64_t>(value));
+    out.append(buffer, result.ptr);
+    return;
+  }
   if (std::isnan(value)) {
     out += "Nan";
   } else if (std::isinf(value)) {

@@ -145,6 +145,11 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
                                 1.0 / 3,
                                 1e15,
                                 1e16,
+                                1e16 - 2,
+                                9007199254740993.0,
+                                1e15 + 1,
+                                -1e15,
+                                4294967296.0,
                                 123456789012345678.0,
                                 18446744073709551615.0 * 4,
                                 4294967295.0 * 4,
@@ -163,6 +168,9 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
     values.push_back(std::pow(10.0, exponent(random)) * (i % 2 ? 1 : -1));
     values.push_back(static_cast<double>(random()));
     values.push_back(static_cast<double>(random() % 100000) / 1000);
+    // Whole numbers on both sides of 10^16, where %.16g turns to exponents.
+    values.push_back(static_cast<double>(random() >> (i % 64)));
+    values.push_back(-static_cast<double>(random() >> (i % 64)));
   }
   MetricFamily gauge{"awkward_gauge", "help with \\ and \"quotes\"", MetricType::Gauge, {}};
   MetricFamily counter{"awkward_total", "", MetricType::Counter, {}};
