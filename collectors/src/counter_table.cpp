@@ -93,8 +93,8 @@ void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet
                         std::uint64_t raw) {
   const double value = static_cast<double>(raw) * spec.scale;
   if (spec.family == kErrorFamily) {
-    out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity, "counter",
-            spec.counter, value);
+    out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity,
+            {{"counter", spec.counter}}, value);
   } else {
     out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity, value);
   }
@@ -105,7 +105,7 @@ void add_saturation_sample(MetricSet& out, std::string_view counter,
   out.add(kSaturatedFamily,
           "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer "
           "counts, so rates and deltas from it are meaningless until it is reset.",
-          prometheus::MetricType::Gauge, identity, "counter", counter, saturated ? 1 : 0);
+          prometheus::MetricType::Gauge, identity, {{"counter", counter}}, saturated ? 1 : 0);
 }
 
 namespace {

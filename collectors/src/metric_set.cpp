@@ -67,12 +67,15 @@ MetricSet::Span MetricSet::render(const Labels& labels) {
   return last_span_;
 }
 
-MetricSet::Span MetricSet::render(std::string_view name, std::string_view value) {
+MetricSet::Span MetricSet::render(std::initializer_list<ExtraLabel> extra) {
   const auto offset = label_text_.size();
-  label_text_ += name;
-  label_text_ += "=\"";
-  exposition::append_escaped(label_text_, value);
-  label_text_ += '"';
+  for (const auto& [name, value] : extra) {
+    if (label_text_.size() != offset) label_text_ += ',';
+    label_text_ += name;
+    label_text_ += "=\"";
+    exposition::append_escaped(label_text_, value);
+    label_text_ += '"';
+  }
   return {static_cast<std::uint32_t>(offset),
           static_cast<std::uint32_t>(label_text_.size() - offset)};
 }
@@ -84,11 +87,11 @@ void MetricSet::add(std::string_view family_name, std::string_view help,
 }
 
 void MetricSet::add(std::string_view family_name, std::string_view help,
-                    prometheus::MetricType type, const Labels& labels, std::string_view extra_name,
-                    std::string_view extra_value, double value) {
+                    prometheus::MetricType type, const Labels& labels,
+                    std::initializer_list<ExtraLabel> extra, double value) {
   auto& f = family(family_name, help, type);
   const Span base = render(labels);
-  f.samples.push_back({base, render(extra_name, extra_value), value});
+  f.samples.push_back({base, render(extra), value});
 }
 
 void MetricSet::merge(MetricSet&& other) {

@@ -102,19 +102,21 @@ TEST(TextFormat, MetricSetWritesWhatPrometheusCppWrites) {
     for (const auto& labels : {port, other, port}) {
       first.add("a_total", "help a", MetricType::Counter, labels, round + 0.5);
       expect("a_total", "help a", MetricType::Counter, labels, round + 0.5);
-      first.add("b", "help \\ b", MetricType::Gauge, labels, "counter", "symbol\"error\\", nan);
+      first.add("b", "help \\ b", MetricType::Gauge, labels,
+                {{"counter", "symbol\"error\\"}, {"class", "x"}}, nan);
       auto with = labels;
       with.emplace_back("counter", "symbol\"error\\");
+      with.emplace_back("class", "x");
       expect("b", "help \\ b", MetricType::Gauge, with, nan);
       first.add("c", "", MetricType::Untyped, {}, round ? inf : -inf);
       expect("c", "", MetricType::Untyped, {}, round ? inf : -inf);
-      first.add("d", "only extra", MetricType::Gauge, {}, "kind", "width", 1e-300);
+      first.add("d", "only extra", MetricType::Gauge, {}, {{"kind", "width"}}, 1e-300);
       expect("d", "only extra", MetricType::Gauge, {{"kind", "width"}}, 1e-300);
     }
   }
   // `second` repeats a family of `first` and adds one of its own; `third` is merged empty.
   second.add("e", "help e", MetricType::Gauge, other, 123456789012345678.0);
-  second.add("b", "help \\ b", MetricType::Gauge, port, "counter", "x", -0.0);
+  second.add("b", "help \\ b", MetricType::Gauge, port, {{"counter", "x"}}, -0.0);
   collectors::MetricSet all;
   all.merge(std::move(third));
   all.merge(std::move(first));

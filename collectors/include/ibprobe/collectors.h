@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -79,11 +80,11 @@ class MetricSet {
 
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, double value);
-  // The same with one more label after `labels` (`counter="symbol_error"` after a port's own),
+  // The same with more labels after `labels` (`counter="symbol_error"` after a port's own),
   // without a copy of `labels` per sample.
+  using ExtraLabel = std::pair<std::string_view, std::string_view>;
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
-           const Labels& labels, std::string_view extra_name, std::string_view extra_value,
-           double value);
+           const Labels& labels, std::initializer_list<ExtraLabel> extra, double value);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(MetricSet&& other);
   std::vector<prometheus::MetricFamily> take() &&;
@@ -99,7 +100,7 @@ class MetricSet {
   };
   struct Sample {
     Span labels;  // name="value",... of the Labels given
-    Span extra;   // name="value" of the one more label, if any
+    Span extra;   // name="value",... of the labels after them, if any
     double value;
   };
   struct Family {
@@ -111,7 +112,7 @@ class MetricSet {
 
   Family& family(std::string_view name, std::string_view help, prometheus::MetricType type);
   Span render(const Labels& labels);
-  Span render(std::string_view name, std::string_view value);
+  Span render(std::initializer_list<ExtraLabel> extra);
   std::string_view text(Span span) const { return {label_text_.data() + span.offset, span.size}; }
 
   std::vector<Family> families_;
