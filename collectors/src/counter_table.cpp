@@ -91,20 +91,21 @@ const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir)
 
 void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet::Labels& identity,
                         std::uint64_t raw) {
-  MetricSet::Labels labels = identity;
-  if (spec.family == kErrorFamily) labels.emplace_back("counter", spec.counter);
-  out.add(spec.family, spec.help, prometheus::MetricType::Counter, labels,
-          static_cast<double>(raw) * spec.scale);
+  const double value = static_cast<double>(raw) * spec.scale;
+  if (spec.family == kErrorFamily) {
+    out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity,
+            {{"counter", spec.counter}}, value);
+  } else {
+    out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity, value);
+  }
 }
 
 void add_saturation_sample(MetricSet& out, std::string_view counter,
                            const MetricSet::Labels& identity, bool saturated) {
-  MetricSet::Labels labels = identity;
-  labels.emplace_back("counter", counter);
   out.add(kSaturatedFamily,
           "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer "
           "counts, so rates and deltas from it are meaningless until it is reset.",
-          prometheus::MetricType::Gauge, labels, saturated ? 1 : 0);
+          prometheus::MetricType::Gauge, identity, {{"counter", counter}}, saturated ? 1 : 0);
 }
 
 namespace {

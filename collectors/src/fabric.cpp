@@ -85,15 +85,10 @@ void add_link_series(MetricSet& out, const MetricSet::Labels& identity, const Fa
   constexpr std::string_view kBelowHelp =
       "1 when the cable runs narrower (kind=width) or slower (kind=speed) than the best both of "
       "its ends support, as iblinkinfo's \"Could be\".";
-  auto with_kind = [&](std::string_view kind) {
-    auto labels = identity;
-    labels.emplace_back("kind", std::string(kind));
-    return labels;
-  };
-  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, with_kind("width"),
-          port.width_lanes < port.supported_width_lanes ? 1 : 0);
-  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, with_kind("speed"),
-          port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
+  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, identity,
+          {{"kind", "width"}}, port.width_lanes < port.supported_width_lanes ? 1 : 0);
+  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, identity,
+          {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
 }
 
 void add_counter_series(MetricSet& out, const MetricSet::Labels& identity,

@@ -36,15 +36,14 @@ void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
     for (int suffix = 2; !used_names.insert(counter).second; ++suffix) {
       counter = sanitize_counter_name(file) + "_" + std::to_string(suffix);
     }
-    auto labels = owner;
-    labels.emplace_back("counter", counter);
-    labels.emplace_back("class", std::string(to_string(classify_hw_counter(file))));
     out.add(counter_family,
             "Driver hardware counter from hw_counters/, named as the driver names it "
             "(characters outside [A-Za-z0-9_] replaced by _), with its class: informative, "
             "congestion, or an error class (retransmission, sequence_error, ack_timeout, "
             "rnr_nak, rnr_retry_exceeded, remote_error, out_of_buffer).",
-            MetricType::Counter, labels, static_cast<double>(*value));
+            MetricType::Counter, owner,
+            {{"counter", counter}, {"class", to_string(classify_hw_counter(file))}},
+            static_cast<double>(*value));
   }
 }
 

@@ -1,50 +1,186 @@
 #include <algorithm>
 
 #include "ibprobe/collectors.h"
+#include "ibprobe/exposition.h"
 
 namespace ibprobe::collectors {
+namespace {
 
-prometheus::MetricFamily& MetricSet::family(std::string_view name, std::string_view help,
-                                            prometheus::MetricType type) {
-  // Collectors add the samples of one family in a row: the last family is the likely one.
-  if (!families_.empty() && families_.back().name == name) return families_.back();
-  auto it = std::find_if(families_.begin(), families_.end(),
-                         [&](const prometheus::MetricFamily& f) { return f.name == name; });
-  if (it != families_.end()) return *it;
-  families_.push_back(prometheus::MetricFamily{std::string(name), std::string(help), type, {}});
+// Reads back label text this set rendered: name="escaped value",... (names never hold '=').
+void parse_labels(std::string_view text, std::vector<prometheus::ClientMetric::Label>& out) {
+  while (!text.empty()) {
+    const auto equals = text.find('=');
+    prometheus::ClientMetric::Label label;
+    label.name = std::string(text.substr(0, equals));
+    std::size_t i = equals + 2;  // past ="
+    for (; text[i] != '"'; ++i) {
+      if (text[i] == '\\') {
+        ++i;
+        label.value += text[i] == 'n' ? '\n' : text[i];
+      } else {
+        label.value += text[i];
+      }
+    }
+    out.push_back(std::move(label));
+    text.remove_prefix(std::min(i + 2, text.size()));  // past the quote and the comma
+  }
+}
+
+}  // namespace
+
+MetricSet::Family& MetricSet::family(std::string_view name, std::string_view help,
+                                     prometheus::MetricType type) {
+  // Collectors add the samples of one family in a row, or a port's families in turn: the last
+  // family and the one after it are the likely ones.
+  if (!families_.empty()) {
+    if (families_[last_family_].name == name) return families_[last_family_];
+    const std::size_t next = (last_family_ + 1) % families_.size();
+    if (families_[next].name == name) return families_[last_family_ = next];
+  }
+  const auto it = std::find_if(families_.begin(), families_.end(),
+                               [&](const Family& f) { return f.name == name; });
+  if (it != families_.end()) {
+    last_family_ = static_cast<std::size_t>(it - families_.begin());
+    return *it;
+  }
+  families_.push_back(Family{std::string(name), std::string(help), type, {}});
+  last_family_ = families_.size() - 1;
   return families_.back();
+}
+
+MetricSet::Span MetricSet::render(const Labels& labels) {
+  if (rendered_any_ && labels == last_labels_) return last_span_;
+  const auto offset = label_text_.size();
+  bool first = true;
+  for (const auto& [name, value] : labels) {
+    if (!first) label_text_ += ',';
+    first = false;
+    label_text_ += name;
+    label_text_ += "=\"";
+    exposition::append_escaped(label_text_, value);
+    label_text_ += '"';
+  }
+  last_labels_ = labels;  // reuses the strings' storage from the port before
+  last_span_ = {static_cast<std::uint32_t>(offset),
+                static_cast<std::uint32_t>(label_text_.size() - offset)};
+  rendered_any_ = true;
+  return last_span_;
+}
+
+MetricSet::Span MetricSet::render(std::initializer_list<ExtraLabel> extra) {
+  const auto offset = label_text_.size();
+  for (const auto& [name, value] : extra) {
+    if (label_text_.size() != offset) label_text_ += ',';
+    label_text_ += name;
+    label_text_ += "=\"";
+    exposition::append_escaped(label_text_, value);
+    label_text_ += '"';
+  }
+  return {static_cast<std::uint32_t>(offset),
+          static_cast<std::uint32_t>(label_text_.size() - offset)};
 }
 
 void MetricSet::add(std::string_view family_name, std::string_view help,
                     prometheus::MetricType type, const Labels& labels, double value) {
   auto& f = family(family_name, help, type);
-  prometheus::ClientMetric metric;
-  metric.label.reserve(labels.size());
-  for (const auto& [name, label_value] : labels) metric.label.push_back({name, label_value});
-  switch (type) {
-    case prometheus::MetricType::Counter:
-      metric.counter.value = value;
-      break;
-    case prometheus::MetricType::Gauge:
-      metric.gauge.value = value;
-      break;
-    default:
-      metric.untyped.value = value;
-      break;
-  }
-  f.metric.push_back(std::move(metric));
+  f.samples.push_back({render(labels), {}, value});
+}
+
+void MetricSet::add(std::string_view family_name, std::string_view help,
+                    prometheus::MetricType type, const Labels& labels,
+                    std::initializer_list<ExtraLabel> extra, double value) {
+  auto& f = family(family_name, help, type);
+  const Span base = render(labels);
+  f.samples.push_back({base, render(extra), value});
 }
 
 void MetricSet::merge(MetricSet&& other) {
+  if (families_.empty() && label_text_.empty()) {
+    *this = std::move(other);
+    other = MetricSet();
+    return;
+  }
+  const auto shift = static_cast<std::uint32_t>(label_text_.size());
+  label_text_ += other.label_text_;
   for (auto& incoming : other.families_) {
     auto& f = family(incoming.name, incoming.help, incoming.type);
-    std::move(incoming.metric.begin(), incoming.metric.end(), std::back_inserter(f.metric));
+    f.samples.reserve(f.samples.size() + incoming.samples.size());
+    for (auto sample : incoming.samples) {
+      sample.labels.offset += shift;
+      sample.extra.offset += shift;
+      f.samples.push_back(sample);
+    }
   }
-  other.families_.clear();
+  other = MetricSet();
 }
 
 std::vector<prometheus::MetricFamily> MetricSet::take() && {
-  return std::move(families_);
+  std::vector<prometheus::MetricFamily> result;
+  result.reserve(families_.size());
+  for (const auto& f : families_) {
+    prometheus::MetricFamily family{f.name, f.help, f.type, {}};
+    family.metric.reserve(f.samples.size());
+    for (const auto& sample : f.samples) {
+      prometheus::ClientMetric metric;
+      parse_labels(text(sample.labels), metric.label);
+      parse_labels(text(sample.extra), metric.label);
+      switch (f.type) {
+        case prometheus::MetricType::Counter:
+          metric.counter.value = sample.value;
+          break;
+        case prometheus::MetricType::Gauge:
+          metric.gauge.value = sample.value;
+          break;
+        default:
+          metric.untyped.value = sample.value;
+          break;
+      }
+      family.metric.push_back(std::move(metric));
+    }
+    result.push_back(std::move(family));
+  }
+  *this = MetricSet();
+  return result;
+}
+
+void MetricSet::append_text(std::string& out) const {
+  // One allocation for the page: a whole fabric's is megabytes.
+  std::size_t size = out.size();
+  constexpr std::size_t kValueAndPunctuation = 32;
+  for (const auto& f : families_) {
+    size += 2 * f.name.size() + f.help.size() + 32;
+    for (const auto& sample : f.samples) {
+      size += f.name.size() + sample.labels.size + sample.extra.size + kValueAndPunctuation;
+    }
+  }
+  out.reserve(size);
+  for (const auto& f : families_) {
+    if (!f.help.empty()) {
+      out += "# HELP ";
+      out += f.name;
+      out += ' ';
+      out += f.help;
+      out += '\n';
+    }
+    out += "# TYPE ";
+    out += f.name;
+    out += ' ';
+    out += exposition::type_name(f.type);
+    out += '\n';
+    for (const auto& sample : f.samples) {
+      out += f.name;
+      if (sample.labels.size != 0 || sample.extra.size != 0) {
+        out += '{';
+        out += text(sample.labels);
+        if (sample.labels.size != 0 && sample.extra.size != 0) out += ',';
+        out += text(sample.extra);
+        out += '}';
+      }
+      out += ' ';
+      exposition::append_value(out, sample.value);
+      out += '\n';
+    }
+  }
 }
 
 }  // namespace ibprobe::collectors

@@ -77,6 +77,10 @@ Scraper::Scraper(Options options, std::vector<std::unique_ptr<Collector>> collec
 Scraper::~Scraper() = default;
 
 std::vector<prometheus::MetricFamily> Scraper::scrape() {
+  return scrape_set().take();
+}
+
+MetricSet Scraper::scrape_set() {
   const auto devices = state_->devices.refresh();
   // Fabric tasks first: they are the first to start, each on a thread of its own.
   std::vector<Task> fabric_tasks;
@@ -160,7 +164,7 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
              {{"collector", e.collector}, {"reason", std::string(to_string(e.reason))}}, e.count);
   }
   out.merge(std::move(self));
-  return std::move(out).take();
+  return out;
 }
 
 void Scraper::count_errors(std::string_view collector, const std::vector<double>& counts) {

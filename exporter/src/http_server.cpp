@@ -18,6 +18,8 @@ namespace ibprobe::exporter {
 
 // Request bodies are small JSON documents (the async probe API); nothing larger is read.
 constexpr long long kMaxBodyBytes = 64 * 1024;
+// Response bodies up to this size are sent in one write with their headers.
+constexpr std::size_t kCopiedBodyBytes = 256 * 1024;
 
 namespace {
 
@@ -190,8 +192,20 @@ struct HttpServer::Impl {
                       "\r\nContent-Length: " + std::to_string(response.body.size()) + "\r\n";
     for (const auto& [name, value] : response.headers) out += name + ": " + value + "\r\n";
     out += "\r\n";
-    if (request.method != "HEAD") out += response.body;
+    if (request.method == "HEAD") {
+      mg_write(connection, out.data(), out.size());
+      return;
+    }
+    // A small body goes out with the headers in one write, so no segment of it waits for an
+    // acknowledgement (Nagle). A large one (a whole fabric's page is megabytes) is written from
+    // where it is: a copy would cost as much as the writing, in memcpy and fresh pages.
+    if (response.body.size() <= kCopiedBodyBytes) {
+      out += response.body;
+      mg_write(connection, out.data(), out.size());
+      return;
+    }
     mg_write(connection, out.data(), out.size());
+    mg_write(connection, response.body.data(), response.body.size());
   }
 
   static int handle(mg_connection* connection, void* self) {

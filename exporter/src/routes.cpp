@@ -89,8 +89,8 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
 }
 
 HttpResponse Routes::metrics() const {
-  auto families = scraper_.scrape();
-  families.push_back(build_info());
+  const auto metrics = scraper_.scrape_set();
+  std::vector<prometheus::MetricFamily> families{build_info()};
   if (probes_) {
     auto probe_families = probes_->metrics();
     families.insert(families.end(), std::make_move_iterator(probe_families.begin()),
@@ -98,7 +98,8 @@ HttpResponse Routes::metrics() const {
   }
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = text_format(families);
+  metrics.append_text(response.body);
+  append_text_format(response.body, families);
   return response;
 }
 

@@ -9,7 +9,6 @@
 #include "ibprobe/exporter.h"
 #include "ibprobe/fabric.h"
 #include "probe_request.h"
-#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -32,10 +31,10 @@ class LoggedErrors final : public collectors::ErrorSink {
   }
 };
 
-HttpResponse serialize(collectors::MetricSet&& metrics) {
+HttpResponse serialize(const collectors::MetricSet& metrics) {
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = text_format(std::move(metrics).take());
+  metrics.append_text(response.body);
   return response;
 }
 
@@ -107,7 +106,7 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
     case collectors::Fabric::Lookup::kFound:
       break;
   }
-  return serialize(std::move(metrics));
+  return serialize(metrics);
 }
 
 }  // namespace ibprobe::exporter

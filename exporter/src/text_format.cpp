@@ -1,9 +1,10 @@
 #include "text_format.h"
 
 #include <charconv>
-#include <cmath>
 #include <limits>
 #include <string_view>
+
+#include "ibprobe/exposition.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -12,45 +13,15 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-// prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
-// float field, which is printf's %.16g; NaN and the infinities are spelled its way.
-void append_value(std::string& out, double value) {
-  if (std::isnan(value)) {
-    out += "Nan";
-  } else if (std::isinf(value)) {
-    out += value < 0 ? "-Inf" : "+Inf";
-  } else {
-    char buffer[32];
-    const auto result =
-        std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::general,
-                      std::numeric_limits<double>::max_digits10 - 1);
-    out.append(buffer, result.ptr);
-  }
-}
+using collectors::exposition::append_escaped;
+using collectors::exposition::append_value;
+using collectors::exposition::type_name;
 
 template <class Integer>
 void append_integer(std::string& out, Integer value) {
   char buffer[24];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   out.append(buffer, result.ptr);
-}
-
-void append_escaped(std::string& out, std::string_view value) {
-  for (const char c : value) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      default:
-        out += c;
-    }
-  }
 }
 
 template <class ExtraValue>
@@ -141,22 +112,6 @@ void append_histogram(std::string& out, const MetricFamily& family, const Client
     append_integer(out, histogram.sample_count);
     append_tail(out, metric);
   }
-}
-
-std::string_view type_name(MetricType type) {
-  switch (type) {
-    case MetricType::Counter:
-      return "counter";
-    case MetricType::Gauge:
-      return "gauge";
-    case MetricType::Summary:
-      return "summary";
-    case MetricType::Untyped:
-      return "untyped";
-    case MetricType::Histogram:
-      return "histogram";
-  }
-  return "untyped";
 }
 
 void append_family(std::string& out, const MetricFamily& family) {

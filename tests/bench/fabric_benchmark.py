@@ -72,30 +72,73 @@ def bench(args, topology):
                                     f"--fabric.budget-ms={args.budget_ms}",
                                     f"--fabric.concurrency={args.concurrency}")
         sf.wait_for_model(base, len(topology.switches), timeout=600)
-        status, body = sf.http_get(base + "/metrics", timeout=120)  # first read asks ClassPortInfo
+        _, body = sf.http_get(base + "/metrics", timeout=120)  # first read asks ClassPortInfo
         first = sf.parse_metrics(body)
         discovery = next(v for n, l, v in first if n == "ibprobe_fabric_discovery_duration_seconds")
         discovery_mads = next(v for n, l, v in first if n == "ibprobe_fabric_discovery_mads")
-        times, own_mads, ports, metered = [], [], [], []
-        for _ in range(args.runs):
+        # --- ibprobe's /metrics and ibqueryerrors, in interleaved rounds (ABBA) --------------
+        def ibprobe_read():
             with meter.count() as m:
                 start = time.monotonic()
                 status, body = sf.http_get(base + "/metrics", timeout=120)
-                times.append(time.monotonic() - start)
-            metered.append(m["mads"])
-            samples = sf.parse_metrics(body)
+                wall = time.monotonic() - start
             assert status == 200
-            own_mads.append(next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_mads"))
-            ports.append(next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_ports"))
-        wall = statistics.median(times)
-        results["ibprobe /metrics"] = (wall, statistics.median(ports), statistics.median(metered))
+            samples = sf.parse_metrics(body)
+            own = next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_mads")
+            ports = next(v for n, l, v in samples if n == "ibprobe_fabric_scrape_ports")
+            return wall, ports, m["mads"], own, len(body)
+
+        def ibqueryerrors_read(*flags):
+            with meter.count() as m:
+                start = time.monotonic()
+                out = sim.run(["ibqueryerrors", "--skip-sl", *flags], check=False).stdout
+                wall = time.monotonic() - start
+            return wall, int(re.search(r"(\d+) ports checked", out).group(1)), m["mads"]
+
+        # ibqueryerrors --data reads a switch's PortCounters and PortCountersExtended once for
+        # all its ports (AllPortSelect, as ibsim's PMA advertises) and a port alone only when
+        # the sum shows errors; --counters --switch reads each switch port's extended table.
+        tools = {"ibprobe": ibprobe_read,
+                 "ibqueryerrors": lambda: ibqueryerrors_read("--data"),
+                 "ibqueryerrors per port": lambda: ibqueryerrors_read("--counters", "--switch")}
+        rounds = {name: [] for name in tools}
+        for r in range(args.runs):
+            for name in (list(tools) if r % 2 == 0 else reversed(list(tools))):
+                rounds[name].append(tools[name]())
+
+        def spread(values, scale=1000):
+            return (f"median {statistics.median(values) * scale:.1f}, "
+                    f"{min(values) * scale:.1f}-{max(values) * scale:.1f}")
+
+        mine = rounds["ibprobe"]
+        wall = statistics.median(r[0] for r in mine)
+        ports = statistics.median(r[1] for r in mine)
+        metered = statistics.median(r[2] for r in mine)
+        results["ibprobe /metrics"] = (wall, ports, metered)
         print(f"ibprobe /metrics (whole fabric, text included, --fabric.concurrency="
-              f"{args.concurrency}): median {wall * 1000:.1f} ms of "
-              f"{args.runs}, {statistics.median(ports):.0f} of {switch_ports} switch ports "
-              f"answered, {len(body) / 1e6:.2f} MB text; MADs {statistics.median(own_mads):.0f} "
-              f"(own count) / {statistics.median(metered):.0f} (metered) = "
-              f"{statistics.median(metered) / statistics.median(ports):.2f} per port; discovery "
-              f"(cached, on its interval) {discovery * 1000:.1f} ms, {discovery_mads:.0f} SMPs")
+              f"{args.concurrency}): ms {spread([r[0] for r in mine])} over {args.runs} rounds, "
+              f"{ports:.0f} of {switch_ports} switch ports answered, {mine[-1][4] / 1e6:.2f} MB "
+              f"text; MADs {statistics.median(r[3] for r in mine):.0f} (own count) / "
+              f"{metered:.0f} (metered) = {metered / ports:.2f} per port; discovery (cached, on "
+              f"its interval) {discovery * 1000:.1f} ms, {discovery_mads:.0f} SMPs")
+        theirs = rounds["ibqueryerrors"]
+        checked = theirs[-1][1]
+        results["ibqueryerrors"] = (statistics.median(r[0] for r in theirs), checked,
+                                    statistics.median(r[2] for r in theirs))
+        print(f"ibqueryerrors --skip-sl --data (discovery included): ms "
+              f"{spread([r[0] for r in theirs])} over {args.runs} rounds, {checked} ports "
+              f"checked; MADs {results['ibqueryerrors'][2]:.0f} (metered) = "
+              f"{results['ibqueryerrors'][2] / checked:.2f} per port")
+        paired = [(a[1] / a[0]) / (b[1] / b[0]) for a, b in zip(mine, theirs)]
+        print(f"ports/s ibprobe /metrics vs ibqueryerrors, per round: {spread(paired, 1)}x "
+              f"({', '.join(f'{x:.2f}' for x in paired)})")
+        per_port = rounds["ibqueryerrors per port"]
+        results["ibqueryerrors per port"] = (statistics.median(r[0] for r in per_port),
+                                             per_port[-1][1],
+                                             statistics.median(r[2] for r in per_port))
+        print(f"ibqueryerrors --skip-sl --counters --switch (each switch port's extended table, "
+              f"discovery included): ms {spread([r[0] for r in per_port])}, {per_port[-1][1]} "
+              f"ports; MADs {results['ibqueryerrors per port'][2]:.0f} (metered)")
 
         # --- ibprobe multi-target: every switch's /fabric?target=, concurrently as Prometheus
         # scrapes targets (one umad agent: the exchanges take turns, the text is built beside)
@@ -123,21 +166,6 @@ def bench(args, topology):
               f"time: median {wall * 1000:.1f} ms of {args.runs}, {answered:.0f} ports; MADs "
               f"{statistics.median(metered):.0f} (metered) = "
               f"{statistics.median(metered) / answered:.2f} per port")
-
-        # --- ibqueryerrors --skip-sl --data ------------------------------------------------
-        times, metered = [], []
-        for _ in range(args.runs):
-            with meter.count() as m:
-                start = time.monotonic()
-                out = sim.run(["ibqueryerrors", "--skip-sl", "--data"], check=False).stdout
-                times.append(time.monotonic() - start)
-            metered.append(m["mads"])
-        checked = int(re.search(r"(\d+) ports checked", out).group(1))
-        wall = statistics.median(times)
-        results["ibqueryerrors"] = (wall, checked, statistics.median(metered))
-        print(f"ibqueryerrors --skip-sl --data (discovery included): median {wall * 1000:.1f} ms "
-              f"of {args.runs}, {checked} ports checked; MADs {statistics.median(metered):.0f} "
-              f"(metered) = {statistics.median(metered) / checked:.2f} per port")
 
         # --- one ibnetdiscover, then perfquery per switch port ---------------------------------
         links, descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)

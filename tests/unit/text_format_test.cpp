@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -56,7 +57,79 @@ TEST(TextFormat, MatchesPrometheusCppOnEveryFixture) {
     const auto families = scraper.scrape();
     ASSERT_GT(families.size(), 5u) << name;
     EXPECT_EQ(exporter::text_format(families), reference(families)) << name;
+    // The metric set's own writer, which the metrics page uses, on the same scrape.
+    const auto set = scraper.scrape_set();
+    std::string text;
+    set.append_text(text);
+    auto copy = set;
+    EXPECT_EQ(text, reference(std::move(copy).take())) << name;
   }
+}
+
+// Samples added to a metric set and, beside it, to families built by hand: the set's text and its
+// families must both be what prometheus-cpp writes for the hand-built ones. Families come back in
+// first-seen order with their samples grouped, whatever order they were added in and merged.
+TEST(TextFormat, MetricSetWritesWhatPrometheusCppWrites) {
+  using Labels = collectors::MetricSet::Labels;
+  std::vector<MetricFamily> expected;
+  auto expect = [&](std::string_view name, std::string_view help, MetricType type, Labels labels,
+                    double value) {
+    auto it = std::find_if(expected.begin(), expected.end(),
+                           [&](const MetricFamily& f) { return f.name == name; });
+    if (it == expected.end()) {
+      expected.push_back(MetricFamily{std::string(name), std::string(help), type, {}});
+      it = expected.end() - 1;
+    }
+    ClientMetric m;
+    for (auto& [n, v] : labels) m.label.push_back({n, v});
+    if (type == MetricType::Counter) m.counter.value = value;
+    if (type == MetricType::Gauge) m.gauge.value = value;
+    if (type == MetricType::Untyped) m.untyped.value = value;
+    it->metric.push_back(m);
+  };
+  const Labels port = {{"node_guid", "0002:c903:0010:0001"},
+                       {"node_description", "MF0;leaf-01:MQM8700/U1 \\ \"quoted\"\nline"},
+                       {"port", "12"}};
+  const Labels other = {{"device", "mlx5_0"}, {"port", ""}};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+
+  collectors::MetricSet first;
+  collectors::MetricSet second;
+  collectors::MetricSet third;
+  // `first` gets a port's series in turn, twice over, as the fabric adds them.
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& labels : {port, other, port}) {
+      first.add("a_total", "help a", MetricType::Counter, labels, round + 0.5);
+      expect("a_total", "help a", MetricType::Counter, labels, round + 0.5);
+      first.add("b", "help \\ b", MetricType::Gauge, labels,
+                {{"counter", "symbol\"error\\"}, {"class", "x"}}, nan);
+      auto with = labels;
+      with.emplace_back("counter", "symbol\"error\\");
+      with.emplace_back("class", "x");
+      expect("b", "help \\ b", MetricType::Gauge, with, nan);
+      first.add("c", "", MetricType::Untyped, {}, round ? inf : -inf);
+      expect("c", "", MetricType::Untyped, {}, round ? inf : -inf);
+      first.add("d", "only extra", MetricType::Gauge, {}, {{"kind", "width"}}, 1e-300);
+      expect("d", "only extra", MetricType::Gauge, {{"kind", "width"}}, 1e-300);
+    }
+  }
+  // `second` repeats a family of `first` and adds one of its own; `third` is merged empty.
+  second.add("e", "help e", MetricType::Gauge, other, 123456789012345678.0);
+  second.add("b", "help \\ b", MetricType::Gauge, port, {{"counter", "x"}}, -0.0);
+  collectors::MetricSet all;
+  all.merge(std::move(third));
+  all.merge(std::move(first));
+  all.merge(std::move(second));
+  auto with = port;
+  with.emplace_back("counter", "x");
+  expect("b", "help \\ b", MetricType::Gauge, with, -0.0);
+  expect("e", "help e", MetricType::Gauge, other, 123456789012345678.0);
+
+  std::string text = "# already there\n";
+  all.append_text(text);
+  EXPECT_EQ(text, "# already there\n" + reference(expected));
+  EXPECT_EQ(reference(std::move(all).take()), reference(expected));
 }
 
 ClientMetric metric(std::vector<prometheus::ClientMetric::Label> labels) {
@@ -74,6 +147,11 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
                                 1.0 / 3,
                                 1e15,
                                 1e16,
+                                1e16 - 2,
+                                9007199254740993.0,
+                                1e15 + 1,
+                                -1e15,
+                                4294967296.0,
                                 123456789012345678.0,
                                 18446744073709551615.0 * 4,
                                 4294967295.0 * 4,
@@ -92,6 +170,9 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
     values.push_back(std::pow(10.0, exponent(random)) * (i % 2 ? 1 : -1));
     values.push_back(static_cast<double>(random()));
     values.push_back(static_cast<double>(random() % 100000) / 1000);
+    // Whole numbers on both sides of 10^16, where %.16g turns to exponents.
+    values.push_back(static_cast<double>(random() >> (i % 64)));
+    values.push_back(-static_cast<double>(random() >> (i % 64)));
   }
   MetricFamily gauge{"awkward_gauge", "help with \\ and \"quotes\"", MetricType::Gauge, {}};
   MetricFamily counter{"awkward_total", "", MetricType::Counter, {}};

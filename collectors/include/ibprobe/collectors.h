@@ -5,8 +5,10 @@
 #include <prometheus/metric_family.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,22 +70,58 @@ class ErrorSink {
   virtual void record(ReadError reason, const std::filesystem::path& path) = 0;
 };
 
-// Families under construction, kept in first-seen order with their samples grouped.
+// Families under construction, kept in first-seen order with their samples grouped. Every sample
+// is one value (counters, gauges, untyped). Labels are kept as exposition text: a scrape adds
+// tens of thousands of samples that share a few label sets (one switch port's labels go on every
+// one of its series), and a sample then costs no allocation of its own.
 class MetricSet {
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
 
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, double value);
+  // The same with more labels after `labels` (`counter="symbol_error"` after a port's own),
+  // without a copy of `labels` per sample.
+  using ExtraLabel = std::pair<std::string_view, std::string_view>;
+  void add(std::string_view family, std::string_view help, prometheus::MetricType type,
+           const Labels& labels, std::initializer_list<ExtraLabel> extra, double value);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(MetricSet&& other);
   std::vector<prometheus::MetricFamily> take() &&;
+  // Appends the text exposition format (0.0.4) of every family to `out`, byte for byte what
+  // prometheus-cpp's TextSerializer writes for take()'s families.
+  void append_text(std::string& out) const;
   bool empty() const { return families_.empty(); }
 
  private:
-  prometheus::MetricFamily& family(std::string_view name, std::string_view help,
-                                   prometheus::MetricType type);
-  std::vector<prometheus::MetricFamily> families_;
+  struct Span {
+    std::uint32_t offset = 0;
+    std::uint32_t size = 0;
+  };
+  struct Sample {
+    Span labels;  // name="value",... of the Labels given
+    Span extra;   // name="value",... of the labels after them, if any
+    double value;
+  };
+  struct Family {
+    std::string name;
+    std::string help;
+    prometheus::MetricType type;
+    std::vector<Sample> samples;
+  };
+
+  Family& family(std::string_view name, std::string_view help, prometheus::MetricType type);
+  Span render(const Labels& labels);
+  Span render(std::initializer_list<ExtraLabel> extra);
+  std::string_view text(Span span) const { return {label_text_.data() + span.offset, span.size}; }
+
+  std::vector<Family> families_;
+  std::size_t last_family_ = 0;
+  std::string label_text_;
+  // The labels rendered last: collectors add a port's series one after another.
+  Labels last_labels_;
+  Span last_span_;
+  bool rendered_any_ = false;
 };
 
 // One source of metrics, like a node_exporter collector. Called once per device per scrape,
@@ -136,6 +174,8 @@ class Scraper {
   Scraper(const Scraper&) = delete;
   Scraper& operator=(const Scraper&) = delete;
   std::vector<prometheus::MetricFamily> scrape();
+  // The same scrape as a metric set, to be written as text without building families.
+  MetricSet scrape_set();
 
  private:
   struct State;

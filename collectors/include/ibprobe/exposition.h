@@ -1,0 +1,21 @@
+// The pieces of the Prometheus text exposition format (0.0.4) as prometheus-cpp's TextSerializer
+// writes them: shared by the metric set's own writer and the exporter's writer of families.
+#pragma once
+
+#include <prometheus/metric_type.h>
+
+#include <string>
+#include <string_view>
+
+namespace ibprobe::collectors::exposition {
+
+// A sample value: printf's %.16g, NaN and the infinities spelled prometheus-cpp's way.
+void append_value(std::string& out, double value);
+
+// A label value with backslash, double quote and newline escaped.
+void append_escaped(std::string& out, std::string_view value);
+
+// "counter", "gauge", ... as the TYPE line names it.
+std::string_view type_name(prometheus::MetricType type);
+
+}  // namespace ibprobe::collectors::exposition
