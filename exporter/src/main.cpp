@@ -7,6 +7,7 @@
 #include <exception>
 #include <iostream>
 
+#include "ibprobe/active_port.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
@@ -78,7 +79,9 @@ std::optional<probes::LocalPort> probe_port(const exporter::Config& config) {
                              static_cast<std::uint8_t>(config.probe_device_port),
                              config.sysfs_root};
   }
-  return probes::first_active_port(config.sysfs_root);
+  const auto active = collectors::first_active_port(config.sysfs_root);
+  if (!active) return std::nullopt;
+  return probes::LocalPort{active->device, active->port, active->sysfs_root};
 }
 
 // The verbs probe responder, when asked for and when there is a port to probe on.

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "ibprobe/verbs_probe.h"
+#include "ibprobe/probe_failure.h"
 
 namespace ibprobe::probes::peer_auth {
 namespace {
