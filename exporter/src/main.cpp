@@ -12,6 +12,7 @@
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
 #include "mesh_plan_command.h"
+#include "mesh_runner.h"
 #include "probe_api.h"
 #include "probe_service.h"
 #include "web_config.h"
@@ -104,6 +105,23 @@ std::unique_ptr<probes::Responder> start_probe_responder(
   return responder;
 }
 
+// The mesh, when the configuration turns it on: it needs the port to ping from and the
+// responder, which tells peers where this host answers.
+std::unique_ptr<exporter::MeshRunner> start_mesh(const exporter::Config& config,
+                                                 const std::optional<probes::LocalPort>& local,
+                                                 const exporter::MeshConfig& mesh) {
+  if (!mesh.enabled) return nullptr;
+  if (config.probe_responder_address.empty()) {
+    throw std::invalid_argument(
+        "mesh: enabled needs --probe.responder-address, where peers learn this host's address");
+  }
+  if (!local) throw std::invalid_argument("mesh: enabled, but no RDMA port is ACTIVE");
+  return std::make_unique<exporter::MeshRunner>(exporter::MeshRunner::Options{
+      mesh, *local,
+      config.probe_responder_address.substr(config.probe_responder_address.rfind(':') + 1),
+      config.probe_shared_secret});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,7 +164,9 @@ int main(int argc, char** argv) {
     exporter::ProbeService probe_service(exporter::ProbeService::Options{
         local, config.probe_shared_secret, config.config_file, gate});
     const exporter::ProbeApi probe_api(probe_service);
+    const auto mesh = start_mesh(config, local, probe_service.config()->mesh);
     exporter::Routes routes(config, scraper, &probe_api);
+    if (mesh) routes.set_extra_metrics([&mesh] { return mesh->metrics(); });
     exporter::HttpServer server(config.listen_address, config.http_threads, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
