@@ -88,7 +88,8 @@ std::optional<probes::LocalPort> probe_port(const exporter::Config& config) {
 // The verbs probe responder, when asked for and when there is a port to probe on.
 std::unique_ptr<probes::Responder> start_probe_responder(
     const exporter::Config& config, const std::optional<probes::LocalPort>& local,
-    const probes::Limits& limits, std::shared_ptr<probes::ProbeGate> gate) {
+    const probes::Limits& limits, std::shared_ptr<probes::ProbeGate> gate,
+    std::optional<probes::MeshEndpoint> mesh_endpoint) {
   if (config.probe_responder_address.empty()) return nullptr;
   if (!local) {
     spdlog::info("probe responder off: no RDMA port is ACTIVE");
@@ -99,7 +100,8 @@ std::unique_ptr<probes::Responder> start_probe_responder(
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   auto responder = std::make_unique<probes::Responder>(
       host, config.probe_responder_address.substr(colon + 1), *local,
-      probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate)});
+      probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate),
+                               std::move(mesh_endpoint)});
   spdlog::info("probe responder listening on {} port {} for {} port {}",
                config.probe_responder_address, responder->port(), local->device, local->port);
   return responder;
@@ -170,7 +172,8 @@ int main(int argc, char** argv) {
     exporter::HttpServer server(config.listen_address, config.http_threads, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
-        start_probe_responder(config, local, probe_service.config()->limits, gate);
+        start_probe_responder(config, local, probe_service.config()->limits, gate,
+                              mesh ? std::optional(mesh->endpoint()) : std::nullopt);
     routes.set_fabric(fabric.get());
     routes.set_ready(true);
     spdlog::info(

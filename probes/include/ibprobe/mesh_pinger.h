@@ -11,20 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "ibprobe/mesh_endpoint.h"
 #include "ibprobe/verbs_probe.h"
 
 namespace ibprobe::probes {
-
-// Where a host's pinger is reached: what its responder tells over the control channel.
-struct MeshEndpoint {
-  std::array<std::uint8_t, 16> gid{};
-  std::uint16_t lid = 0;  // InfiniBand: the destination LID; 0 on RoCE
-  std::uint32_t qpn = 0;
-  std::uint32_t qkey = 0;
-  std::string gid_family;  // ipv4, ipv6 or ib
-
-  bool operator==(const MeshEndpoint&) const = default;
-};
 
 // Which clock measured an RTT: the RNIC's completion timestamps, or the host's steady clock.
 enum class PingClock { kSoftware, kDevice };
