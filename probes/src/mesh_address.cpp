@@ -3,6 +3,7 @@
 #include "control_channel.h"
 #include "ibprobe/mesh_pinger.h"
 #include "peer_auth.h"
+#include "run_common.h"
 
 namespace ibprobe::probes {
 
@@ -11,9 +12,9 @@ MeshEndpoint fetch_mesh_endpoint(const std::string& host, const std::string& por
                                  std::chrono::steady_clock::time_point deadline) {
   const peer_auth::InitiatorAuth auth(shared_secret);
   auto channel = ControlChannel::connect(host, port, deadline);
-  channel.send(protocol::Hello{protocol::kProtocolVersion, "ibprobe " IBPROBE_VERSION,
-                               auth.challenge(), std::nullopt},
-               deadline);
+  channel.send(
+      protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(), std::nullopt},
+      deadline);
   const auto hello = channel.expect<protocol::Hello>(deadline, "the responder's hello");
   auth.verify(hello, channel.peer());
   channel.send(protocol::MeshAddressRequest{auth.mesh_authenticator(hello)}, deadline);

@@ -49,6 +49,25 @@ void log_validation(const std::string& peer, const ValidationReport& v) {
               v.first_error.empty() ? "" : " first_error: ", v.first_error);
 }
 
+// The mesh address exchange, answered on the connection that asked: nothing is allocated.
+void answer_mesh_address(ControlChannel& channel, const peer_auth::ResponderAuth& auth,
+                         const protocol::MeshAddressRequest& request,
+                         const std::optional<MeshEndpoint>& endpoint, Clock::time_point deadline) {
+  if (const auto refusal = auth.check(request)) {
+    channel.send(*refusal, deadline);
+    return;
+  }
+  if (!endpoint) {
+    channel.send(protocol::Error{protocol::ErrorCode::kBadRequest,
+                                 "the mesh is off on this exporter: no pings answered here"},
+                 deadline);
+    return;
+  }
+  channel.send(protocol::MeshAddress{endpoint->gid, endpoint->lid, endpoint->qpn, endpoint->qkey,
+                                     endpoint->gid_family},
+               deadline);
+}
+
 }  // namespace
 
 Responder::Responder(const std::string& host, const std::string& port, LocalPort local,
@@ -160,8 +179,14 @@ void Responder::handle(int fd) {
     const auto answer = auth.answer(hello, kSoftwareVersion);
     std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
     if (std::holds_alternative<protocol::Error>(answer)) return;
-    const auto request =
-        channel.expect<protocol::ProbeRequest>(setup_deadline, "the probe request");
+    auto next = channel.receive(setup_deadline);
+    if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&next)) {
+      answer_mesh_address(channel, auth, *mesh, options_.mesh_endpoint, setup_deadline);
+      return;
+    }
+    auto* asked = std::get_if<protocol::ProbeRequest>(&next);
+    if (!asked) channel.fail_unexpected(next, "the probe request");
+    const auto request = std::move(*asked);
     if (const auto refusal = auth.check(request)) {
       channel.send(*refusal, setup_deadline);
       return;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "ibprobe/mesh_endpoint.h"
 #include "ibprobe/probe_failure.h"
 #include "ibprobe/probes.h"
 
@@ -112,6 +113,8 @@ struct ResponderOptions {
   std::string shared_secret;  // empty: any initiator may probe
   // Shared with the exporter's own probes on the same port; null: the responder's own gate.
   std::shared_ptr<ProbeGate> gate;
+  // Where this host's mesh pinger answers, told to peers that ask; unset: the mesh is off here.
+  std::optional<MeshEndpoint> mesh_endpoint = std::nullopt;
 };
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure with the
