@@ -65,9 +65,12 @@ start_exporters() {
 
 # One mesh sample of HOST's exposition towards PEER: FAMILY with an optional extra label match.
 mesh_sample() { # HOST PEER FAMILY [LABEL_SUBSTRING]
-    curl -fsS "$(exporter_url "$1")/metrics" | awk -v f="$3" -v p="peer=\"$(target "$2")\"" -v l="${4:-}" '
+    local body
+    # Whole, then searched: awk leaving early would fail curl's write (and the pipeline).
+    body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
+    awk -v f="$3" -v p="peer=\"$(target "$2")\"" -v l="${4:-}" '
         index($0, f "{") == 1 && index($0, p) && index($0, l) { print $NF; found = 1; exit }
-        END { exit !found }'
+        END { exit !found }' <<<"$body"
 }
 
 wait_for() { # SECONDS DESCRIPTION COMMAND...
@@ -86,18 +89,18 @@ answered_at_least() { # HOST PEER COUNT
 }
 
 check_pings_flow() {
-    local host peer count lost sum clock
+    local host peer count lost sum clock body
     for host in A B; do
         peer=$([[ $host == A ]] && echo B || echo A)
         wait_for 60 "VM $host: 5 answered pings to $peer" answered_at_least "$host" "$peer" 5
         count=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_count)
         sum=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_sum)
         lost=$(mesh_sample "$host" "$peer" rdma_mesh_pings_lost_total)
-        clock=$(curl -fsS "$(exporter_url "$host")/metrics" | grep -o 'rdma_mesh_rtt_seconds_count{[^}]*}' | grep -o 'clock="[a-z]*"')
+        body=$(curl -fsS "$(exporter_url "$host")/metrics")
+        clock=$(grep -o 'rdma_mesh_rtt_seconds_count{[^}]*}' <<<"$body" | grep -o 'clock="[a-z]*"')
         [[ $clock == 'clock="software"' ]] || fail "VM $host: RTT clock $clock, rxe has no completion timestamps"
         [[ $lost == 0 ]] || fail "VM $host lost $lost pings to $peer over the intact link"
-        grep -q '^rdma_mesh_plan_peers{local_tor="leaf1",reason="same_tor"} 1$' \
-            <<<"$(curl -fsS "$(exporter_url "$host")/metrics")" || fail "VM $host: plan is not one same-ToR peer"
+        grep -q '^rdma_mesh_plan_peers{local_tor="leaf1",reason="same_tor"} 1$' <<<"$body" || fail "VM $host: plan is not one same-ToR peer"
         note "VM $host -> $peer: $count pings answered, none lost, mean RTT $(python3 -c "print(f'{$sum / $count * 1e6:.0f}')") us ($clock)"
     done
     grep -q 'mesh: .* answers pings on QPN' <<<"$(lab output --stderr A exporter)" \
