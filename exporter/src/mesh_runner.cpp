@@ -300,7 +300,15 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
                s.options.local.device, s.options.local.port, s.pinger->endpoint().qpn,
                s.pinger->endpoint().gid_family, s.pinger->clock_detail());
   s.control_thread = std::thread([&s] { s.control_loop(); });
-  s.ping_thread = std::thread([&s] { s.ping_loop(); });
+  s.ping_thread = std::thread([&s] {
+    // A device that fails under the pinger (removed, reset) ends the mesh, not the exporter:
+    // /metrics keeps serving, the counters stop and the mesh rules see the host go quiet.
+    try {
+      s.ping_loop();
+    } catch (const std::exception& e) {
+      spdlog::error("mesh: pinging stopped: {}", e.what());
+    }
+  });
 }
 
 MeshRunner::~MeshRunner() {
