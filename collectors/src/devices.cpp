@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+
+#include "ibprobe/active_port.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -70,6 +73,29 @@ std::vector<std::string> list_ports(const Device& device) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
   });
   return ports;
+}
+
+std::optional<ActivePort> first_active_port(const std::filesystem::path& sysfs_root) {
+  const auto class_dir = sysfs_root / "class" / "infiniband";
+  std::error_code ec;
+  std::vector<std::filesystem::path> devices;
+  for (std::filesystem::directory_iterator it(class_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    devices.push_back(it->path());
+  }
+  std::sort(devices.begin(), devices.end());
+  for (const auto& device : devices) {
+    for (unsigned port = 1; port <= 255; ++port) {
+      std::ifstream state(device / "ports" / std::to_string(port) / "state");
+      if (!state) break;
+      std::string text;
+      std::getline(state, text);
+      if (text.find("ACTIVE") != std::string::npos && text.find("DEFER") == std::string::npos) {
+        return ActivePort{device.filename().string(), static_cast<std::uint8_t>(port), sysfs_root};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace ibprobe::collectors

@@ -7,10 +7,12 @@
 #include <exception>
 #include <iostream>
 
+#include "ibprobe/active_port.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/verbs_probe.h"
 #include "mesh_plan_command.h"
+#include "mesh_runner.h"
 #include "probe_api.h"
 #include "probe_service.h"
 #include "web_config.h"
@@ -78,13 +80,16 @@ std::optional<probes::LocalPort> probe_port(const exporter::Config& config) {
                              static_cast<std::uint8_t>(config.probe_device_port),
                              config.sysfs_root};
   }
-  return probes::first_active_port(config.sysfs_root);
+  const auto active = collectors::first_active_port(config.sysfs_root);
+  if (!active) return std::nullopt;
+  return probes::LocalPort{active->device, active->port, active->sysfs_root};
 }
 
 // The verbs probe responder, when asked for and when there is a port to probe on.
 std::unique_ptr<probes::Responder> start_probe_responder(
     const exporter::Config& config, const std::optional<probes::LocalPort>& local,
-    const probes::Limits& limits, std::shared_ptr<probes::ProbeGate> gate) {
+    const probes::Limits& limits, std::shared_ptr<probes::ProbeGate> gate,
+    std::optional<probes::MeshEndpoint> mesh_endpoint) {
   if (config.probe_responder_address.empty()) return nullptr;
   if (!local) {
     spdlog::info("probe responder off: no RDMA port is ACTIVE");
@@ -95,10 +100,28 @@ std::unique_ptr<probes::Responder> start_probe_responder(
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   auto responder = std::make_unique<probes::Responder>(
       host, config.probe_responder_address.substr(colon + 1), *local,
-      probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate)});
+      probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate),
+                               std::move(mesh_endpoint)});
   spdlog::info("probe responder listening on {} port {} for {} port {}",
                config.probe_responder_address, responder->port(), local->device, local->port);
   return responder;
+}
+
+// The mesh, when the configuration turns it on: it needs the port to ping from and the
+// responder, which tells peers where this host answers.
+std::unique_ptr<exporter::MeshRunner> start_mesh(const exporter::Config& config,
+                                                 const std::optional<probes::LocalPort>& local,
+                                                 const exporter::MeshConfig& mesh) {
+  if (!mesh.enabled) return nullptr;
+  if (config.probe_responder_address.empty()) {
+    throw std::invalid_argument(
+        "mesh: enabled needs --probe.responder-address, where peers learn this host's address");
+  }
+  if (!local) throw std::invalid_argument("mesh: enabled, but no RDMA port is ACTIVE");
+  return std::make_unique<exporter::MeshRunner>(exporter::MeshRunner::Options{
+      mesh, *local,
+      config.probe_responder_address.substr(config.probe_responder_address.rfind(':') + 1),
+      config.probe_shared_secret});
 }
 
 }  // namespace
@@ -143,11 +166,14 @@ int main(int argc, char** argv) {
     exporter::ProbeService probe_service(exporter::ProbeService::Options{
         local, config.probe_shared_secret, config.config_file, gate});
     const exporter::ProbeApi probe_api(probe_service);
+    const auto mesh = start_mesh(config, local, probe_service.config()->mesh);
     exporter::Routes routes(config, scraper, &probe_api);
+    if (mesh) routes.set_extra_metrics([&mesh] { return mesh->metrics(); });
     exporter::HttpServer server(config.listen_address, config.http_threads, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
-        start_probe_responder(config, local, probe_service.config()->limits, gate);
+        start_probe_responder(config, local, probe_service.config()->limits, gate,
+                              mesh ? std::optional(mesh->endpoint()) : std::nullopt);
     routes.set_fabric(fabric.get());
     routes.set_ready(true);
     spdlog::info(

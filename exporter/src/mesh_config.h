@@ -1,6 +1,6 @@
-// The `mesh:` section of --config.file: the mesh's peers, this host, and the planner's policy.
-// --mesh.plan reads it; the prober that will run the plan is not part of the exporter yet, so
-// there is no switch to turn a mesh on.
+// The `mesh:` section of --config.file: whether this exporter runs the mesh, its peers, this
+// host, and the planner's policy. --mesh.plan reads it too. Read once at startup: a reload
+// leaves a running mesh as it is.
 #pragma once
 
 #include <string>
@@ -10,6 +10,7 @@
 namespace ibprobe::exporter {
 
 struct MeshConfig {
+  bool enabled = false;  // off by default: pings start only where asked for
   // Where the peer list comes from: a file_sd file, or a NAME:PORT resolving to every peer.
   std::string peers_file;
   std::string peers_dns;

@@ -296,8 +296,9 @@ double positive_number(const YAML::Node& node, const std::string& field, double 
 void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(node, "mesh",
-                      {"peers_file", "peers_dns", "self", "peer_rate", "host_budget", "epoch",
-                       "host_pairs_per_tor_pair", "min_watchers"});
+                      {"enabled", "peers_file", "peers_dns", "self", "peer_rate", "host_budget",
+                       "epoch", "host_pairs_per_tor_pair", "min_watchers"});
+  if (node["enabled"]) mesh.enabled = boolean(node["enabled"], "enabled");
   if (node["peers_file"]) mesh.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["peers_dns"]) mesh.peers_dns = scalar(node["peers_dns"], "peers_dns");
   if (node["peers_file"] && node["peers_dns"]) {

@@ -91,6 +91,11 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
 HttpResponse Routes::metrics() const {
   const auto metrics = scraper_.scrape_set();
   std::vector<prometheus::MetricFamily> families{build_info()};
+  if (extra_metrics_) {
+    auto extra = extra_metrics_();
+    families.insert(families.end(), std::make_move_iterator(extra.begin()),
+                    std::make_move_iterator(extra.end()));
+  }
   if (probes_) {
     auto probe_families = probes_->metrics();
     families.insert(families.end(), std::make_move_iterator(probe_families.begin()),

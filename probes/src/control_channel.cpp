@@ -9,8 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
-#include "rc_session.h"
+#include "ibprobe/probe_failure.h"
 
 namespace ibprobe::probes {
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "ibprobe/verbs_probe.h"
+#include "ibprobe/probe_failure.h"
 
 namespace ibprobe::probes::peer_auth {
 namespace {
@@ -83,6 +83,11 @@ Bytes initiator_proof(std::string_view secret, const Bytes& initiator_nonce,
   return hmac(secret, message);
 }
 
+Bytes initiator_mesh_proof(std::string_view secret, const Bytes& initiator_nonce,
+                           const Bytes& responder_nonce) {
+  return hmac(secret, transcript("mesh-initiator", initiator_nonce, responder_nonce));
+}
+
 bool same_proof(const Bytes& expected, const std::optional<Bytes>& presented) {
   if (!presented || presented->size() != expected.size()) return false;
   return CRYPTO_memcmp(expected.data(), presented->data(), expected.size()) == 0;
@@ -142,6 +147,12 @@ std::optional<Bytes> InitiatorAuth::authenticator(const protocol::Hello& respond
   return initiator_proof(secret_, *nonce_, *responder_hello.challenge, spec);
 }
 
+std::optional<Bytes> InitiatorAuth::mesh_authenticator(
+    const protocol::Hello& responder_hello) const {
+  if (secret_.empty() || !responder_hello.challenge) return std::nullopt;
+  return initiator_mesh_proof(secret_, *nonce_, *responder_hello.challenge);
+}
+
 std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
     const protocol::Hello& initiator_hello, const std::string& software_version) {
   protocol::Hello hello{protocol::kProtocolVersion, software_version, std::nullopt, std::nullopt};
@@ -161,6 +172,17 @@ std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
 std::optional<protocol::Error> ResponderAuth::check(const protocol::ProbeRequest& request) const {
   if (secret_.empty()) return std::nullopt;
   if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request.spec),
+                 request.authenticator)) {
+    return std::nullopt;
+  }
+  return protocol::Error{protocol::ErrorCode::kUnauthorized,
+                         "the initiator could not prove it holds the shared secret"};
+}
+
+std::optional<protocol::Error> ResponderAuth::check(
+    const protocol::MeshAddressRequest& request) const {
+  if (secret_.empty()) return std::nullopt;
+  if (same_proof(initiator_mesh_proof(secret_, initiator_nonce_, responder_nonce_),
                  request.authenticator)) {
     return std::nullopt;
   }

@@ -35,6 +35,12 @@ protocol::Bytes responder_proof(std::string_view secret, const protocol::Bytes& 
 protocol::Bytes initiator_proof(std::string_view secret, const protocol::Bytes& initiator_nonce,
                                 const protocol::Bytes& responder_nonce, const ProbeSpec& spec);
 
+// The initiator's proof for a mesh address request: its own role name, so a probe request's
+// proof cannot be passed off as one, nor the other way round.
+protocol::Bytes initiator_mesh_proof(std::string_view secret,
+                                     const protocol::Bytes& initiator_nonce,
+                                     const protocol::Bytes& responder_nonce);
+
 // Compares in time independent of where the two differ.
 bool same_proof(const protocol::Bytes& expected, const std::optional<protocol::Bytes>& presented);
 
@@ -54,6 +60,8 @@ class InitiatorAuth {
   // For the ProbeRequest, once verify() has passed.
   std::optional<protocol::Bytes> authenticator(const protocol::Hello& responder_hello,
                                                const ProbeSpec& spec) const;
+  // For the MeshAddressRequest, once verify() has passed.
+  std::optional<protocol::Bytes> mesh_authenticator(const protocol::Hello& responder_hello) const;
 
  private:
   std::string secret_;
@@ -70,6 +78,7 @@ class ResponderAuth {
                                                         const std::string& software_version);
   // The Error refusing a request whose authenticator does not prove the secret for this spec.
   std::optional<protocol::Error> check(const protocol::ProbeRequest& request) const;
+  std::optional<protocol::Error> check(const protocol::MeshAddressRequest& request) const;
 
  private:
   std::string secret_;

@@ -177,6 +177,20 @@ json body_of(const Error& error) {
   return {{"code", to_wire(error.code)}, {"text", error.text}};
 }
 
+json body_of(const MeshAddressRequest& request) {
+  json out = json::object();
+  if (request.authenticator) out["authenticator"] = hex(*request.authenticator);
+  return out;
+}
+
+json body_of(const MeshAddress& address) {
+  return {{"gid", hex(address.gid)},
+          {"lid", address.lid},
+          {"qpn", address.qpn},
+          {"qkey", address.qkey},
+          {"gid_family", address.gid_family}};
+}
+
 void put_u16(Bytes& out, std::uint16_t value) {
   out.push_back(static_cast<std::uint8_t>(value >> 8));
   out.push_back(static_cast<std::uint8_t>(value));
@@ -514,6 +528,17 @@ Result result_from(const Fields& in) {
   return result;
 }
 
+MeshAddress mesh_address_from(const Fields& in) {
+  MeshAddress address;
+  const Bytes gid = in.hex_bytes("gid", address.gid.size(), address.gid.size());
+  std::copy(gid.begin(), gid.end(), address.gid.begin());
+  address.lid = static_cast<std::uint16_t>(in.unsigned_number("lid", kMaxU16));
+  address.qpn = static_cast<std::uint32_t>(in.unsigned_number("qpn", kMax24Bit));
+  address.qkey = in.u32("qkey");
+  address.gid_family = in.text("gid_family", kMaxShortText);
+  return address;
+}
+
 Message message_from(const FrameHeader& header, const json& body) {
   const Fields in(body, "");
   switch (header.type) {
@@ -539,6 +564,13 @@ Message message_from(const FrameHeader& header, const json& body) {
           enum_field(in, "code", parse_error_code,
                      "bad_request, limit_exceeded, busy, unauthorized, timeout, internal, verbs"),
           in.text("text", kMaxLongText)};
+    case MessageType::kMeshAddressRequest:
+      return MeshAddressRequest{
+          in.has("authenticator")
+              ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
+              : std::nullopt};
+    case MessageType::kMeshAddress:
+      return mesh_address_from(in);
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }
@@ -577,7 +609,11 @@ Bytes encode(const Message& message) {
       std::is_same_v<std::variant_alternative_t<0, Message>, Hello> &&
       std::is_same_v<
           std::variant_alternative_t<static_cast<std::size_t>(MessageType::kError) - 1, Message>,
-          Error>);
+          Error> &&
+      std::is_same_v<std::variant_alternative_t<
+                         static_cast<std::size_t>(MessageType::kMeshAddress) - 1, Message>,
+                     MeshAddress> &&
+      std::variant_size_v<Message> == static_cast<std::size_t>(MessageType::kMeshAddress));
   put_u16(frame, static_cast<std::uint16_t>(message.index() + 1));
   put_u32(frame, static_cast<std::uint32_t>(body.size()));
   frame.insert(frame.end(), body.begin(), body.end());
@@ -603,7 +639,7 @@ std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_
   }
   const std::uint16_t type = get_u16(bytes.subspan(6));
   if (type < static_cast<std::uint16_t>(MessageType::kHello) ||
-      type > static_cast<std::uint16_t>(MessageType::kError)) {
+      type > static_cast<std::uint16_t>(MessageType::kMeshAddress)) {
     return DecodeError{DecodeErrorKind::kUnknownType,
                        "unknown message type " + std::to_string(type)};
   }

@@ -37,6 +37,11 @@ enum class MessageType : std::uint16_t {
   kReady = 6,
   kResult = 7,
   kError = 8,
+  // The mesh: an initiator asks for the responder's UD pinging address, once per peer and again
+  // when pings stop being answered. Types a peer without a mesh does not know it refuses as
+  // unknown, so the addition needs no new protocol version.
+  kMeshAddressRequest = 9,
+  kMeshAddress = 10,
 };
 
 using Bytes = std::vector<std::uint8_t>;
@@ -147,8 +152,27 @@ struct Error {
   bool operator==(const Error&) const = default;
 };
 
-using Message =
-    std::variant<Hello, ProbeRequest, ProbeAccept, ProbeReject, QpInfo, Ready, Result, Error>;
+// Sent after the Hellos instead of a ProbeRequest. With a shared secret, the initiator's proof
+// over both challenges (peer_auth::initiator_mesh_proof).
+struct MeshAddressRequest {
+  std::optional<Bytes> authenticator;
+
+  bool operator==(const MeshAddressRequest&) const = default;
+};
+
+// Where the responder's exporter answers mesh pings: its UD QP, reached with this GID and Q_Key.
+struct MeshAddress {
+  std::array<std::uint8_t, 16> gid{};
+  std::uint16_t lid = 0;  // InfiniBand ports: the destination LID; 0 on RoCE
+  std::uint32_t qpn = 0;  // 24 bits
+  std::uint32_t qkey = 0;
+  std::string gid_family;  // ipv4, ipv6 or ib: never paired with another family
+
+  bool operator==(const MeshAddress&) const = default;
+};
+
+using Message = std::variant<Hello, ProbeRequest, ProbeAccept, ProbeReject, QpInfo, Ready, Result,
+                             Error, MeshAddressRequest, MeshAddress>;
 
 // The whole frame. Throws std::length_error if the body would exceed kMaxBodyBytes.
 Bytes encode(const Message& message);

@@ -1,17 +1,14 @@
-// One side of a probe's RC connection: the verbs resources a ProbeSpec asks for, connected to
-// the peer's QPs, and the perftest-style data loops for each side of each probe kind.
+// The perftest-style data loops for each side of each probe kind, run over one side's RC
+// resources (rc_resources.h) once they are connected to the peer's QPs.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "ibprobe/probes.h"
-#include "ibprobe/verbs_probe.h"
-#include "protocol.h"
-#include "verbs.h"
+#include "rc_resources.h"
 
 namespace ibprobe::probes {
 
@@ -26,27 +23,6 @@ struct RunGuard {
   // What the deadline stands for, for the message when it passes.
   std::chrono::seconds timeout{0};
 };
-
-// Binds the calling thread's CPUs and new memory to one NUMA node for as long as it lives, and
-// gives the thread its whole machine back afterwards (the thread may be a server's worker).
-class NumaBinding {
- public:
-  explicit NumaBinding(int node);
-  ~NumaBinding();
-  NumaBinding(const NumaBinding&) = delete;
-  NumaBinding& operator=(const NumaBinding&) = delete;
-  int node() const { return node_; }
-
- private:
-  int node_;
-};
-
-// Which end of the run a session is: the spec's per-side choices (GID index, NUMA) differ.
-enum class Side { kInitiator, kResponder };
-
-// The node a probe on `device` binds to under `policy`; -1 for none (policy none, or a device
-// without a NUMA node, such as rxe, or a machine without NUMA support).
-int numa_node_for(const std::string& device, NumaPolicy policy, std::optional<std::uint32_t> node);
 
 // perftest's duration-mode measurement: post for the whole duration, count what completes
 // between the end of the warm-up margin and the start of the cool-down margin.
@@ -65,32 +41,9 @@ class DurationWindow {
   std::uint64_t done_at_from_ = 0, done_at_to_ = 0;
 };
 
-class RcSession {
+class RcSession : public RcResources {
  public:
-  // Opens the device and creates PD, buffer, CQ and QPs (in INIT). Throws on any failure, with
-  // everything created so far released.
-  RcSession(const LocalPort& local, const ProbeSpec& spec, Side side);
-
-  const verbs::PortFacts& port() const { return port_; }
-  // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
-  // has configured the port), link_rate (detail: Gbit/s, for the other side to compare).
-  std::vector<protocol::PreflightCheck> preflight_checks() const;
-  int numa_node() const { return numa_.node(); }
-  // What this side really used where perftest derives it: CQ moderation from the spec's rule,
-  // inline size from the device, relaxed ordering from the registration, reads in flight from
-  // both sides' limits (after connect()).
-  std::uint32_t cq_moderation() const { return cq_moderation_; }
-  std::uint32_t inline_size() const { return inline_size_; }
-  bool relaxed_ordering() const { return buffer_.relaxed_ordering; }
-  std::uint32_t outstanding_reads() const { return outstanding_reads_; }
-  protocol::SideFacts facts() const;
-  // Calls of ibv_post_send and work completions reaped so far: a post list shows as one call per
-  // list, CQ moderation as one completion per cq_moderation messages.
-  std::uint64_t post_calls() const { return post_calls_; }
-  std::uint64_t completions() const { return completions_; }
-  protocol::QpInfo local_endpoints() const;
-  // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
-  void connect(const protocol::QpInfo& remote);
+  using RcResources::RcResources;
 
   // Initiator loops.
   BandwidthStats run_bandwidth(const RunGuard& guard);
@@ -112,69 +65,17 @@ class RcSession {
   void corrupt_every(std::uint64_t n) { corrupt_every_ = n; }
 
  private:
-  struct Peer {
-    std::uint64_t addr = 0;
-    std::uint32_t rkey = 0;
-  };
-
-  // Each QP owns two halves of the buffer: the peer writes into the first (and reads from it),
-  // we send from the second.
-  std::uint8_t* receive_area(std::size_t qp) const;
-  std::uint8_t* send_area(std::size_t qp) const;
-  // One message-sized scatter/gather entry over `area` of our registered buffer.
-  ibv_sge message_at(std::uint8_t* area) const;
-  // Posts messages posted_before + 1 .. posted_before + count of one QP with one ibv_post_send,
-  // chained as perftest's post list. A message asks for a completion when its number is a
-  // multiple of the CQ moderation, or when it is message `last` (0: none).
-  void post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before, std::uint64_t last);
-  void post_receive(std::size_t qp);
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
   void exchange(std::uint64_t iteration, TimestampNs sent_at, const RunGuard& guard);
   BandwidthStats run_bandwidth_duration(const RunGuard& guard);
-  // Polls completions, throwing on a failed one; returns how many it reaped.
-  int poll(ibv_wc* wcs, int max);
 
-  // Validating runs: every message in flight has its own slot, reused only once a completion
-  // says the previous message in it is done.
-  std::uint8_t* receive_slot(std::size_t qp, std::size_t slot) const;
-  std::uint8_t* send_slot(std::size_t qp, std::size_t slot) const;
   BandwidthStats run_bandwidth_validated(const RunGuard& guard);
   void serve_send_validated(const RunGuard& guard);
   void post_validated(std::size_t qp, std::uint64_t sequence, bool signaled);
-  void post_validated_receive(std::size_t queue, std::uint32_t slot);
   void record_error(const std::string& what);
 
-  ProbeSpec spec_;
-  // First, so the buffer below is allocated on the node, and released last.
-  NumaBinding numa_;
-  std::uint8_t port_number_;
-  verbs::Context context_;
-  verbs::PortFacts port_;
-  verbs::ProtectionDomain pd_;
-  verbs::RegisteredBuffer buffer_;
-  verbs::CompletionQueue cq_;
-  verbs::SharedReceiveQueue srq_;
-  std::vector<verbs::QueuePair> qps_;
-  std::vector<std::uint32_t> psns_;
-  std::vector<Peer> peers_;
-  std::uint32_t max_rd_atomic_ = 1;
-  std::uint32_t outstanding_reads_ = 1;
-  std::uint32_t cq_moderation_ = 1;
-  std::uint32_t inline_size_ = 0;
-  std::uint64_t post_calls_ = 0;
-  std::uint64_t completions_ = 0;
-  std::vector<ibv_send_wr> chain_;
-  std::vector<ibv_sge> chain_sges_;
-  // Slots per QP in each half of the buffer: 1 and 1 unless validating.
-  std::size_t receive_slots_ = 1;
-  std::size_t send_slots_ = 1;
-  std::uint16_t generation_ = 0;
   ValidationReport validation_;
   std::uint64_t corrupt_every_ = 0;
 };
-
-// Why a completion failed, in words an operator can act on; for RNR retry exhaustion, what it
-// means and which knobs led there.
-std::string describe_failed_completion(const ibv_wc& wc, const ProbeSpec& spec);
 
 }  // namespace ibprobe::probes

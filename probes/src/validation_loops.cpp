@@ -46,52 +46,7 @@ void hca_barrier() {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
-// Piece k of a receive scattered over n pieces: where it starts in the message and where it is
-// placed in the slot. Pieces are placed in reverse address order, so a message that filled them
-// in any order but the posted one would come out scrambled.
-struct Piece {
-  std::size_t message_offset;
-  std::size_t slot_offset;
-  std::size_t length;
-};
-
-Piece piece(std::size_t message_size, std::uint32_t pieces, std::uint32_t k) {
-  const std::size_t base = (message_size + pieces - 1) / pieces;
-  const std::size_t start = std::min<std::size_t>(message_size, base * k);
-  const std::size_t length = std::min<std::size_t>(base, message_size - start);
-  return Piece{start, message_size - start - length, length};
-}
-
 }  // namespace
-
-std::string describe_failed_completion(const ibv_wc& wc, const ProbeSpec& spec) {
-  const auto id = payload::decode_wr_id(wc.wr_id);
-  std::string text = "completion failed on QP " + std::to_string(id.qp) + ": " +
-                     ibv_wc_status_str(wc.status) + " (vendor error " +
-                     std::to_string(wc.vendor_err) + ")";
-  if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) {
-    text +=
-        "; the receiver had no receive posted when the message arrived and answered with RNR "
-        "NAKs until the " +
-        std::to_string(spec.rc.rnr_retry) +
-        " retries rnr_retry allows were used up (receiver back-pressure: posted_receives " +
-        std::to_string(spec.posted_receives ? spec.posted_receives : spec.rx_depth) +
-        ", tx_depth " + std::to_string(spec.tx_depth) +
-        "); the QP is now in the error state and the run cannot go on";
-  } else if (wc.status == IBV_WC_RETRY_EXC_ERR) {
-    text += "; the peer did not acknowledge within retry_cnt " + std::to_string(spec.rc.retry_cnt) +
-            " retransmissions (path or peer lost)";
-  }
-  return text;
-}
-
-std::uint8_t* RcSession::receive_slot(std::size_t qp, std::size_t slot) const {
-  return receive_area(qp) + slot * spec_.message_size;
-}
-
-std::uint8_t* RcSession::send_slot(std::size_t qp, std::size_t slot) const {
-  return send_area(qp) + slot * spec_.message_size;
-}
 
 void RcSession::record_error(const std::string& what) {
   constexpr std::uint64_t kLoggedErrors = 16;  // enough to see a pattern, not a flood
@@ -125,25 +80,6 @@ void RcSession::post_validated(std::size_t qp, std::uint64_t sequence, bool sign
   if (const int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0) {
     throw verbs::VerbsError("ibv_post_send", rc);
   }
-}
-
-void RcSession::post_validated_receive(std::size_t queue, std::uint32_t slot) {
-  ibv_sge sges[8];
-  const std::uint32_t pieces = spec_.receive_sges;
-  for (std::uint32_t k = 0; k < pieces; ++k) {
-    const Piece p = piece(spec_.message_size, pieces, k);
-    sges[k].addr = reinterpret_cast<std::uintptr_t>(receive_slot(queue, slot) + p.slot_offset);
-    sges[k].length = static_cast<std::uint32_t>(p.length);
-    sges[k].lkey = buffer_.mr->lkey;
-  }
-  ibv_recv_wr wr{};
-  wr.wr_id = payload::encode_wr_id({static_cast<std::uint16_t>(queue), generation_, slot});
-  wr.sg_list = sges;
-  wr.num_sge = static_cast<int>(pieces);
-  ibv_recv_wr* bad = nullptr;
-  const int rc =
-      srq_ ? ibv_post_srq_recv(srq_.get(), &wr, &bad) : ibv_post_recv(qps_[queue].get(), &wr, &bad);
-  if (rc != 0) throw verbs::VerbsError("ibv_post_recv", rc);
 }
 
 // perftest's bandwidth loop with a filled message per post: up to tx_depth messages in flight

@@ -43,6 +43,12 @@ struct QpDestroyer {
 struct SrqDestroyer {
   void operator()(ibv_srq* srq) const { ibv_destroy_srq(srq); }
 };
+struct AhDestroyer {
+  void operator()(ibv_ah* ah) const { ibv_destroy_ah(ah); }
+};
+struct CompChannelDestroyer {
+  void operator()(ibv_comp_channel* channel) const { ibv_destroy_comp_channel(channel); }
+};
 struct AlignedFree {
   void operator()(std::uint8_t* p) const { std::free(p); }
 };
@@ -53,6 +59,8 @@ using MemoryRegion = std::unique_ptr<ibv_mr, MrDeregisterer>;
 using CompletionQueue = std::unique_ptr<ibv_cq, CqDestroyer>;
 using QueuePair = std::unique_ptr<ibv_qp, QpDestroyer>;
 using SharedReceiveQueue = std::unique_ptr<ibv_srq, SrqDestroyer>;
+using AddressHandle = std::unique_ptr<ibv_ah, AhDestroyer>;
+using CompletionChannel = std::unique_ptr<ibv_comp_channel, CompChannelDestroyer>;
 using Buffer = std::unique_ptr<std::uint8_t, AlignedFree>;
 
 // Opens the named device; the error lists the devices that do exist.

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ibprobe/verbs_probe.h"
+#include "ibprobe/active_port.h"
 #include "sysfs_fixture.h"
 
 namespace ibprobe::testing {
@@ -15,7 +15,7 @@ TEST(FirstActivePort, SkipsPortsThatAreNotActive) {
   auto second = mlx5_ib_device("mlx5_1", 2, 1);
   second.ports.at(1).state = "2: INIT";
   tree.add(second);
-  const auto port = probes::first_active_port(tree.root());
+  const auto port = collectors::first_active_port(tree.root());
   ASSERT_TRUE(port);
   EXPECT_EQ(port->device, "mlx5_1");
   EXPECT_EQ(port->port, 2);
@@ -24,11 +24,11 @@ TEST(FirstActivePort, SkipsPortsThatAreNotActive) {
 
 TEST(FirstActivePort, NoneWithoutActivePorts) {
   SysfsTree tree;
-  EXPECT_FALSE(probes::first_active_port(tree.root()));
+  EXPECT_FALSE(collectors::first_active_port(tree.root()));
   auto device = rxe_device("rxe0", "eth0", 3);
   device.ports.at(1).state = "1: DOWN";
   tree.add(device);
-  EXPECT_FALSE(probes::first_active_port(tree.root()));
+  EXPECT_FALSE(collectors::first_active_port(tree.root()));
 }
 
 }  // namespace

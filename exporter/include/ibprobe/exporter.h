@@ -1,8 +1,11 @@
 // The exporter: flags, HTTP routes and the civetweb server. The only layer that speaks HTTP.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,6 +98,10 @@ class Routes {
   void set_ready(bool ready) { ready_ = ready; }
   // Serves /fabric, /fabric/sd and POST /fabric/discover from `fabric` (null: they answer 503).
   void set_fabric(collectors::Fabric* fabric) { fabric_ = fabric; }
+  // Families appended to every /metrics answer (the mesh's); set before serving starts.
+  void set_extra_metrics(std::function<std::vector<prometheus::MetricFamily>()> extra) {
+    extra_metrics_ = std::move(extra);
+  }
 
  private:
   HttpResponse metrics() const;
@@ -106,6 +113,7 @@ class Routes {
   collectors::Scraper& scraper_;
   const ProbeApi* probes_;
   collectors::Fabric* fabric_ = nullptr;
+  std::function<std::vector<prometheus::MetricFamily>()> extra_metrics_;
   std::atomic<bool> ready_ = false;
 };
 

@@ -7,11 +7,12 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ibprobe/mesh_endpoint.h"
+#include "ibprobe/probe_failure.h"
 #include "ibprobe/probes.h"
 
 namespace ibprobe::probes {
@@ -77,31 +78,6 @@ struct ProbeOutcome {
   std::optional<ValidationReport> validation;
 };
 
-// Why a run failed, in classes a dashboard can group by; the message says the rest.
-enum class FailureKind {
-  kUnreachable,   // the responder could not be resolved or connected to
-  kRejected,      // the responder refused the spec (its limits, its validation) or was busy
-  kUnauthorized,  // the shared-secret challenge failed on either side
-  kTimeout,       // a deadline passed: handshake, run or result
-  kPeerLost,      // the responder closed the connection or reported an error mid-run
-  kProtocol,      // the peer spoke something else: bad frame, version, unexpected message
-  kVerbs,         // a local verbs call or a completion failed
-  kCancelled,     // this side was asked to stop (shutdown)
-  kInternal,
-};
-std::string_view to_string(FailureKind kind);
-
-// A run that cannot go on. Every verbs resource is released by the time it reaches the caller.
-class ProbeFailure : public std::runtime_error {
- public:
-  explicit ProbeFailure(const std::string& what, FailureKind kind = FailureKind::kInternal)
-      : std::runtime_error(what), kind_(kind) {}
-  FailureKind kind() const { return kind_; }
-
- private:
-  FailureKind kind_;
-};
-
 struct RunOptions {
   // "LID:PORT" fabric ports (e.g. the switch ports on the path), read over PerfMgt MADs before
   // and after the run; when they cannot be (no InfiniBand port with a umad device here), the run
@@ -137,10 +113,9 @@ struct ResponderOptions {
   std::string shared_secret;  // empty: any initiator may probe
   // Shared with the exporter's own probes on the same port; null: the responder's own gate.
   std::shared_ptr<ProbeGate> gate;
+  // Where this host's mesh pinger answers, told to peers that ask; unset: the mesh is off here.
+  std::optional<MeshEndpoint> mesh_endpoint = std::nullopt;
 };
-
-// The first port under <sysfs_root>/class/infiniband whose state is ACTIVE, in device order.
-std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root);
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure with the
 // reason when the run cannot complete, std::invalid_argument for a spec validate() rejects;

@@ -237,7 +237,7 @@ TEST(ProtocolDecode, WrongVersion) {
 }
 
 TEST(ProtocolDecode, UnknownType) {
-  for (auto type : {0, 9, 0xFFFF}) {
+  for (auto type : {0, 11, 0xFFFF}) {
     const auto error = decode_error(frame(static_cast<MessageType>(type), "{}"));
     EXPECT_EQ(error.kind, DecodeErrorKind::kUnknownType);
     EXPECT_THAT(error.message, HasSubstr(std::to_string(type)));
@@ -417,6 +417,35 @@ TEST(ProtocolDecode, UnknownFieldsAreIgnoredForForwardCompatibility) {
   const auto decoded = decode(frame(MessageType::kProbeReject, R"({"reason":"r","hint":42})"));
   ASSERT_TRUE(std::holds_alternative<Message>(decoded));
   EXPECT_EQ(std::get<ProbeReject>(std::get<Message>(decoded)).reason, "r");
+}
+
+TEST(ProtocolRoundTrip, MeshAddressExchange) {
+  EXPECT_EQ(std::get<MeshAddressRequest>(round_trip(MeshAddressRequest{})), MeshAddressRequest{});
+  const MeshAddressRequest proved{Bytes(32, 0xab)};
+  EXPECT_EQ(std::get<MeshAddressRequest>(round_trip(proved)), proved);
+  MeshAddress address;
+  address.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  address.lid = 0xFFFF;
+  address.qpn = 0xFFFFFF;
+  address.qkey = 0xFFFFFFFF;
+  address.gid_family = "ipv4";
+  EXPECT_EQ(std::get<MeshAddress>(round_trip(address)), address);
+}
+
+TEST(ProtocolDecode, MeshAddressFieldsAreBounded) {
+  const std::string gid(32, '0');
+  const auto wide_qpn = decode_error(
+      frame(MessageType::kMeshAddress,
+            R"({"gid":")" + gid + R"(","lid":0,"qpn":16777216,"qkey":1,"gid_family":"ipv4"})"));
+  EXPECT_EQ(wide_qpn.kind, DecodeErrorKind::kOutOfRange);
+  EXPECT_THAT(wide_qpn.message, HasSubstr("qpn"));
+  const auto short_gid = decode_error(frame(
+      MessageType::kMeshAddress, R"({"gid":"00ff","lid":0,"qpn":1,"qkey":1,"gid_family":"ipv4"})"));
+  EXPECT_THAT(short_gid.message, HasSubstr("gid"));
+  EXPECT_EQ(decode_error(frame(MessageType::kMeshAddress,
+                               R"({"gid":")" + gid + R"(","lid":0,"qpn":1,"qkey":1})"))
+                .message,
+            "missing field gid_family");
 }
 
 }  // namespace

@@ -1,47 +1,25 @@
-#include "ibprobe/verbs_probe.h"
-
+// The initiator: drives one run against a peer's responder, from the handshake to the outcome
+// with both sides' counters and what they say together.
 #include <fmt/format.h>
-#include <netdb.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "control_channel.h"
 #include "ibprobe/counter_snapshot.h"
 #include "ibprobe/hw_counter_classes.h"
 #include "ibprobe/remote_pma.h"
+#include "ibprobe/verbs_probe.h"
 #include "peer_auth.h"
 #include "rc_session.h"
+#include "run_common.h"
 
 namespace ibprobe::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
-
-// The port's counters, taken once the driver's hw_counters cache can no longer hide the run.
-CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
-  auto snapshot = collectors::snapshot_port(local.sysfs_root, local.device, local.port);
-  if (snapshot.hw_counters_lifespan.count() > 0) {
-    std::this_thread::sleep_for(snapshot.hw_counters_lifespan);
-    snapshot = collectors::snapshot_port(local.sysfs_root, local.device, local.port);
-  }
-  CounterSnapshot out;
-  for (const auto& [name, reading] : snapshot.counters) {
-    out.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
-                                    reading.error_class, std::string(reading.counter_class)});
-  }
-  return out;
-}
 
 // A peer's snapshot, classified with this side's tables: both sides' hw_counters are then read
 // by one table, whatever software version the peer runs.
@@ -80,24 +58,6 @@ std::string driver_evidence(const CounterSnapshot& before, const CounterSnapshot
   }
   return moved.empty() ? "; no hw_counter of this port moved during the run"
                        : "; this port's hw_counters during the run: " + moved;
-}
-
-// The class of a responder-side failure, as the initiator will report it: a spec this host
-// cannot serve (a NUMA node it lacks) is a refusal, its own deadline a timeout, its device a
-// verbs failure; the rest is the run lost on the peer's side.
-protocol::ErrorCode error_code_for(const std::exception& e) {
-  const auto* failure = dynamic_cast<const ProbeFailure*>(&e);
-  if (!failure) return protocol::ErrorCode::kInternal;
-  switch (failure->kind()) {
-    case FailureKind::kRejected:
-      return protocol::ErrorCode::kBadRequest;
-    case FailureKind::kTimeout:
-      return protocol::ErrorCode::kTimeout;
-    case FailureKind::kVerbs:
-      return protocol::ErrorCode::kVerbs;
-    default:
-      return protocol::ErrorCode::kInternal;
-  }
 }
 
 class IgnoredErrors final : public collectors::ErrorSink {
@@ -168,17 +128,6 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
   return merged;
 }
 
-// The receiving side's verdict for whoever reads the responder's log; each error's offset and
-// bytes are logged at debug level as they are found.
-void log_validation(const std::string& peer, const ValidationReport& v) {
-  spdlog::log(v.errors > 0 ? spdlog::level::warn : spdlog::level::info,
-              "probe validation for {}: received={} checked={} errors={} skipped_overwritten={} "
-              "races={} rechecks={} tail_checks={}{}{}",
-              peer, v.messages_received, v.checked, v.errors, v.skipped_overwritten, v.races,
-              v.rechecks, v.tail_checks,
-              v.first_error.empty() ? "" : " first_error: ", v.first_error);
-}
-
 void throw_if_cancelled(const RunOptions& options) {
   if (options.cancel && options.cancel->load()) {
     throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
@@ -217,53 +166,6 @@ Greeting greet(const std::string& host, const std::string& port, Clock::time_poi
 }
 
 }  // namespace
-
-std::string_view to_string(FailureKind kind) {
-  switch (kind) {
-    case FailureKind::kUnreachable:
-      return "unreachable";
-    case FailureKind::kRejected:
-      return "rejected";
-    case FailureKind::kUnauthorized:
-      return "unauthorized";
-    case FailureKind::kTimeout:
-      return "timeout";
-    case FailureKind::kPeerLost:
-      return "peer_lost";
-    case FailureKind::kProtocol:
-      return "protocol";
-    case FailureKind::kVerbs:
-      return "verbs";
-    case FailureKind::kCancelled:
-      return "cancelled";
-    case FailureKind::kInternal:
-      break;
-  }
-  return "internal";
-}
-
-std::optional<LocalPort> first_active_port(const std::filesystem::path& sysfs_root) {
-  const auto class_dir = sysfs_root / "class" / "infiniband";
-  std::error_code ec;
-  std::vector<std::filesystem::path> devices;
-  for (std::filesystem::directory_iterator it(class_dir, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    devices.push_back(it->path());
-  }
-  std::sort(devices.begin(), devices.end());
-  for (const auto& device : devices) {
-    for (unsigned port = 1; port <= 255; ++port) {
-      std::ifstream state(device / "ports" / std::to_string(port) / "state");
-      if (!state) break;
-      std::string text;
-      std::getline(state, text);
-      if (text.find("ACTIVE") != std::string::npos && text.find("DEFER") == std::string::npos) {
-        return LocalPort{device.filename().string(), static_cast<std::uint8_t>(port), sysfs_root};
-      }
-    }
-  }
-  return std::nullopt;
-}
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
                        const ProbeSpec& spec, const RunOptions& options) {
@@ -411,167 +313,6 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                 verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all, {},
                 own_backpressure(spec));
   return outcome;
-}
-
-Responder::Responder(const std::string& host, const std::string& port, LocalPort local,
-                     ResponderOptions options)
-    : local_(std::move(local)), options_(std::move(options)) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (const int rc =
-          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
-      rc != 0) {
-    throw std::runtime_error("responder address " + host + ":" + port + ": " + gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
-  listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
-      ::listen(listen_fd_, 8) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-    throw std::runtime_error("cannot listen for probes on " + host + ":" + port + ": " + reason);
-  }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
-  char port_text[NI_MAXSERV];
-  ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), length, nullptr, 0, port_text,
-                sizeof(port_text), NI_NUMERICSERV);
-  port_ = std::atoi(port_text);
-  if (!options_.gate) options_.gate = std::make_shared<ProbeGate>();
-  thread_ = std::thread([this] { serve(); });
-}
-
-Responder::~Responder() {
-  stopping_ = true;
-  if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
-  thread_.join();
-  if (run_thread_.joinable()) run_thread_.join();
-  ::close(listen_fd_);
-}
-
-void Responder::serve() {
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
-    if (!options_.gate->try_enter()) {
-      refuse_busy(fd);
-      continue;
-    }
-    // The previous run has left the gate, so its thread is ending or ended.
-    if (run_thread_.joinable()) run_thread_.join();
-    run_thread_ = std::thread([this, fd] {
-      handle(fd);
-      options_.gate->leave();
-    });
-  }
-}
-
-void Responder::refuse_busy(int fd) {
-  ControlChannel channel(fd);
-  try {
-    channel.send(protocol::Error{protocol::ErrorCode::kBusy,
-                                 "busy: another probe is running on " + local_.device + " port " +
-                                     std::to_string(local_.port) + "; try again later"},
-                 Clock::now() + std::chrono::milliseconds(200));
-  } catch (const std::exception&) {
-    // An initiator that cannot take the answer learns from the closed connection.
-    return;
-  }
-  // Closing with the initiator's hello unread would reset the connection and could destroy the
-  // answer in flight; reading what has arrived lets the close be an orderly one.
-  ::shutdown(fd, SHUT_WR);
-  pollfd p{fd, POLLIN, 0};
-  std::uint8_t sink[512];
-  while (::poll(&p, 1, 100) > 0 && ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
-  }
-}
-
-// One run, start to end. Whatever goes wrong is told to the initiator as an Error when the
-// connection still stands; the session's verbs resources go with the stack frame.
-void Responder::handle(int fd) {
-  ControlChannel channel(fd);
-  // Published for the destructor while the run lasts; withdrawn before the channel closes fd.
-  active_fd_ = fd;
-  struct Withdraw {
-    std::atomic<int>& slot;
-    ~Withdraw() { slot = -1; }
-  } withdraw{active_fd_};
-  if (stopping_) return;
-  const auto setup_deadline = Clock::now() + kHandshakeTimeout;
-  try {
-    const auto hello = channel.expect<protocol::Hello>(setup_deadline, "the initiator's hello");
-    if (hello.protocol_version != protocol::kProtocolVersion) {
-      channel.send(
-          protocol::Error{protocol::ErrorCode::kBadRequest,
-                          "incompatible protocol version " +
-                              std::to_string(hello.protocol_version) + " (this side speaks " +
-                              std::to_string(protocol::kProtocolVersion) + ")"},
-          setup_deadline);
-      return;
-    }
-    // Strangers are turned away here, before anything is allocated for them.
-    peer_auth::ResponderAuth auth(options_.shared_secret);
-    const auto answer = auth.answer(hello, kSoftwareVersion);
-    std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
-    if (std::holds_alternative<protocol::Error>(answer)) return;
-    const auto request =
-        channel.expect<protocol::ProbeRequest>(setup_deadline, "the probe request");
-    if (const auto refusal = auth.check(request)) {
-      channel.send(*refusal, setup_deadline);
-      return;
-    }
-    auto problems = validate(request.spec);
-    const auto over_limits = check_limits(request.spec, options_.limits);
-    problems.insert(problems.end(), over_limits.begin(), over_limits.end());
-    if (!problems.empty()) {
-      channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))},
-                   setup_deadline);
-      return;
-    }
-    RcSession session(local_, request.spec, Side::kResponder);
-    channel.send(protocol::ProbeAccept{}, setup_deadline);
-    channel.send(session.local_endpoints(), setup_deadline);
-    session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
-    protocol::Result result;
-    result.before = snapshot_after_lifespan(local_);
-    channel.send(protocol::Ready{}, setup_deadline);
-
-    const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
-    const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
-                         [&channel] { return channel.has_pending_message(); },
-                         std::chrono::seconds(request.spec.timeout_seconds)};
-    if (request.spec.test == TestKind::kLatency) {
-      session.serve_latency(guard);
-    } else if (request.spec.operation == Operation::kSend) {
-      session.serve_send_bandwidth(guard);
-    } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
-      session.serve_write_validation(guard);
-    }
-    channel.expect<protocol::Ready>(run_deadline, "the end of the run");
-    result.after = snapshot_after_lifespan(local_);
-    result.checks = session.preflight_checks();
-    result.facts = session.facts();
-    if (request.spec.validation) {
-      result.validation = session.validation();
-      log_validation(channel.peer(), result.validation.value());
-    }
-    channel.send(result, run_deadline);
-  } catch (const std::exception& e) {
-    try {
-      channel.send(protocol::Error{error_code_for(e), e.what()},
-                   Clock::now() + std::chrono::seconds(1));
-    } catch (const std::exception&) {
-      // The connection is gone as well; nothing left to tell.
-    }
-  }
 }
 
 }  // namespace ibprobe::probes

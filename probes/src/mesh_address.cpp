@@ -1,0 +1,25 @@
+// The initiator's side of the mesh address exchange: Hellos as for a probe run, then a
+// MeshAddressRequest instead of a ProbeRequest. Nothing is allocated on either side.
+#include "control_channel.h"
+#include "ibprobe/mesh_pinger.h"
+#include "peer_auth.h"
+#include "run_common.h"
+
+namespace ibprobe::probes {
+
+MeshEndpoint fetch_mesh_endpoint(const std::string& host, const std::string& port,
+                                 const std::string& shared_secret,
+                                 std::chrono::steady_clock::time_point deadline) {
+  const peer_auth::InitiatorAuth auth(shared_secret);
+  auto channel = ControlChannel::connect(host, port, deadline);
+  channel.send(
+      protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(), std::nullopt},
+      deadline);
+  const auto hello = channel.expect<protocol::Hello>(deadline, "the responder's hello");
+  auth.verify(hello, channel.peer());
+  channel.send(protocol::MeshAddressRequest{auth.mesh_authenticator(hello)}, deadline);
+  const auto address = channel.expect<protocol::MeshAddress>(deadline, "the mesh address");
+  return MeshEndpoint{address.gid, address.lid, address.qpn, address.qkey, address.gid_family};
+}
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,377 @@
+#include "rc_resources.h"
+
+#include <numa.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "payload.h"
+
+namespace ibprobe::probes {
+namespace {
+
+std::uint32_t random_psn() {
+  static thread_local std::mt19937 generator{std::random_device{}()};
+  return generator() & 0xffffff;
+}
+
+void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
+  if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    throw verbs::VerbsError(std::string("ibv_modify_qp to ") + step, rc);
+  }
+}
+
+}  // namespace
+
+NumaBinding::NumaBinding(int node) : node_(node) {
+  if (node_ < 0) return;
+  if (numa_run_on_node(node_) != 0) {
+    throw verbs::VerbsError("binding the probe thread to NUMA node " + std::to_string(node_),
+                            errno);
+  }
+  numa_set_preferred(node_);
+}
+
+NumaBinding::~NumaBinding() {
+  if (node_ < 0) return;
+  numa_run_on_node(-1);
+  numa_set_localalloc();
+}
+
+int numa_node_for(const std::string& device, NumaPolicy policy,
+                  std::optional<std::uint32_t> node_asked) {
+  if (policy == NumaPolicy::kNone || numa_available() < 0) return -1;
+  if (policy == NumaPolicy::kNode) {
+    const int node = static_cast<int>(node_asked.value_or(0));
+    if (node > numa_max_node()) {
+      throw ProbeFailure("NUMA node " + std::to_string(node) +
+                             " does not exist on this host (nodes 0-" +
+                             std::to_string(numa_max_node()) + ")",
+                         FailureKind::kRejected);
+    }
+    return node;
+  }
+  std::ifstream file("/sys/class/infiniband/" + device + "/device/numa_node");
+  int node = -1;
+  if (!(file >> node) || node > numa_max_node()) return -1;
+  return node;
+}
+
+RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side side)
+    : spec_(spec),
+      numa_(side == Side::kInitiator
+                ? numa_node_for(local.device, spec.numa, spec.numa_node)
+                : numa_node_for(local.device, spec.peer_numa, spec.peer_numa_node)),
+      port_number_(local.port),
+      context_(verbs::open_device(local.device)),
+      port_(verbs::query_port(
+          context_.get(), local.port,
+          static_cast<int>(
+              (side == Side::kInitiator ? spec.gid_index : spec.peer_gid_index).value_or(-1)))),
+      cq_moderation_(effective_cq_moderation(spec)),
+      chain_(std::max(spec.post_list, 1u)),
+      chain_sges_(chain_.size()) {
+  if (port_.attr.state != IBV_PORT_ACTIVE) {
+    throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
+                           " is not ACTIVE (state " + ibv_port_state_str(port_.attr.state) + ")",
+                       FailureKind::kVerbs);
+  }
+  ibv_device_attr device_attr{};
+  if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
+    throw verbs::VerbsError("ibv_query_device", rc);
+  }
+  // perftest's out_reads: the device's own limit, then the lower of it and the peer's.
+  max_rd_atomic_ = static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_rd_atom, 1, 255));
+  outstanding_reads_ =
+      static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 255));
+  inline_size_ = spec.inline_size.value_or(perftest_default_inline(
+      device_attr.vendor_id, device_attr.vendor_part_id, spec.operation, spec.test));
+
+  pd_.reset(ibv_alloc_pd(context_.get()));
+  if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
+  const bool send = spec.operation == Operation::kSend;
+  if (spec.validation) {
+    send_slots_ = spec.tx_depth;
+    receive_slots_ = send ? (spec.posted_receives ? spec.posted_receives : spec.rx_depth)
+                          : std::max(spec.tx_depth, spec.rx_depth);
+  }
+  generation_ = payload::next_generation();
+  buffer_ = verbs::register_buffer(pd_.get(),
+                                   spec.qps * (receive_slots_ + send_slots_) * spec.message_size);
+  const int cq_entries = static_cast<int>(spec.qps * (spec.tx_depth + (send ? spec.rx_depth : 0)));
+  cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, nullptr, 0));
+  if (!cq_) throw verbs::VerbsError("ibv_create_cq(" + std::to_string(cq_entries) + ")", errno);
+  if (spec.use_srq) {
+    ibv_srq_init_attr srq_attr{};
+    srq_attr.attr.max_wr = spec.rx_depth;
+    srq_attr.attr.max_sge = spec.receive_sges;
+    srq_.reset(ibv_create_srq(pd_.get(), &srq_attr));
+    if (!srq_) throw verbs::VerbsError("ibv_create_srq", errno);
+  }
+
+  for (std::uint32_t q = 0; q < spec.qps; ++q) {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq_.get();
+    init.recv_cq = cq_.get();
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = spec.tx_depth;
+    init.srq = srq_.get();
+    init.cap.max_recv_wr = send && !srq_ ? spec.rx_depth : 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = spec.receive_sges;
+    init.cap.max_inline_data = inline_size_;
+    verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
+    if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
+
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = port_number_;
+    attr.qp_access_flags =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    modify(qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+           "INIT");
+    qps_.push_back(std::move(qp));
+    psns_.push_back(random_psn());
+  }
+}
+
+std::uint8_t* RcResources::receive_area(std::size_t qp) const {
+  return buffer_.memory.get() + qp * (receive_slots_ + send_slots_) * spec_.message_size;
+}
+
+std::uint8_t* RcResources::send_area(std::size_t qp) const {
+  return receive_area(qp) + receive_slots_ * spec_.message_size;
+}
+
+std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
+  constexpr int kLinkUp = 5;
+  const auto& a = port_.attr;
+  std::vector<protocol::PreflightCheck> checks;
+  checks.push_back({"port_active", a.state == IBV_PORT_ACTIVE && a.phys_state == kLinkUp,
+                    std::string("state ") + ibv_port_state_str(a.state) + ", physical state " +
+                        std::to_string(a.phys_state)});
+  if (!port_.is_ethernet) {
+    checks.push_back({"sm_lid", a.sm_lid != 0 && a.lid != 0,
+                      "lid " + std::to_string(a.lid) + ", sm_lid " + std::to_string(a.sm_lid)});
+  }
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%g", verbs::port_rate_gbps(a));
+  checks.push_back({"link_rate", verbs::port_rate_gbps(a) > 0, rate});
+  return checks;
+}
+
+protocol::QpInfo RcResources::local_endpoints() const {
+  protocol::QpInfo info;
+  const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    protocol::QpEndpoint endpoint;
+    endpoint.qpn = qps_[q]->qp_num;
+    endpoint.psn = psns_[q];
+    endpoint.lid = port_.attr.lid;
+    endpoint.gid = port_.gid;
+    endpoint.rkey = buffer_.mr->rkey;
+    endpoint.addr = reinterpret_cast<std::uintptr_t>(receive_area(q));
+    endpoint.mtu = spec_.mtu ? std::min(*spec_.mtu, port_mtu) : port_mtu;
+    endpoint.max_rd_atomic = max_rd_atomic_;
+    info.qps.push_back(endpoint);
+  }
+  return info;
+}
+
+void RcResources::connect(const protocol::QpInfo& remote) {
+  if (remote.qps.size() != qps_.size()) {
+    throw ProbeFailure("peer offered " + std::to_string(remote.qps.size()) + " QPs, expected " +
+                           std::to_string(qps_.size()),
+                       FailureKind::kProtocol);
+  }
+  const auto local = local_endpoints();
+  // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
+  outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    const auto& peer = remote.qps[q];
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu));
+    attr.dest_qp_num = peer.qpn;
+    attr.rq_psn = peer.psn;
+    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic_);
+    attr.min_rnr_timer = static_cast<std::uint8_t>(spec_.rc.min_rnr_timer);
+    attr.ah_attr.dlid = peer.lid;
+    attr.ah_attr.port_num = port_number_;
+    // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
+    if (port_.is_ethernet) {
+      attr.ah_attr.is_global = 1;
+      std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
+      attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port_.gid_index);
+      attr.ah_attr.grh.hop_limit = 64;
+    }
+    modify(qps_[q].get(), attr,
+           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+           "RTR");
+
+    attr = {};
+    attr.qp_state = IBV_QPS_RTS;
+    attr.timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
+    attr.retry_cnt = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
+    attr.rnr_retry = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
+    attr.sq_psn = psns_[q];
+    attr.max_rd_atomic = static_cast<std::uint8_t>(outstanding_reads_);
+    modify(qps_[q].get(), attr,
+           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+               IBV_QP_MAX_QP_RD_ATOMIC,
+           "RTS");
+    peers_.push_back(Peer{peer.addr, peer.rkey});
+  }
+  // Receives must be in place before the peer is told we are ready, or its first sends meet
+  // RNR NAKs.
+  if (spec_.operation == Operation::kSend) {
+    const std::size_t queues = srq_ ? 1 : qps_.size();
+    const std::uint32_t posted = spec_.posted_receives ? spec_.posted_receives : spec_.rx_depth;
+    for (std::size_t q = 0; q < queues; ++q) {
+      for (std::uint32_t i = 0; i < posted; ++i) {
+        if (spec_.validation) {
+          post_validated_receive(q, i);
+        } else {
+          post_receive(q);
+        }
+      }
+    }
+  }
+}
+
+ibv_sge RcResources::message_at(std::uint8_t* area) const {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uintptr_t>(area);
+  sge.length = static_cast<std::uint32_t>(spec_.message_size);
+  sge.lkey = buffer_.mr->lkey;
+  return sge;
+}
+
+void RcResources::post_receive(std::size_t qp) {
+  ibv_sge sge = message_at(receive_area(qp));
+  ibv_recv_wr wr{};
+  wr.wr_id = qp;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  const int rc =
+      srq_ ? ibv_post_srq_recv(srq_.get(), &wr, &bad) : ibv_post_recv(qps_[qp].get(), &wr, &bad);
+  if (rc != 0) throw verbs::VerbsError("ibv_post_recv", rc);
+}
+
+void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before,
+                       std::uint64_t last) {
+  const bool read = spec_.operation == Operation::kRead;
+  const bool send = spec_.operation == Operation::kSend;
+  const bool inline_data = !read && spec_.message_size <= inline_size_;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    // A read lands in our receive area; a write or send leaves from the send area.
+    ibv_sge& sge = chain_sges_[i];
+    sge = message_at(read ? receive_area(qp) : send_area(qp));
+    ibv_send_wr& wr = chain_[i];
+    wr = {};
+    wr.wr_id = qp;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = read ? IBV_WR_RDMA_READ : send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+    const std::uint64_t number = posted_before + i + 1;
+    const bool signaled = number % cq_moderation_ == 0 || number == last;
+    wr.send_flags = 0;
+    if (signaled) wr.send_flags |= IBV_SEND_SIGNALED;
+    if (inline_data) wr.send_flags |= IBV_SEND_INLINE;
+    if (!send) {
+      wr.wr.rdma.remote_addr = peers_[qp].addr;
+      wr.wr.rdma.rkey = peers_[qp].rkey;
+    }
+    wr.next = i + 1 < count ? &chain_[i + 1] : nullptr;
+  }
+  ++post_calls_;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qps_[qp].get(), chain_.data(), &bad); rc != 0) {
+    throw verbs::VerbsError("ibv_post_send", rc);
+  }
+}
+
+protocol::SideFacts RcResources::facts() const {
+  protocol::SideFacts facts;
+  facts.gid_index = static_cast<std::uint32_t>(port_.gid_index);
+  if (numa_.node() >= 0) facts.numa_node = static_cast<std::uint32_t>(numa_.node());
+  facts.inline_size = inline_size_;
+  facts.relaxed_ordering = buffer_.relaxed_ordering;
+  return facts;
+}
+
+int RcResources::poll(ibv_wc* wcs, int max) {
+  const int n = ibv_poll_cq(cq_.get(), max, wcs);
+  if (n < 0) throw ProbeFailure("ibv_poll_cq failed", FailureKind::kVerbs);
+  completions_ += static_cast<std::uint64_t>(n);
+  for (int i = 0; i < n; ++i) {
+    if (wcs[i].status != IBV_WC_SUCCESS) {
+      throw ProbeFailure(describe_failed_completion(wcs[i], spec_), FailureKind::kVerbs);
+    }
+  }
+  return n;
+}
+
+std::uint8_t* RcResources::receive_slot(std::size_t qp, std::size_t slot) const {
+  return receive_area(qp) + slot * spec_.message_size;
+}
+
+std::uint8_t* RcResources::send_slot(std::size_t qp, std::size_t slot) const {
+  return send_area(qp) + slot * spec_.message_size;
+}
+
+RcResources::Piece RcResources::piece(std::size_t message_size, std::uint32_t pieces,
+                                      std::uint32_t k) {
+  const std::size_t base = (message_size + pieces - 1) / pieces;
+  const std::size_t start = std::min<std::size_t>(message_size, base * k);
+  const std::size_t length = std::min<std::size_t>(base, message_size - start);
+  return Piece{start, message_size - start - length, length};
+}
+
+void RcResources::post_validated_receive(std::size_t queue, std::uint32_t slot) {
+  ibv_sge sges[8];
+  const std::uint32_t pieces = spec_.receive_sges;
+  for (std::uint32_t k = 0; k < pieces; ++k) {
+    const Piece p = piece(spec_.message_size, pieces, k);
+    sges[k].addr = reinterpret_cast<std::uintptr_t>(receive_slot(queue, slot) + p.slot_offset);
+    sges[k].length = static_cast<std::uint32_t>(p.length);
+    sges[k].lkey = buffer_.mr->lkey;
+  }
+  ibv_recv_wr wr{};
+  wr.wr_id = payload::encode_wr_id({static_cast<std::uint16_t>(queue), generation_, slot});
+  wr.sg_list = sges;
+  wr.num_sge = static_cast<int>(pieces);
+  ibv_recv_wr* bad = nullptr;
+  const int rc =
+      srq_ ? ibv_post_srq_recv(srq_.get(), &wr, &bad) : ibv_post_recv(qps_[queue].get(), &wr, &bad);
+  if (rc != 0) throw verbs::VerbsError("ibv_post_recv", rc);
+}
+
+std::string describe_failed_completion(const ibv_wc& wc, const ProbeSpec& spec) {
+  const auto id = payload::decode_wr_id(wc.wr_id);
+  std::string text = "completion failed on QP " + std::to_string(id.qp) + ": " +
+                     ibv_wc_status_str(wc.status) + " (vendor error " +
+                     std::to_string(wc.vendor_err) + ")";
+  if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) {
+    text +=
+        "; the receiver had no receive posted when the message arrived and answered with RNR "
+        "NAKs until the " +
+        std::to_string(spec.rc.rnr_retry) +
+        " retries rnr_retry allows were used up (receiver back-pressure: posted_receives " +
+        std::to_string(spec.posted_receives ? spec.posted_receives : spec.rx_depth) +
+        ", tx_depth " + std::to_string(spec.tx_depth) +
+        "); the QP is now in the error state and the run cannot go on";
+  } else if (wc.status == IBV_WC_RETRY_EXC_ERR) {
+    text += "; the peer did not acknowledge within retry_cnt " + std::to_string(spec.rc.retry_cnt) +
+            " retransmissions (path or peer lost)";
+  }
+  return text;
+}
+
+}  // namespace ibprobe::probes
