@@ -34,6 +34,10 @@ protocol::Bytes responder_proof(std::string_view secret, const protocol::Bytes& 
                                 const protocol::Bytes& responder_nonce);
 protocol::Bytes initiator_proof(std::string_view secret, const protocol::Bytes& initiator_nonce,
                                 const protocol::Bytes& responder_nonce, const ProbeSpec& spec);
+// The same proof over a whole verification request (its case and parameters, not only its spec).
+protocol::Bytes initiator_proof(std::string_view secret, const protocol::Bytes& initiator_nonce,
+                                const protocol::Bytes& responder_nonce,
+                                const protocol::VerifyRequest& request);
 
 // Compares in time independent of where the two differ.
 bool same_proof(const protocol::Bytes& expected, const std::optional<protocol::Bytes>& presented);
@@ -54,6 +58,8 @@ class InitiatorAuth {
   // For the ProbeRequest, once verify() has passed.
   std::optional<protocol::Bytes> authenticator(const protocol::Hello& responder_hello,
                                                const ProbeSpec& spec) const;
+  std::optional<protocol::Bytes> authenticator(const protocol::Hello& responder_hello,
+                                               const protocol::VerifyRequest& request) const;
 
  private:
   std::string secret_;
@@ -70,6 +76,7 @@ class ResponderAuth {
                                                         const std::string& software_version);
   // The Error refusing a request whose authenticator does not prove the secret for this spec.
   std::optional<protocol::Error> check(const protocol::ProbeRequest& request) const;
+  std::optional<protocol::Error> check(const protocol::VerifyRequest& request) const;
 
  private:
   std::string secret_;

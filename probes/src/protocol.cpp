@@ -176,6 +176,18 @@ json body_of(const Result& result) {
 json body_of(const Error& error) {
   return {{"code", to_wire(error.code)}, {"text", error.text}};
 }
+json body_of(const VerifyRequest& request) {
+  json out = {{"case", request.case_name},          {"spec", spec_to_json(request.spec)},
+              {"recv_delay_ms", request.recv_delay_ms}, {"seed", request.seed},
+              {"fixed_sizes", request.fixed_sizes},     {"rebuild_after", request.rebuild_after}};
+  if (request.authenticator) out["authenticator"] = hex(*request.authenticator);
+  return out;
+}
+json body_of(const VerifyStep& step) {
+  json out = {{"step", step.step}, {"value", step.value}};
+  if (step.endpoints) out["endpoints"] = body_of(*step.endpoints);
+  return out;
+}
 
 void put_u16(Bytes& out, std::uint16_t value) {
   out.push_back(static_cast<std::uint8_t>(value >> 8));
@@ -539,6 +551,21 @@ Message message_from(const FrameHeader& header, const json& body) {
           enum_field(in, "code", parse_error_code,
                      "bad_request, limit_exceeded, busy, unauthorized, timeout, internal, verbs"),
           in.text("text", kMaxLongText)};
+    case MessageType::kVerifyRequest:
+      return VerifyRequest{
+          in.text("case", kMaxShortText),
+          spec_from(in.object("spec")),
+          in.u32("recv_delay_ms"),
+          in.unsigned_number("seed", kMaxU64),
+          in.boolean("fixed_sizes"),
+          in.u32("rebuild_after"),
+          in.has("authenticator")
+              ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
+              : std::nullopt};
+    case MessageType::kVerifyStep:
+      return VerifyStep{in.text("step", kMaxShortText), in.unsigned_number("value", kMaxU64),
+                        in.has("endpoints") ? std::optional(qp_info_from(in.object("endpoints")))
+                                            : std::nullopt};
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }
@@ -603,7 +630,7 @@ std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_
   }
   const std::uint16_t type = get_u16(bytes.subspan(6));
   if (type < static_cast<std::uint16_t>(MessageType::kHello) ||
-      type > static_cast<std::uint16_t>(MessageType::kError)) {
+      type > static_cast<std::uint16_t>(MessageType::kVerifyStep)) {
     return DecodeError{DecodeErrorKind::kUnknownType,
                        "unknown message type " + std::to_string(type)};
   }

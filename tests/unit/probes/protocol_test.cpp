@@ -237,7 +237,7 @@ TEST(ProtocolDecode, WrongVersion) {
 }
 
 TEST(ProtocolDecode, UnknownType) {
-  for (auto type : {0, 9, 0xFFFF}) {
+  for (auto type : {0, 11, 0xFFFF}) {
     const auto error = decode_error(frame(static_cast<MessageType>(type), "{}"));
     EXPECT_EQ(error.kind, DecodeErrorKind::kUnknownType);
     EXPECT_THAT(error.message, HasSubstr(std::to_string(type)));
