@@ -128,43 +128,6 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
   return merged;
 }
 
-void throw_if_cancelled(const RunOptions& options) {
-  if (options.cancel && options.cancel->load()) {
-    throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
-                       FailureKind::kCancelled);
-  }
-}
-
-struct Greeting {
-  ControlChannel channel;
-  protocol::Hello hello;
-};
-
-// Connects and exchanges Hellos. A responder busy with another run says so at once; that run
-// often ends within moments (its side may still be releasing its resources after our previous
-// run), so ask again, backing off, until the setup deadline.
-Greeting greet(const std::string& host, const std::string& port, Clock::time_point deadline,
-               const peer_auth::InitiatorAuth& auth, const RunOptions& options) {
-  auto backoff = std::chrono::milliseconds(50);
-  while (true) {
-    auto channel = ControlChannel::connect(host, port, deadline);
-    channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(),
-                                 std::nullopt},
-                 deadline);
-    auto message = channel.receive(deadline);
-    if (auto* hello = std::get_if<protocol::Hello>(&message)) {
-      return Greeting{std::move(channel), std::move(*hello)};
-    }
-    const auto* error = std::get_if<protocol::Error>(&message);
-    if (!error || error->code != protocol::ErrorCode::kBusy || Clock::now() + backoff > deadline) {
-      channel.fail_unexpected(message, "the responder's hello");
-    }
-    throw_if_cancelled(options);
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
-  }
-}
-
 }  // namespace
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,

@@ -177,9 +177,13 @@ json body_of(const Error& error) {
   return {{"code", to_wire(error.code)}, {"text", error.text}};
 }
 json body_of(const VerifyRequest& request) {
-  json out = {{"case", request.case_name},          {"spec", spec_to_json(request.spec)},
-              {"recv_delay_ms", request.recv_delay_ms}, {"seed", request.seed},
-              {"fixed_sizes", request.fixed_sizes},     {"rebuild_after", request.rebuild_after}};
+  json out = {{"case", request.case_name},
+              {"spec", spec_to_json(request.spec)},
+              {"recv_delay_ms", request.recv_delay_ms},
+              {"seed", request.seed},
+              {"fixed_sizes", request.fixed_sizes},
+              {"rebuild_after", request.rebuild_after},
+              {"soak_interval_seconds", request.soak_interval_seconds}};
   if (request.authenticator) out["authenticator"] = hex(*request.authenticator);
   return out;
 }
@@ -552,20 +556,20 @@ Message message_from(const FrameHeader& header, const json& body) {
                      "bad_request, limit_exceeded, busy, unauthorized, timeout, internal, verbs"),
           in.text("text", kMaxLongText)};
     case MessageType::kVerifyRequest:
-      return VerifyRequest{
-          in.text("case", kMaxShortText),
-          spec_from(in.object("spec")),
-          in.u32("recv_delay_ms"),
-          in.unsigned_number("seed", kMaxU64),
-          in.boolean("fixed_sizes"),
-          in.u32("rebuild_after"),
-          in.has("authenticator")
-              ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
-              : std::nullopt};
+      return VerifyRequest{in.text("case", kMaxShortText),
+                           spec_from(in.object("spec")),
+                           in.u32("recv_delay_ms"),
+                           in.unsigned_number("seed", kMaxU64),
+                           in.boolean("fixed_sizes"),
+                           in.u32("rebuild_after"),
+                           in.u32("soak_interval_seconds"),
+                           in.has("authenticator")
+                               ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
+                               : std::nullopt};
     case MessageType::kVerifyStep:
-      return VerifyStep{in.text("step", kMaxShortText), in.unsigned_number("value", kMaxU64),
-                        in.has("endpoints") ? std::optional(qp_info_from(in.object("endpoints")))
-                                            : std::nullopt};
+      return VerifyStep{
+          in.text("step", kMaxShortText), in.unsigned_number("value", kMaxU64),
+          in.has("endpoints") ? std::optional(qp_info_from(in.object("endpoints"))) : std::nullopt};
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }

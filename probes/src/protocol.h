@@ -160,6 +160,7 @@ struct VerifyRequest {
   std::uint64_t seed = 0;           // random_sizes: the size sequence's seed
   bool fixed_sizes = false;         // random_sizes: the fixed boundary sequence instead
   std::uint32_t rebuild_after = 0;  // qp_rebuild: messages before the responder drops its QP
+  std::uint32_t soak_interval_seconds = 0;            // soak: the figures' reporting interval
   std::optional<Bytes> authenticator = std::nullopt;  // as ProbeRequest's, over this request
 
   bool operator==(const VerifyRequest&) const = default;

@@ -14,6 +14,7 @@
 #include "peer_auth.h"
 #include "rc_session.h"
 #include "run_common.h"
+#include "verify_cases.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -160,8 +161,18 @@ void Responder::handle(int fd) {
     const auto answer = auth.answer(hello, kSoftwareVersion);
     std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
     if (std::holds_alternative<protocol::Error>(answer)) return;
-    const auto request =
-        channel.expect<protocol::ProbeRequest>(setup_deadline, "the probe request");
+    auto message = channel.receive(setup_deadline);
+    if (const auto* verify_request = std::get_if<protocol::VerifyRequest>(&message)) {
+      if (const auto refusal = auth.check(*verify_request)) {
+        channel.send(*refusal, setup_deadline);
+        return;
+      }
+      verify::serve_verify(channel, *verify_request, local_, options_.limits, setup_deadline);
+      return;
+    }
+    const auto* probe_request = std::get_if<protocol::ProbeRequest>(&message);
+    if (!probe_request) channel.fail_unexpected(message, "the probe request");
+    const auto& request = *probe_request;
     if (const auto refusal = auth.check(request)) {
       channel.send(*refusal, setup_deadline);
       return;

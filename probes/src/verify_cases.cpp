@@ -1,11 +1,11 @@
 #include "verify_cases.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <sys/mman.h>
 
 #include "payload.h"
 
@@ -40,9 +40,9 @@ class InOrderChecker {
   bool check(std::span<const std::uint8_t> message, std::uint32_t byte_len,
              std::uint64_t expected_length, const std::string& where) {
     ++report.messages_received;
-    if (byte_len != expected_length) {
-      return error(fmt::format("{}: byte_len {}, the sender sent {}", where, byte_len,
-                               expected_length));
+    if (byte_len != expected_length || byte_len > message.size()) {
+      return error(
+          fmt::format("{}: byte_len {}, the sender sent {}", where, byte_len, expected_length));
     }
     const auto finding = payload::verify(message.first(byte_len));
     if (!finding.ok()) return error(where + ": " + finding.describe());
@@ -57,9 +57,10 @@ class InOrderChecker {
     if (finding.header.sequence != next) {
       const auto due = next;
       next = finding.header.sequence + 1;
-      return error(fmt::format("{}: sequence {} arrived where {} was due (lost, duplicated or "
-                               "reordered)",
-                               where, finding.header.sequence, due));
+      return error(
+          fmt::format("{}: sequence {} arrived where {} was due (lost, duplicated or "
+                      "reordered)",
+                      where, finding.header.sequence, due));
     }
     ++next;
     ++report.checked;
@@ -201,14 +202,14 @@ std::vector<InOrderChecker> receive_checked(Endpoint& ep, const ReceivePlan& pla
         ++checker.report.messages_received;
         continue;
       }
-      checker.check({ep.recv_slot(id.qp, id.sequence), ep.slot_bytes()}, wc.byte_len,
-                    plan.length, where);
+      checker.check({ep.recv_slot(id.qp, id.sequence), ep.slot_bytes()}, wc.byte_len, plan.length,
+                    where);
       if (plan.delay.count() > 0) guard.sleep(plan.delay, "the receiver's delayed re-post");
       ep.post_recv(id.qp, id.sequence, wc.wr_id);
     }
     if (n == 0 && spins % kSpinsPerCheck == 0) {
-      guard.check(fmt::format("message {} of {} from the initiator", received() + 1,
-                              plan.expected));
+      guard.check(
+          fmt::format("message {} of {} from the initiator", received() + 1, plan.expected));
     }
   }
   return checkers;
@@ -314,7 +315,12 @@ class SoakMeter {
     const auto now = Clock::now();
     if (now - started_ >= interval_) close(now);
   }
-  void finish() { close(Clock::now()); }
+  // The last interval only when it is a fair sample: a few milliseconds of tail would report a
+  // burst rate no interval ever had.
+  void finish() {
+    const auto now = Clock::now();
+    if (now - started_ >= interval_ / 2) close(now);
+  }
   const std::vector<SoakInterval>& intervals() const { return intervals_; }
   const BatchHistogram& histogram() const { return histogram_; }
   std::string describe(const char* who) const {
@@ -325,13 +331,14 @@ class SoakMeter {
     }
     std::string backlog;
     for (const auto& i : intervals_) {
-      backlog += fmt::format("{}{:.1f}/{}", backlog.empty() ? "" : " ", i.mean_backlog,
-                             i.max_backlog);
+      backlog +=
+          fmt::format("{}{:.1f}/{}", backlog.empty() ? "" : " ", i.mean_backlog, i.max_backlog);
     }
-    return fmt::format("{}: completions/s per {} s interval: {}; CQEs per poll: {}; CQ backlog "
-                       "per interval (mean/max CQEs per drain): {}; backlog {}",
-                       who, interval_.count(), rates, histogram_.describe(), backlog,
-                       backlog_grows(intervals_) ? "GROWING" : "steady");
+    return fmt::format(
+        "{}: completions/s per {} s interval: {}; CQEs per poll: {}; CQ backlog "
+        "per interval (mean/max CQEs per drain): {}; backlog {}",
+        who, interval_.count(), rates, histogram_.describe(), backlog,
+        backlog_grows(intervals_) ? "GROWING" : "steady");
   }
 
  private:
@@ -354,6 +361,18 @@ class SoakMeter {
   std::uint64_t backlog_sum_ = 0;
   std::uint64_t drains_ = 0;
 };
+
+// The driver's own account of the run (retransmissions, duplicates, sequence errors), for a soak
+// that fails as well as one that passes.
+std::string moved_hw_counters(const CounterSnapshot& before, const CounterSnapshot& after) {
+  std::string moved;
+  for (const auto& d : counter_deltas(before, after)) {
+    if (!d.counter.starts_with("hw_counters/") || !d.delta || *d.delta <= 0) continue;
+    moved += fmt::format("{}{} +{:.0f}", moved.empty() ? "" : ", ",
+                         d.counter.substr(std::string_view("hw_counters/").size()), *d.delta);
+  }
+  return moved.empty() ? "none" : moved;
+}
 
 std::string summary_of(const SoakMeter& meter, const char* who) {
   return meter.describe(who);
@@ -414,12 +433,14 @@ protocol::VerifyRequest request_for(Case id, const Options& o) {
       request.fixed_sizes = o.fixed_sizes;
       break;
     case Case::kSoak:
+      spec.message_size = o.soak_message_size;
       spec.iterations.reset();
       spec.duration_seconds = o.soak_seconds;
       spec.margin_seconds = 0;
       spec.tx_depth = kSoakDepth;
       spec.rx_depth = kSoakDepth;
       spec.timeout_seconds = o.soak_seconds + o.case_timeout_seconds;
+      request.soak_interval_seconds = o.soak_interval_seconds;
       break;
   }
   return request;
@@ -497,11 +518,10 @@ struct Initiator {
   CaseResult delayed_recv() {
     const auto before = ep.counters();
     std::uint64_t stale = 0;
-    const auto failure = send_all(ep, 0, 0, messages(), kDepth, guard, stale,
-                                  [&](std::uint8_t* slot, std::uint64_t seq) {
-                                    return fill_checked(slot, kMessageBytes, 0, ep.generation(0),
-                                                        seq);
-                                  });
+    const auto failure = send_all(
+        ep, 0, 0, messages(), kDepth, guard, stale, [&](std::uint8_t* slot, std::uint64_t seq) {
+          return fill_checked(slot, kMessageBytes, 0, ep.generation(0), seq);
+        });
     const auto after = ep.counters();
     const auto result = finish(channel, guard);
     const auto v = result.validation.value_or(ValidationReport{});
@@ -518,11 +538,10 @@ struct Initiator {
 
   CaseResult rnr_retry_exceeded() {
     std::uint64_t stale = 0;
-    const auto failure = send_all(ep, 0, 0, messages(), kDepth, guard, stale,
-                                  [&](std::uint8_t* slot, std::uint64_t seq) {
-                                    return fill_checked(slot, kMessageBytes, 0, ep.generation(0),
-                                                        seq);
-                                  });
+    const auto failure = send_all(
+        ep, 0, 0, messages(), kDepth, guard, stale, [&](std::uint8_t* slot, std::uint64_t seq) {
+          return fill_checked(slot, kMessageBytes, 0, ep.generation(0), seq);
+        });
     const std::string state = ep.state(0);
     const auto events = ep.async_events();
     finish(channel, guard);
@@ -533,10 +552,10 @@ struct Initiator {
                       ep.evidence(0)});
     }
     const bool passed = failure->wc.status == IBV_WC_RNR_RETRY_EXC_ERR && state == "ERR";
-    return verdict(id, passed,
-                   {"expected error: " + failure->evidence,
-                    "QP state after it: " + state + "; async events: " +
-                        joined(events, "none raised")});
+    return verdict(
+        id, passed,
+        {"expected error: " + failure->evidence,
+         "QP state after it: " + state + "; async events: " + joined(events, "none raised")});
   }
 
   // Half the healthy QP's messages, the faulty work request on QP 0, the other half: every
@@ -603,9 +622,10 @@ struct Initiator {
           victim = wcs[i];
         } else if (wid.qp == 1 && wid.generation == ep.generation(1)) {
           if (wcs[i].status != IBV_WC_SUCCESS || wid.sequence != done) {
-            healthy_errors.push_back(fmt::format("healthy QP: expected a success for sequence {}, "
-                                                 "got {}",
-                                                 done, describe(wcs[i])));
+            healthy_errors.push_back(
+                fmt::format("healthy QP: expected a success for sequence {}, "
+                            "got {}",
+                            done, describe(wcs[i])));
           }
           ++done;
         } else {
@@ -613,8 +633,8 @@ struct Initiator {
         }
       }
       if (n == 0 && spins % kSpinsPerCheck == 0) {
-        guard.check(fmt::format("completions of both QPs ({} of {} healthy done; {})", done,
-                                count, ep.evidence(0)));
+        guard.check(fmt::format("completions of both QPs ({} of {} healthy done; {})", done, count,
+                                ep.evidence(0)));
       }
     }
     const std::string state = ep.state(0);
@@ -632,51 +652,95 @@ struct Initiator {
       fault_reported = id == Case::kLocalErrorMaxSge && state == "RTS";
     }
     details.push_back("async events: " + joined(events, "none raised by the device"));
-    details.push_back(fmt::format("healthy QP on the same CQ: {} of {} sends completed in order; "
-                                  "{}",
-                                  done - healthy_errors.size(), count, peer_summary(v)));
+    details.push_back(
+        fmt::format("healthy QP on the same CQ: {} of {} sends completed in order; "
+                    "{}",
+                    done - healthy_errors.size(), count, peer_summary(v)));
     for (const auto& e : healthy_errors) details.push_back(e);
     const bool isolated = healthy_errors.empty() && v.checked == count && v.errors == 0;
     return verdict(id, fault_reported && isolated, details);
   }
 
+  // Sends until the loss shows as a failed completion, replaces the QP on the same CQ (a new
+  // generation), drains the old QP's flushed work by generation, exchanges the new endpoints and
+  // resumes where the peer's receiver left off.
   CaseResult qp_rebuild() {
     const std::uint64_t count = messages();
-    std::uint64_t stale = 0;
     const auto old_generation = ep.generation(0);
-    auto fill = [&](std::uint8_t* slot, std::uint64_t seq) {
-      return fill_checked(slot, kMessageBytes, 0, ep.generation(0), seq);
-    };
-    auto failure = send_all(ep, 0, 0, count, kDepth, guard, stale, fill);
-    if (!failure) {
-      finish(channel, guard);
-      return verdict(id, false, {"every send completed: the peer's QP loss was never seen"});
+    std::uint64_t sent = 0, done = 0, stale = 0, flushed_due = 0;
+    std::optional<SendFailure> loss, second;
+    std::string state;
+    bool resumed = false;
+    std::uint64_t resumed_at = 0;
+    ibv_wc wcs[kPollBatch];
+    for (unsigned spins = 1; done < count && !second; ++spins) {
+      while ((!loss || resumed) && sent < count && sent - done < kDepth) {
+        const auto slot = static_cast<std::size_t>(sent % kDepth);
+        fill_checked(ep.send_slot(0, slot), kMessageBytes, 0, ep.generation(0), sent);
+        ep.send(0, slot, kMessageBytes, ep.wr_id(0, sent));
+        ++sent;
+      }
+      const int n = ep.poll(wcs, kPollBatch);
+      for (int i = 0; i < n; ++i) {
+        const auto id = payload::decode_wr_id(wcs[i].wr_id);
+        if (id.generation != ep.generation(0)) {
+          ++stale;
+          continue;
+        }
+        if (wcs[i].status != IBV_WC_SUCCESS) {
+          if (loss) {
+            second = SendFailure{wcs[i], ep.evidence(0, &wcs[i])};
+            break;
+          }
+          loss = SendFailure{wcs[i], ep.evidence(0, &wcs[i])};
+          state = ep.state(0);
+          // Everything posted after the failed request is flushed into the CQ under the old
+          // generation; from here on only the successor's generation counts.
+          flushed_due = sent - done - 1;
+          ep.replace(0);
+          continue;
+        }
+        if (id.sequence != static_cast<std::uint32_t>(done)) {
+          second = SendFailure{wcs[i], fmt::format("completion for sequence {} where {} was due",
+                                                   id.sequence, done)};
+          break;
+        }
+        ++done;
+      }
+      if (loss && !resumed && stale >= flushed_due) {
+        ep.retire_old();
+        const auto lost = channel.expect<protocol::VerifyStep>(guard.deadline(), "the peer's loss");
+        channel.send(protocol::VerifyStep{"rebuild", lost.value, ep.endpoints()}, guard.deadline());
+        const auto rebuilt =
+            channel.expect<protocol::VerifyStep>(guard.deadline(), "the peer's new QP");
+        if (!rebuilt.endpoints || rebuilt.endpoints->qps.size() != 1) {
+          throw ProbeFailure("the peer's rebuilt QP came without its endpoint",
+                             FailureKind::kProtocol);
+        }
+        ep.connect(0, rebuilt.endpoints->qps[0]);
+        resumed = true;
+        resumed_at = sent = done = rebuilt.value;
+      }
+      if (n == 0 && spins % kSpinsPerCheck == 0) {
+        guard.check(
+            fmt::format("qp_rebuild completions ({} of {} done, {} old-generation CQEs "
+                        "of {} due; {})",
+                        done, count, stale, flushed_due, ep.evidence(0)));
+      }
     }
-    const std::string state = ep.state(0);
-    const auto loss = channel.expect<protocol::VerifyStep>(guard.deadline(), "the peer's loss");
-    // The old QP's remaining work completes in error (flushed) into the shared CQ; those
-    // completions carry the old generation and must be told from the new QP's.
-    const std::uint64_t in_flight = ep.outstanding();
-    ep.replace(0);
-    channel.send(protocol::VerifyStep{"rebuild", loss.value, ep.endpoints()}, guard.deadline());
-    const auto rebuilt = channel.expect<protocol::VerifyStep>(guard.deadline(), "the peer's QP");
-    if (!rebuilt.endpoints || rebuilt.endpoints->qps.size() != 1) {
-      throw ProbeFailure("the peer's rebuilt QP came without its endpoint", FailureKind::kProtocol);
-    }
-    ep.connect(0, rebuilt.endpoints->qps[0]);
-    const auto second = send_all(ep, 0, rebuilt.value, count, kDepth, guard, stale, fill);
-    ep.retire_old();
     const auto result = finish(channel, guard);
     const auto v = result.validation.value_or(ValidationReport{});
+    if (!loss)
+      return verdict(id, false, {"every send completed: the peer's QP loss was never seen"});
     std::vector<std::string> details{
-        "loss seen: " + failure->evidence + "; QP state " + state,
+        "loss seen: " + loss->evidence + "; QP state then " + state,
         fmt::format("rebuilt on the same CQ: generation {} -> {}; resumed at sequence {} (the "
-                    "peer's next due); old-generation CQEs dropped: {} ({} work requests were "
-                    "outstanding at the loss)",
-                    old_generation, ep.generation(0), rebuilt.value, stale, in_flight),
+                    "peer's next due); old-generation CQEs dropped: {} (flushed work requests "
+                    "due: {})",
+                    old_generation, ep.generation(0), resumed_at, stale, flushed_due),
         peer_summary(v)};
-    if (second) details.push_back("after the rebuild: " + second->evidence);
-    const bool passed = failure->wc.status != IBV_WC_SUCCESS && state == "ERR" && !second &&
+    if (second) details.push_back("after the loss: " + second->evidence);
+    const bool passed = loss->wc.status != IBV_WC_SUCCESS && state == "ERR" && !second &&
                         ep.generation(0) != old_generation && stale > 0 && v.checked == count &&
                         v.errors == 0;
     return verdict(id, passed, details);
@@ -688,7 +752,6 @@ struct Initiator {
     const std::uint32_t inline_length = std::min(granted, asked);
     const std::uint64_t count = messages();
     ibv_wc wcs[kPollBatch];
-    std::uint64_t stale = 0;
     // Inline: one slot for every message, scribbled over as soon as the post returns.
     std::uint64_t sent = 0, done = 0;
     std::optional<SendFailure> failure;
@@ -758,15 +821,14 @@ struct Initiator {
   CaseResult random_sizes() {
     const SizeSequence sizes(request.seed, request.spec.message_size, request.fixed_sizes);
     std::uint64_t stale = 0;
-    const auto failure =
-        send_all(ep, 0, 0, messages(), kDepth, guard, stale,
-                 [&](std::uint8_t* slot, std::uint64_t seq) {
-                   const auto length = sizes.size(seq);
-                   for (std::uint64_t b = 0; b < length; ++b) {
-                     slot[b] = pattern_byte(request.seed, seq, b);
-                   }
-                   return static_cast<std::uint32_t>(length);
-                 });
+    const auto failure = send_all(ep, 0, 0, messages(), kDepth, guard, stale,
+                                  [&](std::uint8_t* slot, std::uint64_t seq) {
+                                    const auto length = sizes.size(seq);
+                                    for (std::uint64_t b = 0; b < length; ++b) {
+                                      slot[b] = pattern_byte(request.seed, seq, b);
+                                    }
+                                    return static_cast<std::uint32_t>(length);
+                                  });
     const auto result = finish(channel, guard);
     const auto v = result.validation.value_or(ValidationReport{});
     std::string first;
@@ -774,20 +836,22 @@ struct Initiator {
       first += fmt::format("{}{}", i ? "," : "", sizes.size(i));
     }
     std::vector<std::string> details{
-        fmt::format("{} sizes 1..{} ({}; first: {}...); {}", messages(),
-                    request.spec.message_size,
-                    request.fixed_sizes ? "fixed boundary sequence"
-                                        : fmt::format("seed {}, rerun with --seed {}",
-                                                      request.seed, request.seed),
+        fmt::format("{} sizes 1..{} ({}; first: {}...); {}", messages(), request.spec.message_size,
+                    request.fixed_sizes
+                        ? "fixed boundary sequence"
+                        : fmt::format("seed {}, rerun with --seed {}", request.seed, request.seed),
                     first, peer_summary(v))};
     if (failure) details.push_back("send failed: " + failure->evidence);
     return verdict(id, !failure && v.checked == messages() && v.errors == 0, details);
   }
 
   CaseResult soak() {
-    const auto length = std::chrono::seconds(*request.spec.duration_seconds);
-    SoakMeter meter(std::chrono::seconds(std::max<std::uint32_t>(1, request.rebuild_after)));
-    const auto stop = Clock::now() + length;
+    const auto before = ep.counters();
+    const auto seconds = std::chrono::seconds(*request.spec.duration_seconds);
+    const std::uint64_t length = request.spec.message_size;
+    SoakMeter meter(
+        std::chrono::seconds(std::max<std::uint32_t>(1, request.soak_interval_seconds)));
+    const auto stop = Clock::now() + seconds;
     std::uint64_t sent = 0, done = 0;
     std::optional<SendFailure> failure;
     ibv_wc wcs[kPollBatch];
@@ -796,8 +860,8 @@ struct Initiator {
       const bool posting = Clock::now() < stop;
       while (posting && sent - done < depth) {
         const auto slot = static_cast<std::size_t>(sent % depth);
-        fill_checked(ep.send_slot(0, slot), kMessageBytes, 0, ep.generation(0), sent);
-        ep.send(0, slot, kMessageBytes, ep.wr_id(0, sent));
+        fill_checked(ep.send_slot(0, slot), length, 0, ep.generation(0), sent);
+        ep.send(0, slot, length, ep.wr_id(0, sent));
         ++sent;
       }
       if (!posting && done == sent) break;
@@ -819,9 +883,10 @@ struct Initiator {
     const auto result = finish(channel, guard);
     const auto v = result.validation.value_or(ValidationReport{});
     std::vector<std::string> details{
-        fmt::format("{} s, {} messages of {} bytes, {} in flight; {}", length.count(), sent,
-                    kMessageBytes, depth, peer_summary(v)),
-        summary_of(meter, "sender")};
+        fmt::format("{} s, {} messages of {} bytes, {} in flight; {}", seconds.count(), sent,
+                    length, depth, peer_summary(v)),
+        summary_of(meter, "sender"),
+        "sender's hw_counters that moved: " + moved_hw_counters(before, ep.counters())};
     bool receiver_steady = false;
     for (const auto& c : result.checks) {
       if (c.name == "soak_receiver") {
@@ -847,19 +912,26 @@ CaseResult run_case(Case id, const LocalPort& local, ControlChannel& channel,
     ep.emplace(local, request.spec, true, layout);
   } catch (const verbs::VerbsError& e) {
     if (id != Case::kInlineReuse) throw;
-    return CaseResult{id, Verdict::kSkipped, 0,
+    return CaseResult{id,
+                      Verdict::kSkipped,
+                      0,
                       {fmt::format("the device cannot create a QP with {} bytes of inline data: "
                                    "{}",
                                    layout.inline_size, e.what())}};
   }
   if (id == Case::kInlineReuse && ep->inline_granted(0) < payload::kMinMessageBytes) {
-    return CaseResult{id, Verdict::kSkipped, 0,
+    return CaseResult{id,
+                      Verdict::kSkipped,
+                      0,
                       {fmt::format("the device grants {} bytes of inline data, fewer than a "
                                    "checked message's {}",
                                    ep->inline_granted(0), payload::kMinMessageBytes)}};
   }
-  channel.send(ep->endpoints(), guard.deadline());
+  // Connected and (bidirectional) receiving before the responder learns the endpoints: its first
+  // messages must find a QP in RTR with receives posted, not draw retries.
   ep->connect_all(peer);
+  if (id == Case::kBidirectional) post_all_receives(*ep, 0, ep->layout().recv_slots);
+  channel.send(ep->endpoints(), guard.deadline());
   channel.expect<protocol::Ready>(guard.deadline(), "the responder to be ready");
   Initiator initiator{id, local, channel, request, *ep, guard};
   switch (id) {
@@ -930,11 +1002,11 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
       }
       // The local-error cases: only QP 1 carries messages; QP 0's one work request fails on the
       // initiator's side and sends nothing.
-      const std::vector<std::size_t> queues = spec.qps == 2 ? std::vector<std::size_t>{1}
-                                                            : std::vector<std::size_t>{0};
-      ReceivePlan plan{queues, count,
-                       std::chrono::milliseconds(id == Case::kDelayedRecv ? request.recv_delay_ms
-                                                                          : 0)};
+      const std::vector<std::size_t> queues =
+          spec.qps == 2 ? std::vector<std::size_t>{1} : std::vector<std::size_t>{0};
+      ReceivePlan plan{
+          queues, count,
+          std::chrono::milliseconds(id == Case::kDelayedRecv ? request.recv_delay_ms : 0)};
       result.validation = merged(receive_checked(ep, plan, guard, stale), queues, stale);
       break;
     }
@@ -993,8 +1065,7 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
           const auto& wc = wcs[i];
           const auto wid = payload::decode_wr_id(wc.wr_id);
           ++received;
-          const std::span<const std::uint8_t> slot{ep.recv_slot(0, wid.sequence),
-                                                   ep.slot_bytes()};
+          const std::span<const std::uint8_t> slot{ep.recv_slot(0, wid.sequence), ep.slot_bytes()};
           if (wc.status != IBV_WC_SUCCESS) {
             inline_checker.error("receive: " + ep.evidence(0, &wc));
           } else if (wc.byte_len < kMessageBytes) {
@@ -1056,10 +1127,10 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
     }
     case Case::kSoak: {
       InOrderChecker checker;
-      SoakMeter meter(std::chrono::seconds(std::max<std::uint32_t>(1, request.rebuild_after)));
+      SoakMeter meter(
+          std::chrono::seconds(std::max<std::uint32_t>(1, request.soak_interval_seconds)));
       std::optional<std::uint64_t> expected;
-      for (unsigned spins = 1; !expected || checker.report.messages_received < *expected;
-           ++spins) {
+      for (unsigned spins = 1; !expected || checker.report.messages_received < *expected; ++spins) {
         const int n = ep.poll(wcs, kPollBatch);
         int good = 0;
         for (int i = 0; i < n; ++i) {
@@ -1072,14 +1143,14 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
           }
           ++good;
           checker.check({ep.recv_slot(0, wid.sequence), ep.slot_bytes()}, wc.byte_len,
-                        kMessageBytes, "soak receive");
+                        spec.message_size, "soak receive");
           ep.post_recv(0, wid.sequence, wc.wr_id);
         }
         meter.polled(n, good);
         if (n == 0 && spins % kSpinsPerCheck == 0) {
           if (!expected && channel.has_pending_message()) {
-            expected = channel.expect<protocol::VerifyStep>(guard.deadline(), "the soak's end")
-                           .value;
+            expected =
+                channel.expect<protocol::VerifyStep>(guard.deadline(), "the soak's end").value;
           }
           guard.check("soak messages");
         }

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "control_channel.h"
-#include "ibprobe/verify.h"
+#include "ibprobe/verify_plan.h"
 #include "protocol.h"
 #include "verify_endpoint.h"
 
@@ -34,5 +34,11 @@ CaseResult run_case(Case id, const LocalPort& local, ControlChannel& channel,
 // The responder's half, after the request was checked: accepts, builds, serves, reports.
 void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
                 const protocol::VerifyRequest& request);
+
+// The responder's entry for a VerifyRequest (authenticated already): refuses it with the reasons
+// check_request() finds, or serves the case.
+void serve_verify(ControlChannel& channel, const protocol::VerifyRequest& request,
+                  const LocalPort& local, const Limits& limits,
+                  ControlChannel::Deadline setup_deadline);
 
 }  // namespace ibprobe::probes::verify

@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "ibprobe/counter_snapshot.h"
 #include "payload.h"
+#include "run_common.h"
 
 namespace ibprobe::probes::verify {
 namespace {
@@ -51,10 +51,11 @@ const char* state_name(ibv_qp_state state) {
 
 std::string describe(const ibv_wc& wc) {
   const auto id = payload::decode_wr_id(wc.wr_id);
-  return fmt::format("CQE status {} ({}) vendor_err 0x{:x} opcode {} qp_num {} wr_id qp={} gen={} "
-                     "seq={}",
-                     ibv_wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err,
-                     static_cast<int>(wc.opcode), wc.qp_num, id.qp, id.generation, id.sequence);
+  return fmt::format(
+      "CQE status {} ({}) vendor_err 0x{:x} opcode {} qp_num {} wr_id qp={} gen={} "
+      "seq={}",
+      ibv_wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err,
+      static_cast<int>(wc.opcode), wc.qp_num, id.qp, id.generation, id.sequence);
 }
 
 Guard::Guard(ControlChannel& channel, std::chrono::seconds timeout)
@@ -124,10 +125,9 @@ Endpoint::Qp Endpoint::create_qp() {
   Qp qp;
   qp.qp.reset(ibv_create_qp(pd_.get(), &init));
   if (!qp.qp) {
-    throw verbs::VerbsError(
-        fmt::format("ibv_create_qp (max_inline_data {}, max_send_sge {})", layout_.inline_size,
-                    layout_.max_send_sge),
-        errno);
+    throw verbs::VerbsError(fmt::format("ibv_create_qp (max_inline_data {}, max_send_sge {})",
+                                        layout_.inline_size, layout_.max_send_sge),
+                            errno);
   }
   // ibv_create_qp writes back what the device granted.
   qp.inline_granted = init.cap.max_inline_data;
@@ -197,9 +197,9 @@ void Endpoint::connect(std::size_t q, const protocol::QpEndpoint& peer) {
 
 void Endpoint::connect_all(const protocol::QpInfo& peer) {
   if (peer.qps.size() != qps_.size()) {
-    throw ProbeFailure(fmt::format("peer offered {} QPs, the case needs {}", peer.qps.size(),
-                                   qps_.size()),
-                       FailureKind::kProtocol);
+    throw ProbeFailure(
+        fmt::format("peer offered {} QPs, the case needs {}", peer.qps.size(), qps_.size()),
+        FailureKind::kProtocol);
   }
   for (std::size_t q = 0; q < qps_.size(); ++q) connect(q, peer.qps[q]);
 }
@@ -218,8 +218,8 @@ void Endpoint::destroy(std::size_t q) {
 }
 
 std::uint64_t Endpoint::wr_id(std::size_t q, std::uint64_t sequence) const {
-  return payload::encode_wr_id({static_cast<std::uint16_t>(q), qps_[q].generation,
-                                static_cast<std::uint32_t>(sequence)});
+  return payload::encode_wr_id(
+      {static_cast<std::uint16_t>(q), qps_[q].generation, static_cast<std::uint32_t>(sequence)});
 }
 
 std::uint8_t* Endpoint::recv_slot(std::size_t q, std::size_t slot) const {
@@ -319,24 +319,12 @@ std::string Endpoint::evidence(std::size_t q, const ibv_wc* wc) const {
     ids += fmt::format("{}{}/{}/{}", ids.empty() ? "" : " ", id.qp, id.generation, id.sequence);
   }
   return fmt::format("{}QP {} (qp_num {}) state {}; CQ outstanding {}; last wr_ids (qp/gen/seq) {}",
-                     wc ? describe(*wc) + "; " : "", q,
-                     qps_[q].qp ? qps_[q].qp->qp_num : 0u, state(q), outstanding(),
-                     ids.empty() ? "none" : ids);
+                     wc ? describe(*wc) + "; " : "", q, qps_[q].qp ? qps_[q].qp->qp_num : 0u,
+                     state(q), outstanding(), ids.empty() ? "none" : ids);
 }
 
 CounterSnapshot Endpoint::counters() const {
-  auto snapshot = collectors::snapshot_port(local_.sysfs_root, local_.device, local_.port);
-  // The driver caches hw_counters for their lifespan: wait it out so the run is in the reading.
-  if (snapshot.hw_counters_lifespan.count() > 0) {
-    std::this_thread::sleep_for(snapshot.hw_counters_lifespan);
-    snapshot = collectors::snapshot_port(local_.sysfs_root, local_.device, local_.port);
-  }
-  CounterSnapshot out;
-  for (const auto& [name, reading] : snapshot.counters) {
-    out.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
-                                    reading.error_class, std::string(reading.counter_class)});
-  }
-  return out;
+  return snapshot_after_lifespan(local_);
 }
 
 }  // namespace ibprobe::probes::verify

@@ -1,12 +1,12 @@
 // The hardware-free half of the verification suite: which cases exist and what each one checks,
 // the options' rules, the size sequences, the soak's figures and the table.
+#include "ibprobe/verify_plan.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
-
-#include "ibprobe/verify.h"
 
 namespace ibprobe::probes::verify {
 namespace {
@@ -101,8 +101,8 @@ std::vector<std::string> validate(const Options& o) {
   // The random-sizes messages land in receives of the whole slot, which the responder's
   // Limits::max_message_size bounds; below 64 bytes nothing is left to draw from.
   if (o.max_message_size < 64) {
-    problems.push_back(fmt::format("max message size must be 64 bytes at least, not {}",
-                                   o.max_message_size));
+    problems.push_back(
+        fmt::format("max message size must be 64 bytes at least, not {}", o.max_message_size));
   }
   if (o.rebuild_after < 1 || o.rebuild_after >= o.messages) {
     problems.push_back(fmt::format("rebuild_after must be 1..messages-1 ({}), not {}",
@@ -118,6 +118,10 @@ std::vector<std::string> validate(const Options& o) {
     problems.push_back(fmt::format("soak interval must be 1..{} s (the soak time), not {}",
                                    o.soak_seconds, o.soak_interval_seconds));
   }
+  if (o.soak_message_size < 64) {
+    problems.push_back(
+        fmt::format("soak message size must be 64 bytes at least, not {}", o.soak_message_size));
+  }
   if (o.case_timeout_seconds < 5) problems.push_back("case timeout must be 5 s at least");
   return problems;
 }
@@ -126,9 +130,9 @@ SizeSequence::SizeSequence(std::uint64_t seed, std::uint64_t max, bool fixed)
     : seed_(seed), max_(max) {
   if (max == 0) throw std::invalid_argument("a size sequence needs a maximum of 1 byte at least");
   if (!fixed) return;
-  for (std::uint64_t size : {1ull, 2ull, 63ull, 64ull, 65ull, 4095ull, 4096ull, 4097ull,
-                             static_cast<unsigned long long>(max - 1),
-                             static_cast<unsigned long long>(max)}) {
+  for (std::uint64_t size :
+       {1ull, 2ull, 63ull, 64ull, 65ull, 4095ull, 4096ull, 4097ull,
+        static_cast<unsigned long long>(max - 1), static_cast<unsigned long long>(max)}) {
     if (size >= 1 && size <= max && std::find(fixed_.begin(), fixed_.end(), size) == fixed_.end()) {
       fixed_.push_back(size);
     }
