@@ -12,6 +12,7 @@
 #include "ibprobe/hw_counter_classes.h"
 #include "ibprobe/remote_pma.h"
 #include "ibprobe/verbs_probe.h"
+#include "ibprobe/verify.h"
 #include "peer_auth.h"
 #include "rc_session.h"
 #include "run_common.h"
@@ -132,6 +133,27 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
                        const ProbeSpec& spec, const RunOptions& options) {
+  if (!options.verify_cases.empty()) {
+    ProbeOutcome outcome;
+    outcome.spec = spec;
+    outcome.peer = host + ":" + port;
+    auto verify_options = options.verify_options;
+    verify_options.case_timeout_seconds = spec.timeout_seconds;
+    const auto start = Clock::now();
+    outcome.verify_results =
+        verify::run_verify(local, host, port, options.verify_cases, verify_options, options);
+    outcome.window_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    int passed = 0, failed = 0, skipped = 0;
+    for (const auto& r : outcome.verify_results) {
+      (r.verdict == verify::Verdict::kPass   ? passed
+       : r.verdict == verify::Verdict::kFail ? failed
+                                             : skipped) += 1;
+    }
+    outcome.checks.push_back({"both", "verify", failed == 0,
+                              fmt::format("{} cases: {} passed, {} failed, {} skipped",
+                                          outcome.verify_results.size(), passed, failed, skipped)});
+    return outcome;
+  }
   const auto& fabric_ports = options.fabric_ports;
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));

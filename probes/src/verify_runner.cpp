@@ -50,6 +50,7 @@ std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& ho
   }
   std::vector<CaseResult> results;
   for (const auto id : cases) {
+    throw_if_cancelled(run_options);
     const auto start = Clock::now();
     CaseResult result{id, Verdict::kFail, 0, {}};
     try {
@@ -64,6 +65,17 @@ std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& ho
     results.push_back(std::move(result));
   }
   return results;
+}
+
+std::vector<std::string> check_limits(const std::vector<Case>& cases, const Options& options,
+                                      const Limits& limits) {
+  std::vector<std::string> problems;
+  for (const auto id : cases) {
+    for (const auto& problem : check_request(request_for(id, options), limits)) {
+      problems.push_back(std::string(info(id).name) + ": " + problem);
+    }
+  }
+  return problems;
 }
 
 void serve_verify(ControlChannel& channel, const protocol::VerifyRequest& request,

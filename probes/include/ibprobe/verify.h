@@ -17,4 +17,9 @@ std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& ho
                                    const std::string& port, const std::vector<Case>& cases,
                                    const Options& options, const RunOptions& run_options = {});
 
+// Every reason a responder with `limits` would refuse one of `cases` run with `options`; empty
+// when all of them fit.
+std::vector<std::string> check_limits(const std::vector<Case>& cases, const Options& options,
+                                      const Limits& limits);
+
 }  // namespace ibprobe::probes::verify
