@@ -44,7 +44,7 @@ CaseResult run_one(Case id, const LocalPort& local, const std::string& host,
 std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& host,
                                    const std::string& port, const std::vector<Case>& cases,
                                    const Options& options, const RunOptions& run_options) {
-  if (const auto problems = validate(options); !problems.empty()) {
+  if (const auto problems = validate(options, cases); !problems.empty()) {
     throw std::invalid_argument("invalid verify options: " +
                                 fmt::to_string(fmt::join(problems, "; ")));
   }

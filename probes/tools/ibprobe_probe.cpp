@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
     }
     if (*verify_command) {
       const auto cases = verify::select_cases(case_names);
-      if (const auto problems = verify::validate(verify_options); !problems.empty()) {
+      if (const auto problems = verify::validate(verify_options, cases); !problems.empty()) {
         for (const auto& p : problems) std::cerr << "ibprobe_probe: verify: " << p << "\n";
         return 2;
       }

@@ -66,8 +66,9 @@ struct Options {
   std::uint32_t case_timeout_seconds = 60;
 };
 
-// Every rule the options break, each message saying why; empty when they are consistent.
-std::vector<std::string> validate(const Options& options);
+// Every rule the options break for `cases` (none: every case), each message saying why; empty
+// when they are consistent. An option only one case reads is checked only when that case runs.
+std::vector<std::string> validate(const Options& options, const std::vector<Case>& cases = {});
 
 // Seeded message sizes in [1, max]: the same seed gives the same sequence on every host and
 // build (splitmix64, no standard-library distribution whose output may differ between

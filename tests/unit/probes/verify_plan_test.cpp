@@ -69,6 +69,10 @@ TEST(VerifyOptions, RebuildMustFallInsideTheRun) {
   o.rebuild_after = 50;
   EXPECT_THAT(::testing::PrintToString(validate(o)),
               HasSubstr("rebuild_after must be 1..messages-1 (49), not 50"));
+  // Only qp_rebuild reads it.
+  EXPECT_THAT(validate(o, {Case::kRandomSizes, Case::kSoak}), ::testing::IsEmpty());
+  EXPECT_THAT(::testing::PrintToString(validate(o, {Case::kQpRebuild})),
+              HasSubstr("rebuild_after"));
   o.rebuild_after = 49;
   EXPECT_THAT(validate(o), ::testing::IsEmpty());
 }
