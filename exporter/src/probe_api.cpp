@@ -164,6 +164,18 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
       link.link_bytes_per_second ? json(*link.link_bytes_per_second) : json(nullptr);
   out["link"]["line_rate_ratio"] =
       link.line_rate_ratio ? json(*link.line_rate_ratio) : json(nullptr);
+  if (!outcome.verify_results.empty()) {
+    json cases = json::array();
+    for (const auto& r : outcome.verify_results) {
+      cases.push_back({{"case", probes::verify::info(r.id).name},
+                       {"checks", probes::verify::info(r.id).checks},
+                       {"result", probes::verify::to_string(r.verdict)},
+                       {"seconds", r.seconds},
+                       {"details", r.details}});
+    }
+    out["verify"] = {{"cases", std::move(cases)},
+                     {"table", probes::verify::format_table(outcome.verify_results)}};
+  }
   if (const auto& v = outcome.validation) {
     out["validation"] = {{"messages_sent", v->messages_sent},
                          {"messages_received", v->messages_received},

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ibprobe/remote_pma.h"
+#include "ibprobe/verify.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -137,10 +138,64 @@ void parse_numa(const YAML::Node& node, const char* key, probes::NumaPolicy& pol
   number = u32(node, std::string(key) + " (auto, none or a node number)");
 }
 
+// kind: verify, the verification suite (ibprobe/verify_plan.h) for the probe API.
+ProbeModule parse_verify_module(const std::string& what, const YAML::Node& node,
+                                const probes::Limits& limits) {
+  reject_unknown_keys(
+      node, what,
+      {"kind", "cases", "messages", "recv_delay", "seed", "fixed_sizes", "max_size",
+       "rebuild_after", "inline_size", "soak_duration", "soak_interval", "soak_size", "timeout"});
+  ProbeModule module;
+  module.spec = probes::default_spec(probes::Operation::kSend, probes::TestKind::kBandwidth);
+  auto& o = module.verify_options;
+  std::vector<std::string> names;
+  if (const auto cases = node["cases"]) {
+    if (!cases.IsSequence()) fail(cases, "cases must be a list of verify case names");
+    for (const auto& c : cases) names.push_back(scalar(c, "cases"));
+  }
+  try {
+    module.verify_cases = probes::verify::select_cases(names);
+  } catch (const std::invalid_argument& e) {
+    fail(node["cases"], e.what());
+  }
+  if (node["messages"]) o.messages = u32(node["messages"], "messages");
+  if (const auto delay = node["recv_delay"]) {
+    const auto text = scalar(delay, "recv_delay");
+    std::uint32_t ms = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+    if (ec != std::errc{} || std::string_view(end) != "ms") {
+      fail(delay, "recv_delay must be milliseconds, as 20ms, not '" + text + "'");
+    }
+    o.recv_delay_ms = ms;
+  }
+  if (node["seed"]) o.seed = unsigned_value(node["seed"], "seed");
+  if (node["fixed_sizes"]) o.fixed_sizes = boolean(node["fixed_sizes"], "fixed_sizes");
+  if (node["max_size"]) o.max_message_size = unsigned_value(node["max_size"], "max_size");
+  if (node["rebuild_after"]) o.rebuild_after = u32(node["rebuild_after"], "rebuild_after");
+  if (node["inline_size"]) o.inline_size = u32(node["inline_size"], "inline_size");
+  if (node["soak_duration"]) o.soak_seconds = seconds(node["soak_duration"], "soak_duration");
+  if (node["soak_interval"]) {
+    o.soak_interval_seconds = seconds(node["soak_interval"], "soak_interval");
+  }
+  if (node["soak_size"]) o.soak_message_size = unsigned_value(node["soak_size"], "soak_size");
+  if (node["timeout"]) o.case_timeout_seconds = seconds(node["timeout"], "timeout");
+  module.spec.timeout_seconds = o.case_timeout_seconds;
+  auto problems = probes::verify::validate(o, module.verify_cases);
+  if (problems.empty()) problems = probes::verify::check_limits(module.verify_cases, o, limits);
+  if (!problems.empty()) {
+    fail(node,
+         what + " is not a valid verify module: " + fmt::to_string(fmt::join(problems, "; ")));
+  }
+  return module;
+}
+
 ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                          const probes::Limits& limits) {
   const std::string what = "module " + name;
   require_map(node, what);
+  if (node["kind"] && node["kind"].IsScalar() && node["kind"].Scalar() == "verify") {
+    return parse_verify_module(what, node, limits);
+  }
   reject_unknown_keys(node, what, {"kind",
                                    "message_size",
                                    "iterations",
@@ -173,7 +228,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (!kind) {
     fail(node["kind"], "kind '" + kind_text +
                            "' is not one of write_bw, write_lat, read_bw, read_lat, send_bw, "
-                           "send_lat");
+                           "send_lat, verify");
   }
   ProbeModule module;
   auto& spec = module.spec;
@@ -235,7 +290,7 @@ probes::Limits parse_limits(const YAML::Node& node) {
   require_map(node, "limits");
   reject_unknown_keys(node, "limits",
                       {"max_message_size", "max_depth", "max_qps", "max_duration", "max_iterations",
-                       "max_total_buffer_bytes"});
+                       "max_total_buffer_bytes", "max_soak_duration"});
   // The built-in limits are the ceiling: a file may tighten them, never widen them, since they
   // are what keeps one request from taking the host's memory.
   const probes::Limits ceiling;
@@ -257,6 +312,16 @@ probes::Limits parse_limits(const YAML::Node& node) {
     if (limits.max_duration_seconds > ceiling.max_duration_seconds) {
       fail(node["max_duration"], "max_duration is above its maximum " +
                                      std::to_string(ceiling.max_duration_seconds) + "s");
+    }
+  }
+  // The verification suite's soak is the one run that may last longer than max_duration, and
+  // only when this file says so.
+  if (node["max_soak_duration"]) {
+    constexpr std::uint32_t kLongestSoakSeconds = 24 * 3600;
+    limits.max_soak_seconds = seconds(node["max_soak_duration"], "max_soak_duration");
+    if (limits.max_soak_seconds > kLongestSoakSeconds) {
+      fail(node["max_soak_duration"],
+           "max_soak_duration is above its maximum " + std::to_string(kLongestSoakSeconds) + "s");
     }
   }
   if (node["max_iterations"]) {

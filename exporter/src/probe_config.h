@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ibprobe/probes.h"
+#include "ibprobe/verify_plan.h"
 #include "mesh_config.h"
 #include "target_allowlist.h"
 
@@ -23,6 +24,10 @@ struct ProbeModule {
   probes::ProbeSpec spec;
   // "LID:PORT" fabric ports whose counters are read around every run of this module.
   std::vector<std::string> fabric_ports;
+  // kind: verify - the verification suite's cases instead of a probe; spec.timeout_seconds bounds
+  // each case.
+  std::vector<probes::verify::Case> verify_cases = {};
+  probes::verify::Options verify_options = {};
 };
 
 struct ProbeConfig {

@@ -1,5 +1,7 @@
 #include "probe_metrics.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <utility>
 
@@ -101,6 +103,20 @@ void add_validation(FamilyBuilder& out, const Labels& base, const probes::Valida
 }
 
 void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutcome& outcome) {
+  for (const auto& r : outcome.verify_results) {
+    const std::string name(probes::verify::info(r.id).name);
+    for (const auto verdict : {probes::verify::Verdict::kPass, probes::verify::Verdict::kFail,
+                               probes::verify::Verdict::kSkipped}) {
+      std::string result(probes::verify::to_string(verdict));
+      std::transform(result.begin(), result.end(), result.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      out.gauge("rdma_probe_verify_case",
+                "1 for the result (pass, fail, skipped) of a verification suite's case.",
+                with(base, {{"case", name}, {"result", result}}), r.verdict == verdict ? 1 : 0);
+    }
+    out.gauge("rdma_probe_verify_case_seconds", "Wall time of a verification suite's case.",
+              with(base, {{"case", name}}), r.seconds);
+  }
   if (const auto& bw = outcome.bandwidth) {
     out.gauge("rdma_probe_bandwidth_bytes_per_second",
               "BW average of the probe, as perftest reports it.", base, bw->bytes_per_second);

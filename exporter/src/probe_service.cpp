@@ -315,9 +315,10 @@ void ProbeService::work() {
         throw probes::ProbeFailure("cancelled while a peer's probe held the port",
                                    probes::FailureKind::kCancelled);
       }
-      outcome =
-          runner_(local, target.first, target.second, module.spec,
-                  probes::RunOptions{module.fabric_ports, options_.shared_secret, &entry->cancel});
+      probes::RunOptions run_options{module.fabric_ports, options_.shared_secret, &entry->cancel};
+      run_options.verify_cases = module.verify_cases;
+      run_options.verify_options = module.verify_options;
+      outcome = runner_(local, target.first, target.second, module.spec, run_options);
     } catch (const probes::ProbeFailure& e) {
       reason = to_string(e.kind());
       failure = e.what();

@@ -12,6 +12,7 @@
 #include "ibprobe/hw_counter_classes.h"
 #include "ibprobe/remote_pma.h"
 #include "ibprobe/verbs_probe.h"
+#include "ibprobe/verify.h"
 #include "peer_auth.h"
 #include "rc_session.h"
 #include "run_common.h"
@@ -128,47 +129,31 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
   return merged;
 }
 
-void throw_if_cancelled(const RunOptions& options) {
-  if (options.cancel && options.cancel->load()) {
-    throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
-                       FailureKind::kCancelled);
-  }
-}
-
-struct Greeting {
-  ControlChannel channel;
-  protocol::Hello hello;
-};
-
-// Connects and exchanges Hellos. A responder busy with another run says so at once; that run
-// often ends within moments (its side may still be releasing its resources after our previous
-// run), so ask again, backing off, until the setup deadline.
-Greeting greet(const std::string& host, const std::string& port, Clock::time_point deadline,
-               const peer_auth::InitiatorAuth& auth, const RunOptions& options) {
-  auto backoff = std::chrono::milliseconds(50);
-  while (true) {
-    auto channel = ControlChannel::connect(host, port, deadline);
-    channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(),
-                                 std::nullopt},
-                 deadline);
-    auto message = channel.receive(deadline);
-    if (auto* hello = std::get_if<protocol::Hello>(&message)) {
-      return Greeting{std::move(channel), std::move(*hello)};
-    }
-    const auto* error = std::get_if<protocol::Error>(&message);
-    if (!error || error->code != protocol::ErrorCode::kBusy || Clock::now() + backoff > deadline) {
-      channel.fail_unexpected(message, "the responder's hello");
-    }
-    throw_if_cancelled(options);
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
-  }
-}
-
 }  // namespace
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
                        const ProbeSpec& spec, const RunOptions& options) {
+  if (!options.verify_cases.empty()) {
+    ProbeOutcome outcome;
+    outcome.spec = spec;
+    outcome.peer = host + ":" + port;
+    auto verify_options = options.verify_options;
+    verify_options.case_timeout_seconds = spec.timeout_seconds;
+    const auto start = Clock::now();
+    outcome.verify_results =
+        verify::run_verify(local, host, port, options.verify_cases, verify_options, options);
+    outcome.window_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    int passed = 0, failed = 0, skipped = 0;
+    for (const auto& r : outcome.verify_results) {
+      (r.verdict == verify::Verdict::kPass   ? passed
+       : r.verdict == verify::Verdict::kFail ? failed
+                                             : skipped) += 1;
+    }
+    outcome.checks.push_back({"both", "verify", failed == 0,
+                              fmt::format("{} cases: {} passed, {} failed, {} skipped",
+                                          outcome.verify_results.size(), passed, failed, skipped)});
+    return outcome;
+  }
   const auto& fabric_ports = options.fabric_ports;
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));

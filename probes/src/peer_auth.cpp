@@ -88,6 +88,15 @@ Bytes initiator_mesh_proof(std::string_view secret, const Bytes& initiator_nonce
   return hmac(secret, transcript("mesh-initiator", initiator_nonce, responder_nonce));
 }
 
+Bytes initiator_proof(std::string_view secret, const Bytes& initiator_nonce,
+                      const Bytes& responder_nonce, const protocol::VerifyRequest& request) {
+  auto message = transcript("initiator", initiator_nonce, responder_nonce);
+  auto unsigned_request = request;
+  unsigned_request.authenticator.reset();
+  append(message, protocol::encode(unsigned_request));
+  return hmac(secret, message);
+}
+
 bool same_proof(const Bytes& expected, const std::optional<Bytes>& presented) {
   if (!presented || presented->size() != expected.size()) return false;
   return CRYPTO_memcmp(expected.data(), presented->data(), expected.size()) == 0;
@@ -153,6 +162,12 @@ std::optional<Bytes> InitiatorAuth::mesh_authenticator(
   return initiator_mesh_proof(secret_, *nonce_, *responder_hello.challenge);
 }
 
+std::optional<Bytes> InitiatorAuth::authenticator(const protocol::Hello& responder_hello,
+                                                  const protocol::VerifyRequest& request) const {
+  if (secret_.empty() || !responder_hello.challenge) return std::nullopt;
+  return initiator_proof(secret_, *nonce_, *responder_hello.challenge, request);
+}
+
 std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
     const protocol::Hello& initiator_hello, const std::string& software_version) {
   protocol::Hello hello{protocol::kProtocolVersion, software_version, std::nullopt, std::nullopt};
@@ -183,6 +198,16 @@ std::optional<protocol::Error> ResponderAuth::check(
     const protocol::MeshAddressRequest& request) const {
   if (secret_.empty()) return std::nullopt;
   if (same_proof(initiator_mesh_proof(secret_, initiator_nonce_, responder_nonce_),
+                 request.authenticator)) {
+    return std::nullopt;
+  }
+  return protocol::Error{protocol::ErrorCode::kUnauthorized,
+                         "the initiator could not prove it holds the shared secret"};
+}
+
+std::optional<protocol::Error> ResponderAuth::check(const protocol::VerifyRequest& request) const {
+  if (secret_.empty()) return std::nullopt;
+  if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request),
                  request.authenticator)) {
     return std::nullopt;
   }

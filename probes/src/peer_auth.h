@@ -34,6 +34,10 @@ protocol::Bytes responder_proof(std::string_view secret, const protocol::Bytes& 
                                 const protocol::Bytes& responder_nonce);
 protocol::Bytes initiator_proof(std::string_view secret, const protocol::Bytes& initiator_nonce,
                                 const protocol::Bytes& responder_nonce, const ProbeSpec& spec);
+// The same proof over a whole verification request (its case and parameters, not only its spec).
+protocol::Bytes initiator_proof(std::string_view secret, const protocol::Bytes& initiator_nonce,
+                                const protocol::Bytes& responder_nonce,
+                                const protocol::VerifyRequest& request);
 
 // The initiator's proof for a mesh address request: its own role name, so a probe request's
 // proof cannot be passed off as one, nor the other way round.
@@ -62,6 +66,8 @@ class InitiatorAuth {
                                                const ProbeSpec& spec) const;
   // For the MeshAddressRequest, once verify() has passed.
   std::optional<protocol::Bytes> mesh_authenticator(const protocol::Hello& responder_hello) const;
+  std::optional<protocol::Bytes> authenticator(const protocol::Hello& responder_hello,
+                                               const protocol::VerifyRequest& request) const;
 
  private:
   std::string secret_;
@@ -79,6 +85,7 @@ class ResponderAuth {
   // The Error refusing a request whose authenticator does not prove the secret for this spec.
   std::optional<protocol::Error> check(const protocol::ProbeRequest& request) const;
   std::optional<protocol::Error> check(const protocol::MeshAddressRequest& request) const;
+  std::optional<protocol::Error> check(const protocol::VerifyRequest& request) const;
 
  private:
   std::string secret_;

@@ -176,6 +176,22 @@ json body_of(const Result& result) {
 json body_of(const Error& error) {
   return {{"code", to_wire(error.code)}, {"text", error.text}};
 }
+json body_of(const VerifyRequest& request) {
+  json out = {{"case", request.case_name},
+              {"spec", spec_to_json(request.spec)},
+              {"recv_delay_ms", request.recv_delay_ms},
+              {"seed", request.seed},
+              {"fixed_sizes", request.fixed_sizes},
+              {"rebuild_after", request.rebuild_after},
+              {"soak_interval_seconds", request.soak_interval_seconds}};
+  if (request.authenticator) out["authenticator"] = hex(*request.authenticator);
+  return out;
+}
+json body_of(const VerifyStep& step) {
+  json out = {{"step", step.step}, {"value", step.value}};
+  if (step.endpoints) out["endpoints"] = body_of(*step.endpoints);
+  return out;
+}
 
 json body_of(const MeshAddressRequest& request) {
   json out = json::object();
@@ -571,6 +587,21 @@ Message message_from(const FrameHeader& header, const json& body) {
               : std::nullopt};
     case MessageType::kMeshAddress:
       return mesh_address_from(in);
+    case MessageType::kVerifyRequest:
+      return VerifyRequest{in.text("case", kMaxShortText),
+                           spec_from(in.object("spec")),
+                           in.u32("recv_delay_ms"),
+                           in.unsigned_number("seed", kMaxU64),
+                           in.boolean("fixed_sizes"),
+                           in.u32("rebuild_after"),
+                           in.u32("soak_interval_seconds"),
+                           in.has("authenticator")
+                               ? std::optional(in.hex_bytes("authenticator", 1, kMaxChallengeBytes))
+                               : std::nullopt};
+    case MessageType::kVerifyStep:
+      return VerifyStep{
+          in.text("step", kMaxShortText), in.unsigned_number("value", kMaxU64),
+          in.has("endpoints") ? std::optional(qp_info_from(in.object("endpoints"))) : std::nullopt};
   }
   throw Failure{DecodeErrorKind::kUnknownType, "unknown message type"};
 }
@@ -613,7 +644,10 @@ Bytes encode(const Message& message) {
       std::is_same_v<std::variant_alternative_t<
                          static_cast<std::size_t>(MessageType::kMeshAddress) - 1, Message>,
                      MeshAddress> &&
-      std::variant_size_v<Message> == static_cast<std::size_t>(MessageType::kMeshAddress));
+      std::is_same_v<std::variant_alternative_t<
+                         static_cast<std::size_t>(MessageType::kVerifyStep) - 1, Message>,
+                     VerifyStep> &&
+      std::variant_size_v<Message> == static_cast<std::size_t>(MessageType::kVerifyStep));
   put_u16(frame, static_cast<std::uint16_t>(message.index() + 1));
   put_u32(frame, static_cast<std::uint32_t>(body.size()));
   frame.insert(frame.end(), body.begin(), body.end());
@@ -639,7 +673,7 @@ std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_
   }
   const std::uint16_t type = get_u16(bytes.subspan(6));
   if (type < static_cast<std::uint16_t>(MessageType::kHello) ||
-      type > static_cast<std::uint16_t>(MessageType::kMeshAddress)) {
+      type > static_cast<std::uint16_t>(MessageType::kVerifyStep)) {
     return DecodeError{DecodeErrorKind::kUnknownType,
                        "unknown message type " + std::to_string(type)};
   }

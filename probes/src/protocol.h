@@ -42,6 +42,8 @@ enum class MessageType : std::uint16_t {
   // unknown, so the addition needs no new protocol version.
   kMeshAddressRequest = 9,
   kMeshAddress = 10,
+  kVerifyRequest = 11,
+  kVerifyStep = 12,
 };
 
 using Bytes = std::vector<std::uint8_t>;
@@ -171,8 +173,35 @@ struct MeshAddress {
   bool operator==(const MeshAddress&) const = default;
 };
 
+// A case of the verification suite (ibprobe/verify.h) in place of a ProbeRequest: the responder
+// answers it as it answers a probe (ProbeAccept or ProbeReject, QpInfo both ways, Ready, and a
+// Result at the end), bounding it by the same Limits through `spec`. A peer that predates it
+// refuses the unknown message type instead of running something else.
+struct VerifyRequest {
+  std::string case_name;
+  ProbeSpec spec;
+  std::uint32_t recv_delay_ms = 0;  // delayed_recv: how long each re-post is held back
+  std::uint64_t seed = 0;           // random_sizes: the size sequence's seed
+  bool fixed_sizes = false;         // random_sizes: the fixed boundary sequence instead
+  std::uint32_t rebuild_after = 0;  // qp_rebuild: messages before the responder drops its QP
+  std::uint32_t soak_interval_seconds = 0;            // soak: the figures' reporting interval
+  std::optional<Bytes> authenticator = std::nullopt;  // as ProbeRequest's, over this request
+
+  bool operator==(const VerifyRequest&) const = default;
+};
+
+// What one end of a verification case tells the other mid-case: the events only both ends
+// together can stage (a QP destroyed and rebuilt, a phase over).
+struct VerifyStep {
+  std::string step;
+  std::uint64_t value = 0;
+  std::optional<QpInfo> endpoints;
+
+  bool operator==(const VerifyStep&) const = default;
+};
+
 using Message = std::variant<Hello, ProbeRequest, ProbeAccept, ProbeReject, QpInfo, Ready, Result,
-                             Error, MeshAddressRequest, MeshAddress>;
+                             Error, MeshAddressRequest, MeshAddress, VerifyRequest, VerifyStep>;
 
 // The whole frame. Throws std::length_error if the body would exceed kMaxBodyBytes.
 Bytes encode(const Message& message);

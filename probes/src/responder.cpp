@@ -14,6 +14,7 @@
 #include "peer_auth.h"
 #include "rc_session.h"
 #include "run_common.h"
+#include "verify_cases.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -179,14 +180,22 @@ void Responder::handle(int fd) {
     const auto answer = auth.answer(hello, kSoftwareVersion);
     std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
     if (std::holds_alternative<protocol::Error>(answer)) return;
-    auto next = channel.receive(setup_deadline);
-    if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&next)) {
+    auto message = channel.receive(setup_deadline);
+    if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&message)) {
       answer_mesh_address(channel, auth, *mesh, options_.mesh_endpoint, setup_deadline);
       return;
     }
-    auto* asked = std::get_if<protocol::ProbeRequest>(&next);
-    if (!asked) channel.fail_unexpected(next, "the probe request");
-    const auto request = std::move(*asked);
+    if (const auto* verify_request = std::get_if<protocol::VerifyRequest>(&message)) {
+      if (const auto refusal = auth.check(*verify_request)) {
+        channel.send(*refusal, setup_deadline);
+        return;
+      }
+      verify::serve_verify(channel, *verify_request, local_, options_.limits, setup_deadline);
+      return;
+    }
+    const auto* probe_request = std::get_if<protocol::ProbeRequest>(&message);
+    if (!probe_request) channel.fail_unexpected(message, "the probe request");
+    const auto& request = *probe_request;
     if (const auto refusal = auth.check(request)) {
       channel.send(*refusal, setup_deadline);
       return;

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
+#include "control_channel.h"
 #include "ibprobe/probes.h"
 #include "ibprobe/verbs_probe.h"
+#include "peer_auth.h"
 
 namespace ibprobe::probes {
 
@@ -14,5 +17,20 @@ inline constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
 
 // The port's counters, taken once the driver's hw_counters cache can no longer hide the run.
 CounterSnapshot snapshot_after_lifespan(const LocalPort& local);
+
+// Throws ProbeFailure (kCancelled) once the run's owner has asked it to stop.
+void throw_if_cancelled(const RunOptions& options);
+
+struct Greeting {
+  ControlChannel channel;
+  protocol::Hello hello;
+};
+
+// Connects and exchanges Hellos. A responder busy with another run says so at once; that run
+// often ends within moments (its side may still be releasing its resources after our previous
+// run), so ask again, backing off, until the setup deadline.
+Greeting greet(const std::string& host, const std::string& port,
+               std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,
+               const RunOptions& options);
 
 }  // namespace ibprobe::probes

@@ -1,11 +1,13 @@
 // Command-line front end of the verbs probes: `serve` runs a responder, `run` drives one probe
-// against a responder and prints its figures the way perftest does.
+// against a responder and prints its figures the way perftest does, `verify` runs the two-sided
+// verification suite against a responder and prints its table.
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 
 #include "ibprobe/verbs_probe.h"
+#include "ibprobe/verify.h"
 #include "peer_auth.h"
 
 namespace {
@@ -138,6 +140,11 @@ int main(int argc, char** argv) {
   const char* const secret_help =
       "File holding the shared secret both sides must prove they hold (16 bytes at least)";
   serve->add_option("--secret-file", secret_file, secret_help);
+  Limits serve_limits;
+  serve
+      ->add_option("--max-soak-seconds", serve_limits.max_soak_seconds,
+                   "Longest verify soak this responder serves (past the 120 s cap of other runs)")
+      ->capture_default_str();
 
   auto* run = app.add_subcommand("run", "Run one probe against a responder");
   std::string peer, kind = "write_bw";
@@ -208,6 +215,57 @@ int main(int argc, char** argv) {
                   "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
                   "prove that --validate catches it")
       ->group("Test faults");
+  auto* verify_command = app.add_subcommand(
+      "verify", "Run the two-sided verification suite against a responder and print its table");
+  std::string verify_peer;
+  std::vector<std::string> case_names;
+  verify::Options verify_options;
+  verify_command->add_option("peer", verify_peer, "Responder HOST:PORT")->required();
+  verify_command->add_option("-d,--device", local.device, "RDMA device")->required();
+  verify_command->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  verify_command->add_option("--secret-file", secret_file, secret_help);
+  std::string case_help = "Run only this case (repeatable; default: all):";
+  for (const auto& c : verify::catalogue()) case_help += " " + std::string(c.name);
+  verify_command->add_option("--case", case_names, case_help);
+  verify_command->add_option("--messages", verify_options.messages, "Messages per case")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--recv-delay-ms", verify_options.recv_delay_ms,
+                   "delayed_recv: how long the receiver holds back each re-post")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--seed", verify_options.seed,
+                   "random_sizes: seed of the size sequence (printed in the table)")
+      ->capture_default_str();
+  verify_command->add_flag("--fixed-sizes", verify_options.fixed_sizes,
+                           "random_sizes: the fixed boundary-size sequence instead of the seeded");
+  verify_command
+      ->add_option("--max-size", verify_options.max_message_size,
+                   "random_sizes: largest message, the receive buffer's size")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--rebuild-after", verify_options.rebuild_after,
+                   "qp_rebuild: messages before the responder destroys its QP")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--inline", verify_options.inline_size,
+                   "inline_reuse: inline size asked of the QP")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--soak-seconds", verify_options.soak_seconds,
+                   "soak: length (past 120 s only if the responder allows it)")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--soak-size", verify_options.soak_message_size, "soak: message size in bytes")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--soak-interval", verify_options.soak_interval_seconds,
+                   "soak: seconds per reported interval")
+      ->capture_default_str();
+  verify_command
+      ->add_option("--case-timeout", verify_options.case_timeout_seconds,
+                   "Seconds a case may take (the soak: on top of its length)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   local.port = static_cast<std::uint8_t>(port_number);
   std::string secret;
@@ -226,11 +284,27 @@ int main(int argc, char** argv) {
       sigaddset(&stop, SIGINT);
       sigaddset(&stop, SIGTERM);
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-      Responder responder(host, port, local, ResponderOptions{Limits{}, secret, nullptr});
+      Responder responder(host, port, local, ResponderOptions{serve_limits, secret, nullptr});
       std::printf("responder listening on port %d\n", responder.port());
       std::fflush(stdout);
       int signal = 0;
       sigwait(&stop, &signal);
+      return 0;
+    }
+    if (*verify_command) {
+      const auto cases = verify::select_cases(case_names);
+      if (const auto problems = verify::validate(verify_options, cases); !problems.empty()) {
+        for (const auto& p : problems) std::cerr << "ibprobe_probe: verify: " << p << "\n";
+        return 2;
+      }
+      const auto [host, port] = split_address(verify_peer);
+      const auto results =
+          verify::run_verify(local, host, port, cases, verify_options, RunOptions{{}, secret});
+      std::fputs(verify::format_table(results).c_str(), stdout);
+      // A failed case fails the suite; a skipped one does not pass it either, but says why.
+      for (const auto& r : results) {
+        if (r.verdict == verify::Verdict::kFail) return 3;
+      }
       return 0;
     }
     const auto separator = kind.find('_');

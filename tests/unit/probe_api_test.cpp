@@ -2,6 +2,7 @@
 // with a stand-in for the verbs run.
 #include "probe_api.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "hold.h"
 #include "ibprobe/exporter.h"
+#include "probe_config.h"
 #include "sysfs_fixture.h"
 
 namespace ibprobe::testing {
@@ -31,6 +33,7 @@ using probes::FailureKind;
 using probes::ProbeFailure;
 using probes::ProbeOutcome;
 using probes::RunOptions;
+using ::testing::HasSubstr;
 
 // One series of the text exposition format, its labels in name order so the expectation does
 // not depend on the order the exporter writes them in.
@@ -738,6 +741,77 @@ TEST_F(ProbeApiTest, MetricsCarryTheLastResultPerTargetAndModule) {
   EXPECT_EQ(type_lines(response.body, "rdma_probe_message_rate_per_second"), 1);
   EXPECT_NE(response.body.find("# TYPE ibprobe_probes_total counter"), std::string::npos);
   EXPECT_NE(response.body.find("rdma_port_data_transmitted_bytes_total{"), std::string::npos);
+}
+
+// kind: verify reaches the runner as the cases and options the module names, and its table comes
+// back in the API's result and as per-case series on /metrics.
+TEST_F(ProbeApiTest, VerifyModulesRunTheirCasesAndReportTheTable) {
+  start(
+      "modules:\n"
+      "  suite:\n"
+      "    kind: verify\n"
+      "    cases: [qp_rebuild, delayed_recv]\n"
+      "    messages: 80\n"
+      "    recv_delay: 30ms\n"
+      "    seed: 99\n"
+      "    timeout: 40s\n");
+  std::vector<probes::verify::Case> seen_cases;
+  probes::verify::Options seen_options;
+  behave([&](const probes::ProbeSpec& spec, const RunOptions& options) -> ProbeOutcome {
+    seen_cases = options.verify_cases;
+    seen_options = options.verify_options;
+    ProbeOutcome outcome;
+    outcome.spec = spec;
+    outcome.verify_results = {
+        {probes::verify::Case::kDelayedRecv, probes::verify::Verdict::kPass, 1.5, {"RNR NAKs 9"}},
+        {probes::verify::Case::kQpRebuild, probes::verify::Verdict::kFail, 2.5, {"QP state RTS"}}};
+    return outcome;
+  });
+  const auto run = wait_for(start_run("a:1", "suite"));
+  ASSERT_EQ(run["state"], "succeeded") << run.dump();
+  EXPECT_THAT(seen_cases, ::testing::ElementsAre(probes::verify::Case::kDelayedRecv,
+                                                 probes::verify::Case::kQpRebuild));
+  EXPECT_EQ(seen_options.messages, 80u);
+  EXPECT_EQ(seen_options.recv_delay_ms, 30u);
+  EXPECT_EQ(seen_options.seed, 99u);
+  ASSERT_EQ(specs().size(), 1u);
+  EXPECT_EQ(specs()[0].timeout_seconds, 40u);
+  const auto& cases = run["result"]["verify"]["cases"];
+  ASSERT_EQ(cases.size(), 2u) << run.dump();
+  EXPECT_EQ(cases[1]["case"], "qp_rebuild");
+  EXPECT_EQ(cases[1]["result"], "FAIL");
+  EXPECT_EQ(cases[1]["details"][0], "QP state RTS");
+  EXPECT_THAT(run["result"]["verify"]["table"].get<std::string>(),
+              HasSubstr("verify: 2 cases, 1 passed, 1 failed, 0 skipped"));
+
+  const auto got = samples(request("GET", "/metrics").body);
+  const std::map<std::string, std::string> base = {{"target", "a:1"}, {"module", "suite"}};
+  auto with_case = [&](const std::string& name, const std::string& result) {
+    auto labels = base;
+    labels["case"] = name;
+    labels["result"] = result;
+    return labels;
+  };
+  EXPECT_EQ(got.at(series("rdma_probe_verify_case", with_case("qp_rebuild", "fail"))), 1);
+  EXPECT_EQ(got.at(series("rdma_probe_verify_case", with_case("qp_rebuild", "pass"))), 0);
+  EXPECT_EQ(got.at(series("rdma_probe_verify_case", with_case("delayed_recv", "pass"))), 1);
+}
+
+TEST_F(ProbeApiTest, VerifyModulesAreCheckedAgainstTheLimits) {
+  start();
+  const auto bad = exporter::parse_probe_config(
+      "modules:\n  suite: {kind: verify, cases: [soak], soak_duration: 10m}\n");
+  ASSERT_TRUE(std::holds_alternative<std::string>(bad));
+  EXPECT_THAT(std::get<std::string>(bad), HasSubstr("soak: duration"));
+  const auto allowed = exporter::parse_probe_config(
+      "modules:\n  suite: {kind: verify, cases: [soak], soak_duration: 10m}\n"
+      "limits:\n  max_soak_duration: 1h\n");
+  ASSERT_TRUE(std::holds_alternative<exporter::ProbeConfig>(allowed))
+      << std::get<std::string>(allowed);
+  const auto unknown =
+      exporter::parse_probe_config("modules:\n  suite: {kind: verify, cases: [flood]}\n");
+  ASSERT_TRUE(std::holds_alternative<std::string>(unknown));
+  EXPECT_THAT(std::get<std::string>(unknown), HasSubstr("unknown verify case 'flood'"));
 }
 
 }  // namespace

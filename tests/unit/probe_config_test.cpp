@@ -411,6 +411,12 @@ TEST(ProbeConfigTest, LimitsOnlyTighten) {
             120u);
   expect_error_at(one_module("") + "limits:\n  max_duration: 121s\n", 5, "max_duration");
   expect_error_at(one_module("") + "limits:\n  max_duration: 1h\n", 5, "max_duration");
+  // Only the verify soak's own limit goes past the duration cap, and only when the file says so.
+  EXPECT_EQ(parse_ok(one_module("")).limits.max_soak_seconds, ceiling.max_duration_seconds);
+  EXPECT_EQ(parse_ok(one_module("") + "limits:\n  max_soak_duration: 1h\n").limits.max_soak_seconds,
+            3600u);
+  expect_error_at(one_module("") + "limits:\n  max_soak_duration: 25h\n", 5,
+                  "max_soak_duration is above its maximum 86400s");
 
   const auto tight = parse_ok(one_module("") +
                               "limits:\n  max_message_size: 65536\n  max_depth: 256\n"

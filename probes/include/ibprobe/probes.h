@@ -150,6 +150,10 @@ struct Limits {
   // How long a peer may hold this side's QPs, buffers and port gate: the longest run plus time
   // for its setup and counter reads.
   std::uint32_t max_timeout_seconds = 180;
+  // The verification suite's soak, and nothing else, may run past max_duration_seconds up to
+  // this, its timeout past max_timeout_seconds by as much: a responder's explicit choice, the
+  // default keeps the soak under the same cap.
+  std::uint32_t max_soak_seconds = 120;
 };
 
 // Every limit the spec exceeds; empty when it fits. Overflow-safe for any input.

@@ -14,6 +14,7 @@
 #include "ibprobe/mesh_endpoint.h"
 #include "ibprobe/probe_failure.h"
 #include "ibprobe/probes.h"
+#include "ibprobe/verify_plan.h"
 
 namespace ibprobe::probes {
 
@@ -76,6 +77,8 @@ struct ProbeOutcome {
   // receiving side verified. A run with errors still returns its outcome: the errors are the
   // finding.
   std::optional<ValidationReport> validation;
+  // A verification run's table, one result per case in the order run.
+  std::vector<verify::CaseResult> verify_results;
 };
 
 struct RunOptions {
@@ -92,6 +95,10 @@ struct RunOptions {
   // every n-th message after its checksum was computed (0: off). Set by the ibprobe_probe tool
   // only; the exporter's configuration and HTTP API have no way to reach it.
   std::uint64_t test_corrupt_every = 0;
+  // Non-empty: a verification run (ibprobe/verify.h), these cases instead of the spec's probe,
+  // each case bounded by the spec's timeout.
+  std::vector<verify::Case> verify_cases = {};
+  verify::Options verify_options = {};
 };
 
 // One probe at a time on a port, whichever side started it: an exporter's own probes and the runs

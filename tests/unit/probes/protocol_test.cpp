@@ -159,6 +159,37 @@ TEST(ProtocolRoundTrip, AcceptRejectReadyError) {
   }
 }
 
+TEST(ProtocolRoundTrip, VerifyRequestCarriesCaseParametersAndSpec) {
+  VerifyRequest request;
+  request.case_name = "qp_rebuild";
+  request.spec.message_size = 4096;
+  request.spec.rc.retry_cnt = 2;
+  request.recv_delay_ms = 20;
+  request.seed = 0xFFFFFFFFFFFFFFFFull;
+  request.fixed_sizes = true;
+  request.rebuild_after = 50;
+  request.soak_interval_seconds = 10;
+  request.authenticator = Bytes(32, 0xab);
+  EXPECT_EQ(std::get<VerifyRequest>(round_trip(request)), request);
+  request.authenticator.reset();
+  EXPECT_EQ(std::get<VerifyRequest>(round_trip(request)), request);
+}
+
+TEST(ProtocolRoundTrip, VerifyStepWithAndWithoutEndpoints) {
+  const VerifyStep loss{"qp_destroyed", 59, std::nullopt};
+  EXPECT_EQ(std::get<VerifyStep>(round_trip(loss)), loss);
+  const VerifyStep rebuilt{"rebuilt", 59, QpInfo{{endpoint(7)}}};
+  EXPECT_EQ(std::get<VerifyStep>(round_trip(rebuilt)), rebuilt);
+}
+
+TEST(ProtocolDecode, VerifyRequestFieldsAreRequiredAndBounded) {
+  const auto missing = decode_error(frame(MessageType::kVerifyRequest, R"({"case":"soak"})"));
+  EXPECT_EQ(missing.kind, DecodeErrorKind::kMissingField);
+  const auto long_name = decode_error(
+      frame(MessageType::kVerifyStep, R"({"step":")" + std::string(300, 'x') + R"(","value":1})"));
+  EXPECT_EQ(long_name.kind, DecodeErrorKind::kOutOfRange);
+}
+
 TEST(ProtocolRoundTrip, QpInfoAtTheEdgesOfEveryField) {
   const QpInfo info{{endpoint(0xFFFFFF), endpoint(0)}};
   EXPECT_EQ(std::get<QpInfo>(round_trip(info)), info);
@@ -237,7 +268,7 @@ TEST(ProtocolDecode, WrongVersion) {
 }
 
 TEST(ProtocolDecode, UnknownType) {
-  for (auto type : {0, 11, 0xFFFF}) {
+  for (auto type : {0, 13, 0xFFFF}) {
     const auto error = decode_error(frame(static_cast<MessageType>(type), "{}"));
     EXPECT_EQ(error.kind, DecodeErrorKind::kUnknownType);
     EXPECT_THAT(error.message, HasSubstr(std::to_string(type)));
