@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "ibprobe/probes.h"
+#include "ibprobe/sweep.h"
 #include "mesh_config.h"
 #include "target_allowlist.h"
 
@@ -23,6 +25,9 @@ struct ProbeModule {
   probes::ProbeSpec spec;
   // "LID:PORT" fabric ports whose counters are read around every run of this module.
   std::vector<std::string> fabric_ports;
+  // A sweep module: one run per value of one variable, `spec` fixing all the rest (sweep->base
+  // equals spec). Unset: one run of `spec`.
+  std::optional<probes::SweepSpec> sweep;
 };
 
 struct ProbeConfig {
