@@ -40,5 +40,4 @@ SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const st
   return result;
 }
 
-
 }  // namespace ibprobe::probes
