@@ -280,6 +280,19 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     outcome.peer_numa_node = facts->numa_node ? static_cast<int>(*facts->numa_node) : -1;
     outcome.peer_inline_size = facts->inline_size;
     outcome.peer_relaxed_ordering = facts->relaxed_ordering;
+    outcome.peer_rate_limiter = facts->rate_limiter;
+  }
+  outcome.rate_limiter = session.rate_limiter();
+  if (spec.bidirectional) {
+    if (!result.bandwidth) {
+      throw ProbeFailure(channel.peer() +
+                             " returned no figures for its direction of the "
+                             "bidirectional run (older software?)",
+                         FailureKind::kProtocol);
+    }
+    outcome.initiator_direction = outcome.bandwidth;
+    outcome.responder_direction = result.bandwidth;
+    outcome.bandwidth = combine_directions(*outcome.bandwidth, *result.bandwidth);
   }
   if (spec.validation) {
     outcome.validation = merge_validation(spec, session.validation(), result);
@@ -308,8 +321,11 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   // The port that transmitted the probe's data: ours for write and send, the peer's for read.
   const auto& sender =
       spec.operation == Operation::kRead ? outcome.peer_deltas : outcome.local_deltas;
+  // The sending port's counters see one direction: the initiator's posting (for read, the data
+  // the peer's port sent in answer), not the sum of a bidirectional run.
+  const auto& one_direction = spec.bidirectional ? outcome.initiator_direction : outcome.bandwidth;
   outcome.link =
-      read_link(outcome.window_seconds, outcome.bandwidth ? outcome.bandwidth->bytes_per_second : 0,
+      read_link(outcome.window_seconds, one_direction ? one_direction->bytes_per_second : 0,
                 verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all, {},
                 own_backpressure(spec));
   return outcome;

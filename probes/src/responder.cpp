@@ -186,7 +186,11 @@ void Responder::handle(int fd) {
     const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
                          [&channel] { return channel.has_pending_message(); },
                          std::chrono::seconds(request.spec.timeout_seconds)};
-    if (request.spec.test == TestKind::kLatency) {
+    if (request.spec.bidirectional) {
+      // Both sides post (perftest's -b): this side measures its own direction as the
+      // initiator measures its.
+      result.bandwidth = session.run_bandwidth(guard);
+    } else if (request.spec.test == TestKind::kLatency) {
       session.serve_latency(guard);
     } else if (request.spec.operation == Operation::kSend) {
       session.serve_send_bandwidth(guard);
