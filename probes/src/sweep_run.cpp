@@ -1,6 +1,7 @@
 #include "ibprobe/sweep_run.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ibprobe::probes {
 
@@ -11,6 +12,11 @@ bool SweepOutcome::complete() const {
 
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
                        const SweepSpec& sweep, const RunOptions& options) {
+  return run_sweep(
+      sweep, [&](const ProbeSpec& spec) { return run_probe(local, host, port, spec, options); });
+}
+
+SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step) {
   const auto specs = sweep_steps(sweep);
   SweepOutcome result;
   result.sweep = sweep;
@@ -19,11 +25,14 @@ SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const st
     SweepStepOutcome step;
     step.value = sweep.values[i];
     try {
-      step.outcome = run_probe(local, host, port, specs[i], options);
+      step.outcome = run_step(specs[i]);
       if (const auto& bw = step.outcome->bandwidth) averages.push_back(bw->bytes_per_second);
     } catch (const ProbeFailure& failure) {
       step.error = failure.what();
       step.failure = failure.kind();
+    } catch (const std::invalid_argument& e) {
+      step.error = e.what();
+      step.failure = FailureKind::kRejected;
     } catch (const std::exception& e) {
       step.error = e.what();
     }

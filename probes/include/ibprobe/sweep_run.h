@@ -1,6 +1,7 @@
 // Running a sweep for real: one probe per step against the same responder, in order.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,8 +27,12 @@ struct SweepOutcome {
   bool complete() const;  // every step ran and succeeded
 };
 
-// Throws std::invalid_argument for a sweep validate() rejects; a step that fails ends the
-// sweep, reported in its step, with every resource released.
+// Runs each step's spec with `run_step` in order. Throws std::invalid_argument for a sweep
+// validate() rejects; a step that fails (run_step throws) ends the sweep, reported in its step.
+using StepRunner = std::function<ProbeOutcome(const ProbeSpec&)>;
+SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step);
+
+// The same with run_probe against one responder, every resource released after each step.
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
                        const SweepSpec& sweep, const RunOptions& options = {});
 
