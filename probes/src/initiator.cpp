@@ -173,6 +173,15 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
   }
+  // Before the handshake: a bad port must not cost the peer its setup.
+  collectors::RemotePmaOptions fabric;
+  for (const auto& text : fabric_ports) {
+    const auto parsed = collectors::parse_remote_port(text);
+    if (!parsed || !parsed->port) {
+      throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
+    }
+    fabric.targets.push_back(*parsed);
+  }
   const auto start = Clock::now();
   const auto setup_deadline =
       start +
@@ -216,14 +225,6 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.relaxed_ordering = session.relaxed_ordering();
   outcome.outstanding_reads = session.outstanding_reads();
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  collectors::RemotePmaOptions fabric;
-  for (const auto& text : fabric_ports) {
-    const auto parsed = collectors::parse_remote_port(text);
-    if (!parsed || !parsed->port) {
-      throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
-    }
-    fabric.targets.push_back(*parsed);
-  }
   std::vector<CounterSnapshot> fabric_before;
   std::string fabric_problem;
   if (!fabric.targets.empty()) {
@@ -252,8 +253,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     }
   } catch (const ProbeFailure& failure) {
     if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost) throw;
+    // The evidence goes with the failure's own class: a peer that stopped answering is not a
+    // deadline that passed.
     throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
-                       FailureKind::kTimeout);
+                       failure.kind());
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   outcome.post_calls = session.post_calls();
