@@ -8,15 +8,19 @@
 #   caps the message rate; the hardware limiter is refused on rxe, auto falls back to software;
 # - message-size sweep (--sizes, -a): one result per size, each with the packet count of its
 #   size, perftest's 23 sizes for -a;
-# - one-variable sweep (--sweep): every step and the knee; two variables are refused.
+# - one-variable sweep (--sweep): every step and the knee; two variables are refused;
+# - a sweep module through the exporter: /probe answers with every step's figures labelled by
+#   step, the async API with the table and the knee.
 #
-# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
+# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary, IBPROBE_EXPORTER
+# the exporter's.
 
 set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
 
 PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
 RESPONDER_PORT=18600
 
 field() { # OUTPUT NAME
@@ -153,6 +157,46 @@ check_sweep() {
         || fail "a two-variable sweep was not refused with the reason (exit $rc): $out"
 }
 
+check_sweep_through_exporter() {
+    local work url metrics id result
+    work=$(mktemp -d)
+    cat >"$work/ibprobe.yml" <<'YAML'
+modules:
+  sizes: {kind: write_bw, iterations: 200, message_size: [4096, 16384, 65536], timeout: 30s}
+allowed_targets: [10.99.0.0/24]
+YAML
+    lab_start_exporters "$EXPORTER" --config.file="$work/ibprobe.yml"
+    lab_wait_listen A 9471
+    url=$(exporter_url B)
+    metrics=$(curl -fsS "$url/probe?target=$(lab addr A):9471&module=sizes")         || fail "/probe of the sweep module failed"
+    grep -qx 'probe_success 1' <<<"$metrics" || fail "sweep /probe did not succeed: $metrics"
+    local step size
+    for step in 0 1 2; do
+        size=$((4096 << (2 * step)))
+        grep -q "^rdma_probe_sweep_step_value{step=\"$step\",variable=\"message_size\"} $size\$" <<<"$metrics"             || fail "/probe: no value $size for step $step: $metrics"
+        grep -q "^rdma_probe_bandwidth_bytes_per_second{step=\"$step\"} [0-9]" <<<"$metrics"             || fail "/probe: no BW for step $step: $metrics"
+    done
+    note "/probe sweep: $(grep -E '^rdma_probe_(bandwidth_bytes_per_second|sweep_knee_value)' <<<"$metrics" | tr '\n' ' ')"
+    id=$(curl -fsS -XPOST "$url/api/v1/probes" -d "{\"target\":\"$(lab addr A):9471\",\"module\":\"sizes\"}"         | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])') || fail "async start failed"
+    result=$(curl -fsS "$url/api/v1/probes/$id?wait=120s") || fail "async wait failed"
+    python3 - "$result" <<'PY' || fail "async sweep table: $result"
+import json, sys
+r = json.loads(sys.argv[1])
+sweep = r["sweep"]
+assert r["success"] is True, "not a success"
+assert sweep["variable"] == "message_size" and sweep["values"] == [4096, 16384, 65536], sweep["values"]
+steps = sweep["steps"]
+assert [s["value"] for s in steps] == [4096, 16384, 65536]
+for s in steps:
+    assert s["success"] and s["result"]["bandwidth"]["messages"] == 200, s
+    assert s["result"]["bandwidth"]["bytes_per_second"] > 0, s
+print("async table:", [(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in steps],
+      "knee:", sweep["knee"])
+PY
+    note "async API sweep: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print([(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in r["sweep"]["steps"]], "knee", r["sweep"]["knee"])' "$result")"
+    rm -rf "$work"
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -163,6 +207,7 @@ main() {
     check_rate_limit
     check_sizes
     check_sweep
+    check_sweep_through_exporter
 }
 
 main "$@"
