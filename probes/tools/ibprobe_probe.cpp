@@ -88,7 +88,7 @@ void print(const ProbeOutcome& outcome) {
   if (outcome.rate_limiter || outcome.peer_rate_limiter) {
     const auto& limit = *spec.rate_limit;
     std::printf(
-        "rate_limit value=%g unit=%s asked=%s limiter=%s peer_limiter=%s\n", limit.value,
+        "rate_limit value=%.15g unit=%s asked=%s limiter=%s peer_limiter=%s\n", limit.value,
         std::string(to_string(limit.unit)).c_str(), std::string(to_string(limit.limiter)).c_str(),
         outcome.rate_limiter ? std::string(to_string(*outcome.rate_limiter)).c_str() : "none",
         outcome.peer_rate_limiter ? std::string(to_string(*outcome.peer_rate_limiter)).c_str()
@@ -167,7 +167,7 @@ void print(const SweepOutcome& sweep) {
   const auto variable = std::string(to_string(sweep.sweep.variable));
   for (std::size_t i = 0; i < sweep.steps.size(); ++i) {
     const auto& step = sweep.steps[i];
-    std::printf("step %zu variable=%s value=%g result=%s\n", i, variable.c_str(), step.value,
+    std::printf("step %zu variable=%s value=%.15g result=%s\n", i, variable.c_str(), step.value,
                 step.outcome ? "ok" : std::string(to_string(step.failure)).c_str());
     if (step.outcome) {
       print(*step.outcome);
@@ -178,7 +178,7 @@ void print(const SweepOutcome& sweep) {
   std::printf("sweep variable=%s steps=%zu of %zu knee_threshold=%g", variable.c_str(),
               sweep.steps.size(), sweep.sweep.values.size(), sweep.sweep.knee_threshold);
   if (sweep.knee) {
-    std::printf(" knee_step=%zu knee_value=%g\n", *sweep.knee, sweep.steps[*sweep.knee].value);
+    std::printf(" knee_step=%zu knee_value=%.15g\n", *sweep.knee, sweep.steps[*sweep.knee].value);
   } else {
     std::printf(" knee_step=none\n");
   }
