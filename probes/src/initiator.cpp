@@ -252,9 +252,12 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
       outcome.latency = session.run_latency(guard);
     }
   } catch (const ProbeFailure& failure) {
-    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost) throw;
+    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost &&
+        failure.kind() != FailureKind::kVerbs) {
+      throw;
+    }
     // The evidence goes with the failure's own class: a peer that stopped answering is not a
-    // deadline that passed.
+    // deadline that passed, and a failed completion says what the driver saw before it.
     throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
                        failure.kind());
   }
