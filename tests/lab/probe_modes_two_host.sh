@@ -220,7 +220,7 @@ PY
 
 main() {
     lab_test_begin
-    lab_test_up two
+    lab_test_up two --forward 9470
     lab spawn --name responder A -- "$PROBE" serve -d rxe0 --listen ":$RESPONDER_PORT" >/dev/null \
         || fail "cannot start the responder in VM A"
     lab_wait_listen A "$RESPONDER_PORT"
