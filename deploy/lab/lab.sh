@@ -528,6 +528,9 @@ cmd_up() {
         vm_running "$host" && die "the lab is already up ($STATE_DIR); run lab.sh down first"
     done
     cmd_prepare
+    # Release the cache lock: the daemonized VMs would inherit its descriptor and hold it for
+    # the lab's lifetime, blocking every other lab's prepare until this one is down.
+    exec 8>&-
     # Leftovers of a lab whose VMs died without `down`.
     [[ -r $RUN_DIR/sockdir ]] && rm -rf "$(<"$RUN_DIR/sockdir")"
     rm -rf "$RUN_DIR"

@@ -100,6 +100,12 @@ json spec_json(const probes::ProbeSpec& spec) {
   out["validation"] = spec.validation ? "on" : "off";
   if (spec.posted_receives) out["posted_receives"] = spec.posted_receives;
   if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
+  if (spec.bidirectional) out["bidirectional"] = true;
+  if (const auto& limit = spec.rate_limit) {
+    out["rate_limit"] = {{"value", limit->value},
+                         {"unit", std::string(probes::to_string(limit->unit))},
+                         {"limiter", std::string(probes::to_string(limit->limiter))}};
+  }
   return out;
 }
 
@@ -132,6 +138,20 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
         {"messages_per_second", bw->messages_per_second}};
     out["bandwidth"]["peak_bytes_per_second"] =
         bw->peak_bytes_per_second ? json(*bw->peak_bytes_per_second) : json(nullptr);
+  }
+  for (const auto& [name, direction] : {std::pair{"initiator", &outcome.initiator_direction},
+                                        std::pair{"responder", &outcome.responder_direction}}) {
+    if (*direction) {
+      out["directions"][name] = {{"messages", (*direction)->messages},
+                                 {"bytes_per_second", (*direction)->bytes_per_second},
+                                 {"messages_per_second", (*direction)->messages_per_second}};
+    }
+  }
+  if (outcome.rate_limiter) {
+    out["used"]["rate_limiter"] = std::string(probes::to_string(*outcome.rate_limiter));
+  }
+  if (outcome.peer_rate_limiter) {
+    out["peer_used"]["rate_limiter"] = std::string(probes::to_string(*outcome.peer_rate_limiter));
   }
   if (const auto& lat = outcome.latency_duration) {
     out["latency"] = {{"iterations", lat->iterations},
@@ -193,6 +213,29 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
   return out;
 }
 
+// The sweep's table: each step's value and its result (or why it failed), and the knee.
+json sweep_json(const probes::SweepOutcome& sweep) {
+  json steps = json::array();
+  for (std::size_t i = 0; i < sweep.steps.size(); ++i) {
+    const auto& step = sweep.steps[i];
+    json entry = {{"step", i}, {"value", step.value}, {"success", step.outcome.has_value()}};
+    if (step.outcome) {
+      entry["result"] = outcome_json(*step.outcome);
+    } else {
+      entry["failure"] = {{"reason", std::string(probes::to_string(step.failure))},
+                          {"message", step.error}};
+    }
+    steps.push_back(std::move(entry));
+  }
+  json out = {{"variable", std::string(probes::to_string(sweep.sweep.variable))},
+              {"values", sweep.sweep.values},
+              {"knee_threshold", sweep.sweep.knee_threshold},
+              {"steps", std::move(steps)}};
+  out["knee"] = sweep.knee ? json{{"step", *sweep.knee}, {"value", sweep.steps[*sweep.knee].value}}
+                           : json(nullptr);
+  return out;
+}
+
 // The run's story for debug=true: what was asked, what ran, what came of it.
 std::string debug_log(const ProbeRun& run) {
   std::ostringstream out;
@@ -202,13 +245,24 @@ std::string debug_log(const ProbeRun& run) {
     out << "Fabric ports: " << json(run.resolved.fabric_ports).dump() << "\n";
   }
   out << "State: " << to_string(run.state) << " after " << run.duration_seconds << " s\n";
-  if (run.outcome) {
+  if (run.sweep) {
+    for (std::size_t i = 0; i < run.sweep->steps.size(); ++i) {
+      const auto& step = run.sweep->steps[i];
+      out << "Step " << i << " (" << probes::to_string(run.sweep->sweep.variable) << "="
+          << step.value << "): "
+          << (step.outcome ? "ok, " + step.outcome->link.explanation : "FAILED: " + step.error)
+          << "\n";
+    }
+  }
+  if (!run.succeeded() && run.sweep) {
+    out << "Failure (" << run.failure_reason << "): " << run.failure << "\n";
+  } else if (run.outcome) {
     for (const auto& c : run.outcome->checks) {
       out << "Check " << c.side << "/" << c.name << ": " << (c.passed ? "passed" : "FAILED") << " ("
           << c.detail << ")\n";
     }
     out << "Link: " << run.outcome->link.explanation << "\n";
-  } else {
+  } else if (!run.sweep) {
     out << "Failure (" << run.failure_reason << "): " << run.failure << "\n";
   }
   return out.str();
@@ -234,9 +288,10 @@ nlohmann::json run_to_json(const ProbeRun& run) {
   if (run.state == RunState::kSucceeded || run.state == RunState::kFailed) {
     out["finished"] = unix_seconds(run.finished);
     out["duration_seconds"] = run.duration_seconds;
-    out["success"] = run.outcome.has_value();
+    out["success"] = run.succeeded();
   }
   if (run.outcome) out["result"] = outcome_json(*run.outcome);
+  if (run.sweep) out["sweep"] = sweep_json(*run.sweep);
   if (run.state == RunState::kFailed) {
     out["failure"] = {{"reason", run.failure_reason}, {"message", run.failure}};
   }
@@ -267,7 +322,10 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   // With a short history and other runs finishing, it may already be gone.
   const auto queued = service_.get(id, std::chrono::milliseconds(0));
   if (!queued) return text_error(500, "probe " + std::to_string(id) + " left the history");
-  const auto module_timeout = queued->resolved.spec.timeout_seconds;
+  // A sweep's steps run one after the other, each within the module's timeout.
+  const auto module_timeout =
+      queued->resolved.spec.timeout_seconds *
+      (queued->resolved.sweep ? queued->resolved.sweep->values.size() : std::size_t{1});
   const auto wait = timeout ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::duration<double>(*timeout))
                             : std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -281,6 +339,7 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   if (run->state == RunState::kQueued || run->state == RunState::kRunning) {
     // Still going after the cancel and its grace: answer for it now; it ends on its own.
     run->outcome.reset();
+    run->sweep.reset();
     run->failure_reason = "timeout";
     run->failure = "the probe did not stop within 15 s of its deadline";
   }

@@ -118,6 +118,106 @@ std::uint32_t seconds(const YAML::Node& node, const std::string& field) {
   return static_cast<std::uint32_t>(value * factor);
 }
 
+double positive_number(const YAML::Node& node, const std::string& field, double max) {
+  const auto text = scalar(node, field);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > max) {
+    fail(node, field + " must be a number above 0 and at most " + fmt::format("{}", max) +
+                   ", not '" + text + "'");
+  }
+  return value;
+}
+
+probes::RateLimit parse_rate_limit(const YAML::Node& node) {
+  require_map(node, "rate_limit");
+  reject_unknown_keys(node, "rate_limit", {"value", "unit", "limiter"});
+  if (!node["value"]) fail(node, "rate_limit has no value");
+  probes::RateLimit limit;
+  limit.value = positive_number(node["value"], "rate_limit.value", 1e12);
+  if (const auto unit = node["unit"]) {
+    const auto text = scalar(unit, "rate_limit.unit");
+    const auto parsed = probes::parse_rate_unit(text);
+    if (!parsed) fail(unit, "rate_limit.unit must be Gbps, MiBps or pps, not '" + text + "'");
+    limit.unit = *parsed;
+  }
+  if (const auto limiter = node["limiter"]) {
+    const auto text = scalar(limiter, "rate_limit.limiter");
+    const auto parsed = probes::parse_rate_limiter(text);
+    if (!parsed) {
+      fail(limiter, "rate_limit.limiter must be software, hardware or auto, not '" + text + "'");
+    }
+    limit.limiter = *parsed;
+  }
+  return limit;
+}
+
+// The values of one swept variable: whole numbers, except a rate limit's.
+std::vector<double> sweep_values(const YAML::Node& node, const std::string& field,
+                                 probes::SweepVariable variable) {
+  if (!node.IsSequence()) fail(node, field + " must be a list of values");
+  std::vector<double> values;
+  for (const auto& item : node) {
+    values.push_back(variable == probes::SweepVariable::kRateLimit
+                         ? positive_number(item, field, 1e12)
+                         : static_cast<double>(unsigned_value(item, field)));
+  }
+  return values;
+}
+
+// `sweep: {VARIABLE: [values], knee_threshold: 0.05}`, and `message_size: [values]` as the
+// short form of a sweep over message sizes. Two variables are refused: the change between two
+// steps could not be attributed to either.
+std::optional<probes::SweepSpec> parse_sweep(const YAML::Node& module, const std::string& what) {
+  std::vector<std::pair<probes::SweepVariable, std::vector<double>>> variables;
+  const YAML::Node* where_node = nullptr;
+  if (const auto sizes = module["message_size"]; sizes && sizes.IsSequence()) {
+    variables.emplace_back(
+        probes::SweepVariable::kMessageSize,
+        sweep_values(sizes, "message_size", probes::SweepVariable::kMessageSize));
+  }
+  probes::SweepSpec sweep;
+  const auto node = module["sweep"];
+  if (node) {
+    where_node = &node;
+    require_map(node, what + " sweep");
+    for (const auto& entry : node) {
+      const auto key = entry.first.as<std::string>();
+      if (key == "knee_threshold") continue;
+      const auto variable = probes::parse_sweep_variable(key);
+      if (!variable) {
+        fail(entry.first, "sweep variable '" + key + "' in " + what + " is not one of " +
+                              probes::sweep_variable_names());
+      }
+      variables.emplace_back(*variable, sweep_values(entry.second, "sweep." + key, *variable));
+    }
+    std::set<std::string, std::less<>> known = {"knee_threshold"};
+    for (const auto& [variable, values] : variables) known.emplace(probes::to_string(variable));
+    reject_unknown_keys(node, what + " sweep", known);
+    if (node["knee_threshold"]) {
+      sweep.knee_threshold = positive_number(node["knee_threshold"], "sweep.knee_threshold", 10);
+    }
+  }
+  if (variables.empty()) {
+    if (node)
+      fail(node, what + " sweep names no variable: one of " + probes::sweep_variable_names());
+    return std::nullopt;
+  }
+  if (variables.size() > 1) {
+    std::string names;
+    for (const auto& [variable, values] : variables) {
+      names += (names.empty() ? "" : " and ") + std::string(probes::to_string(variable));
+    }
+    fail(where_node ? *where_node : module,
+         what + " sweeps " + names +
+             ": a sweep varies exactly one variable, or a change in its results cannot be "
+             "attributed to it");
+  }
+  sweep.variable = variables.front().first;
+  sweep.values = variables.front().second;
+  return sweep;
+}
+
 void parse_rc(const YAML::Node& node, probes::RcKnobs& rc) {
   require_map(node, "rc");
   reject_unknown_keys(node, "rc", {"timeout", "retry_count", "rnr_retry", "min_rnr_timer"});
@@ -196,29 +296,33 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["kind"] && node["kind"].IsScalar() && node["kind"].Scalar() == "verify") {
     return parse_verify_module(what, node, limits);
   }
-  reject_unknown_keys(node, what, {"kind",
-                                   "message_size",
-                                   "iterations",
-                                   "duration",
-                                   "margin",
-                                   "qps",
-                                   "tx_depth",
-                                   "rx_depth",
-                                   "cq_moderation",
-                                   "post_list",
-                                   "inline_size",
-                                   "mtu",
-                                   "gid_index",
-                                   "use_srq",
-                                   "numa",
-                                   "timeout",
-                                   "rc",
-                                   "fabric_ports",
-                                   "validation",
-                                   "posted_receives",
-                                   "receive_sges",
-                                   "peer_gid_index",
-                                   "peer_numa"});
+  reject_unknown_keys(node, what,
+                      {"kind",
+                       "message_size",
+                       "iterations",
+                       "duration",
+                       "margin",
+                       "qps",
+                       "tx_depth",
+                       "rx_depth",
+                       "cq_moderation",
+                       "post_list",
+                       "inline_size",
+                       "mtu",
+                       "gid_index",
+                       "use_srq",
+                       "numa",
+                       "timeout",
+                       "rc",
+                       "fabric_ports",
+                       "validation",
+                       "posted_receives",
+                       "receive_sges",
+                       "peer_gid_index",
+                       "peer_numa",
+                       "bidirectional",
+                       "rate_limit",
+                       "sweep"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -233,7 +337,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   ProbeModule module;
   auto& spec = module.spec;
   spec = probes::default_spec(kind->operation, kind->test);
-  if (node["message_size"])
+  if (node["message_size"] && !node["message_size"].IsSequence())
     spec.message_size = unsigned_value(node["message_size"], "message_size");
   if (node["duration"]) {
     spec.duration_seconds = seconds(node["duration"], "duration");
@@ -268,6 +372,8 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   }
   if (node["timeout"]) spec.timeout_seconds = seconds(node["timeout"], "timeout");
   if (node["rc"]) parse_rc(node["rc"], spec.rc);
+  if (node["bidirectional"]) spec.bidirectional = boolean(node["bidirectional"], "bidirectional");
+  if (node["rate_limit"]) spec.rate_limit = parse_rate_limit(node["rate_limit"]);
   if (const auto ports = node["fabric_ports"]) {
     if (!ports.IsSequence()) fail(ports, "fabric_ports must be a list of LID:PORT");
     for (const auto& port : ports) {
@@ -278,11 +384,23 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
       module.fabric_ports.push_back(text);
     }
   }
-  auto problems = probes::validate(spec);
-  const auto over = probes::check_limits(spec, limits);
-  problems.insert(problems.end(), over.begin(), over.end());
-  if (!problems.empty())
-    fail(node, what + " is not a valid probe: " + fmt::to_string(fmt::join(problems, "; ")));
+  module.sweep = parse_sweep(node, what);
+  std::vector<probes::ProbeSpec> steps = {spec};
+  if (module.sweep) {
+    module.sweep->base = spec;
+    if (const auto problems = probes::validate(*module.sweep); !problems.empty()) {
+      fail(node["sweep"] ? node["sweep"] : node["message_size"],
+           what + " is not a valid sweep: " + fmt::to_string(fmt::join(problems, "; ")));
+    }
+    steps = probes::sweep_steps(*module.sweep);
+  }
+  for (const auto& step : steps) {
+    auto problems = probes::validate(step);
+    const auto over = probes::check_limits(step, limits);
+    problems.insert(problems.end(), over.begin(), over.end());
+    if (!problems.empty())
+      fail(node, what + " is not a valid probe: " + fmt::to_string(fmt::join(problems, "; ")));
+  }
   return module;
 }
 
@@ -347,17 +465,6 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
   }
 }
 
-double positive_number(const YAML::Node& node, const std::string& field, double max) {
-  const auto text = scalar(node, field);
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > max) {
-    fail(node, field + " must be a number above 0 and at most " + fmt::format("{}", max) +
-                   ", not '" + text + "'");
-  }
-  return value;
-}
-
 void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(node, "mesh",
@@ -412,8 +519,8 @@ void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
 ProbeConfig default_probe_config() {
   ProbeConfig config;
   for (const auto& kind : kKinds) {
-    config.modules.emplace(kind.name,
-                           ProbeModule{probes::default_spec(kind.operation, kind.test), {}});
+    config.modules.emplace(
+        kind.name, ProbeModule{probes::default_spec(kind.operation, kind.test), {}, std::nullopt});
   }
   return config;
 }

@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "ibprobe/probes.h"
+#include "ibprobe/sweep.h"
 #include "ibprobe/verify_plan.h"
 #include "mesh_config.h"
 #include "target_allowlist.h"
@@ -28,6 +30,9 @@ struct ProbeModule {
   // each case.
   std::vector<probes::verify::Case> verify_cases = {};
   probes::verify::Options verify_options = {};
+  // A sweep module: one run per value of one variable, `spec` fixing all the rest (sweep->base
+  // equals spec). Unset: one run of `spec`.
+  std::optional<probes::SweepSpec> sweep;
 };
 
 struct ProbeConfig {

@@ -187,15 +187,40 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
   }
 }
 
+// Each step's families with its `step` label (the step's index, in sweep order), the value
+// the swept variable had there, and the knee.
+void add_sweep(FamilyBuilder& out, const Labels& base, const probes::SweepOutcome& sweep) {
+  const std::string variable(probes::to_string(sweep.sweep.variable));
+  for (std::size_t i = 0; i < sweep.steps.size(); ++i) {
+    const auto& step = sweep.steps[i];
+    const Labels at_step = with(base, {{"step", std::to_string(i)}});
+    out.gauge("rdma_probe_sweep_step_value", "The value of the swept variable at this step.",
+              with(at_step, {{"variable", variable}}), step.value);
+    out.gauge("rdma_probe_sweep_step_success", "1 when the sweep's step succeeded.", at_step,
+              step.outcome ? 1 : 0);
+    if (step.outcome) add_outcome(out, at_step, *step.outcome);
+  }
+  if (sweep.knee) {
+    const std::string help =
+        "The sweep's knee: the first step after which BW average rises by less than the "
+        "module's knee threshold; its index and the swept variable's value there.";
+    out.gauge("rdma_probe_sweep_knee_step", help, with(base, {{"variable", variable}}),
+              static_cast<double>(*sweep.knee));
+    out.gauge("rdma_probe_sweep_knee_value", help, with(base, {{"variable", variable}}),
+              sweep.steps[*sweep.knee].value);
+  }
+}
+
 void add_run(FamilyBuilder& out, const ProbeRun& run, bool with_target_labels) {
   const Labels base =
       with_target_labels ? Labels{{"target", run.target}, {"module", run.module}} : Labels{};
-  out.gauge("probe_success", "1 when the probe succeeded.", base, run.outcome ? 1 : 0);
+  out.gauge("probe_success", "1 when the probe succeeded.", base, run.succeeded() ? 1 : 0);
   out.gauge("probe_duration_seconds", "How long the probe took, queueing excluded.", base,
             run.duration_seconds);
+  if (run.sweep) add_sweep(out, base, *run.sweep);
   if (run.outcome) {
     add_outcome(out, base, *run.outcome);
-  } else {
+  } else if (!run.succeeded()) {
     out.gauge("rdma_probe_failure", "1 with the class of the reason the probe failed.",
               with(base, {{"reason", run.failure_reason}}), 1);
   }

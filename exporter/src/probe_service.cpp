@@ -143,6 +143,8 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
     const auto whole = static_cast<std::uint32_t>(
         std::min<double>(std::floor(*timeout_seconds), resolved.spec.timeout_seconds));
     resolved.spec.timeout_seconds = whole;
+    // A sweep's steps each get at most the whole; the waiter's deadline ends the sweep.
+    if (resolved.sweep) resolved.sweep->base.timeout_seconds = whole;
     if (const auto problems = probes::validate(resolved.spec); !problems.empty()) {
       return Refusal{400,
                      "timeout_too_short",
@@ -261,8 +263,8 @@ void ProbeService::shutdown() {
 void ProbeService::finish(Entry& entry, std::unique_lock<std::mutex>&) {
   auto& run = entry.run;
   run.finished = std::chrono::system_clock::now();
-  run.state = run.outcome ? RunState::kSucceeded : RunState::kFailed;
-  ++totals_[{run.module, run.outcome ? "success" : "failure"}];
+  run.state = run.succeeded() ? RunState::kSucceeded : RunState::kFailed;
+  ++totals_[{run.module, run.succeeded() ? "success" : "failure"}];
   changed_.notify_all();
 }
 
@@ -303,6 +305,7 @@ void ProbeService::work() {
 
     // The run itself goes without the lock: /metrics and the API keep answering meanwhile.
     std::optional<probes::ProbeOutcome> outcome;
+    std::optional<probes::SweepOutcome> sweep;
     std::string reason, failure;
     // A peer's run on our responder holds the port; ours waits for it rather than failing.
     bool entered = false;
@@ -318,7 +321,21 @@ void ProbeService::work() {
       probes::RunOptions run_options{module.fabric_ports, options_.shared_secret, &entry->cancel};
       run_options.verify_cases = module.verify_cases;
       run_options.verify_options = module.verify_options;
-      outcome = runner_(local, target.first, target.second, module.spec, run_options);
+      if (module.sweep) {
+        // The gate stays held from the first step to the last: no other run comes between
+        // two steps that should differ in one variable only.
+        sweep = probes::run_sweep(*module.sweep, [&](const probes::ProbeSpec& spec) {
+          return runner_(local, target.first, target.second, spec, run_options);
+        });
+        if (!sweep->complete()) {
+          const auto& last = sweep->steps.back();
+          reason = to_string(last.failure);
+          failure = fmt::format("step {} ({}={}): {}", sweep->steps.size() - 1,
+                                probes::to_string(sweep->sweep.variable), last.value, last.error);
+        }
+      } else {
+        outcome = runner_(local, target.first, target.second, module.spec, run_options);
+      }
     } catch (const probes::ProbeFailure& e) {
       reason = to_string(e.kind());
       failure = e.what();
@@ -336,7 +353,8 @@ void ProbeService::work() {
     lock.lock();
     run.duration_seconds = seconds;
     run.outcome = std::move(outcome);
-    if (!run.outcome) {
+    run.sweep = std::move(sweep);
+    if (!run.succeeded()) {
       // A cancel asked for by a waiter whose deadline passed is that waiter's timeout.
       const bool abandoned = !entry->abandon_reason.empty() && reason == "cancelled";
       run.failure_reason = abandoned ? "timeout" : reason;

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_config.h"
 
@@ -36,8 +37,13 @@ struct ProbeRun {
   std::chrono::system_clock::time_point finished;
   double duration_seconds = 0;  // start of the run to its end, queueing excluded
   std::optional<probes::ProbeOutcome> outcome;
+  // A sweep module's run: every step that ran, and the knee. A sweep succeeds when every step
+  // did; `outcome` stays unset.
+  std::optional<probes::SweepOutcome> sweep;
   std::string failure_reason;  // a FailureKind name, "queue_timeout" or "bad_target"
   std::string failure;         // what went wrong, in words
+
+  bool succeeded() const { return sweep ? sweep->complete() : outcome.has_value(); }
 };
 
 // Why a request was not queued, as the HTTP layer should answer it.

@@ -158,6 +158,15 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   if (const auto problems = validate(spec); !problems.empty()) {
     throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
   }
+  // Before the handshake: a bad port must not cost the peer its setup.
+  collectors::RemotePmaOptions fabric;
+  for (const auto& text : fabric_ports) {
+    const auto parsed = collectors::parse_remote_port(text);
+    if (!parsed || !parsed->port) {
+      throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
+    }
+    fabric.targets.push_back(*parsed);
+  }
   const auto start = Clock::now();
   const auto setup_deadline =
       start +
@@ -201,14 +210,6 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.relaxed_ordering = session.relaxed_ordering();
   outcome.outstanding_reads = session.outstanding_reads();
   outcome.setup_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  collectors::RemotePmaOptions fabric;
-  for (const auto& text : fabric_ports) {
-    const auto parsed = collectors::parse_remote_port(text);
-    if (!parsed || !parsed->port) {
-      throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
-    }
-    fabric.targets.push_back(*parsed);
-  }
   std::vector<CounterSnapshot> fabric_before;
   std::string fabric_problem;
   if (!fabric.targets.empty()) {
@@ -236,9 +237,14 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
       outcome.latency = session.run_latency(guard);
     }
   } catch (const ProbeFailure& failure) {
-    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost) throw;
+    if (failure.kind() != FailureKind::kTimeout && failure.kind() != FailureKind::kPeerLost &&
+        failure.kind() != FailureKind::kVerbs) {
+      throw;
+    }
+    // The evidence goes with the failure's own class: a peer that stopped answering is not a
+    // deadline that passed, and a failed completion says what the driver saw before it.
     throw ProbeFailure(failure.what() + driver_evidence(before, snapshot_after_lifespan(local)),
-                       FailureKind::kTimeout);
+                       failure.kind());
   }
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   outcome.post_calls = session.post_calls();
@@ -265,6 +271,19 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     outcome.peer_numa_node = facts->numa_node ? static_cast<int>(*facts->numa_node) : -1;
     outcome.peer_inline_size = facts->inline_size;
     outcome.peer_relaxed_ordering = facts->relaxed_ordering;
+    outcome.peer_rate_limiter = facts->rate_limiter;
+  }
+  outcome.rate_limiter = session.rate_limiter();
+  if (spec.bidirectional) {
+    if (!result.bandwidth) {
+      throw ProbeFailure(channel.peer() +
+                             " returned no figures for its direction of the "
+                             "bidirectional run (older software?)",
+                         FailureKind::kProtocol);
+    }
+    outcome.initiator_direction = outcome.bandwidth;
+    outcome.responder_direction = result.bandwidth;
+    outcome.bandwidth = combine_directions(*outcome.bandwidth, *result.bandwidth);
   }
   if (spec.validation) {
     outcome.validation = merge_validation(spec, session.validation(), result);
@@ -293,8 +312,11 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   // The port that transmitted the probe's data: ours for write and send, the peer's for read.
   const auto& sender =
       spec.operation == Operation::kRead ? outcome.peer_deltas : outcome.local_deltas;
+  // The sending port's counters see one direction: the initiator's posting (for read, the data
+  // the peer's port sent in answer), not the sum of a bidirectional run.
+  const auto& one_direction = spec.bidirectional ? outcome.initiator_direction : outcome.bandwidth;
   outcome.link =
-      read_link(outcome.window_seconds, outcome.bandwidth ? outcome.bandwidth->bytes_per_second : 0,
+      read_link(outcome.window_seconds, one_direction ? one_direction->bytes_per_second : 0,
                 verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all, {},
                 own_backpressure(spec));
   return outcome;

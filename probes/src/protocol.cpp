@@ -97,6 +97,12 @@ json spec_to_json(const ProbeSpec& spec) {
   if (spec.validation) out["validation"] = true;
   if (spec.posted_receives != 0) out["posted_receives"] = spec.posted_receives;
   if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
+  if (spec.bidirectional) out["bidirectional"] = true;
+  if (const auto& limit = spec.rate_limit) {
+    out["rate_limit"] = {{"value", limit->value},
+                         {"unit", to_string(limit->unit)},
+                         {"limiter", to_string(limit->limiter)}};
+  }
   return out;
 }
 
@@ -170,6 +176,16 @@ json body_of(const Result& result) {
                     {"inline_size", f->inline_size},
                     {"relaxed_ordering", f->relaxed_ordering}};
     if (f->numa_node) out["facts"]["numa_node"] = *f->numa_node;
+    if (f->rate_limiter) out["facts"]["rate_limiter"] = to_string(*f->rate_limiter);
+  }
+  if (const auto& bw = result.bandwidth) {
+    out["bandwidth"] = {{"messages", bw->messages},
+                        {"seconds", bw->seconds},
+                        {"bytes_per_second", bw->bytes_per_second},
+                        {"messages_per_second", bw->messages_per_second}};
+    if (bw->peak_bytes_per_second) {
+      out["bandwidth"]["peak_bytes_per_second"] = *bw->peak_bytes_per_second;
+    }
   }
   return out;
 }
@@ -284,6 +300,18 @@ class Fields {
   std::optional<std::uint32_t> optional_u32(std::string_view key) const {
     if (!has(key)) return std::nullopt;
     return u32(key);
+  }
+
+  // A finite, non-negative number (JSON has no NaN or infinity, but a large exponent overflows).
+  double non_negative(std::string_view key) const {
+    const json& value = at(key);
+    const std::string name = join(path_, key);
+    if (!value.is_number()) throw Failure{DecodeErrorKind::kWrongType, name + " must be a number"};
+    const auto number = value.get<double>();
+    if (!std::isfinite(number) || number < 0) {
+      throw Failure{DecodeErrorKind::kOutOfRange, name + " must be a finite number >= 0"};
+    }
+    return number;
   }
 
   bool boolean(std::string_view key) const {
@@ -421,6 +449,13 @@ ProbeSpec spec_from(const Fields& in) {
   spec.validation = in.has("validation") && in.boolean("validation");
   spec.posted_receives = in.optional_u32("posted_receives").value_or(0);
   spec.receive_sges = in.optional_u32("receive_sges").value_or(1);
+  spec.bidirectional = in.has("bidirectional") && in.boolean("bidirectional");
+  if (in.has("rate_limit")) {
+    const Fields limit = in.object("rate_limit");
+    spec.rate_limit = RateLimit{
+        limit.non_negative("value"), enum_field(limit, "unit", parse_rate_unit, "Gbps, MiBps, pps"),
+        enum_field(limit, "limiter", parse_rate_limiter, "software, hardware, auto")};
+  }
   return spec;
 }
 
@@ -539,7 +574,23 @@ Result result_from(const Fields& in) {
     facts.numa_node = f.optional_u32("numa_node");
     facts.inline_size = f.u32("inline_size");
     facts.relaxed_ordering = f.boolean("relaxed_ordering");
+    if (f.has("rate_limiter")) {
+      facts.rate_limiter =
+          enum_field(f, "rate_limiter", parse_rate_limiter, "software, hardware, auto");
+    }
     result.facts = facts;
+  }
+  if (in.has("bandwidth")) {
+    const Fields b(in.at("bandwidth"), "bandwidth");
+    BandwidthStats bw;
+    bw.messages = b.unsigned_number("messages", kMaxU64);
+    bw.seconds = b.non_negative("seconds");
+    bw.bytes_per_second = b.non_negative("bytes_per_second");
+    bw.messages_per_second = b.non_negative("messages_per_second");
+    if (b.has("peak_bytes_per_second")) {
+      bw.peak_bytes_per_second = b.non_negative("peak_bytes_per_second");
+    }
+    result.bandwidth = bw;
   }
   return result;
 }

@@ -119,6 +119,8 @@ struct SideFacts {
   std::optional<std::uint32_t> numa_node;  // unset: not bound
   std::uint32_t inline_size = 0;
   bool relaxed_ordering = false;  // buffers registered with IBV_ACCESS_RELAXED_ORDERING
+  // With a rate limit: who enforced it on this side (software or hardware, never auto).
+  std::optional<RateLimiter> rate_limiter;
 
   bool operator==(const SideFacts&) const = default;
 };
@@ -132,6 +134,8 @@ struct Result {
   // What the responder verified, for a validating probe whose receiving side it is.
   std::optional<ValidationReport> validation;
   std::optional<SideFacts> facts;  // absent from peers that predate it
+  // A bidirectional run: the responder's own direction, measured as the initiator measures its.
+  std::optional<BandwidthStats> bandwidth;
 
   bool operator==(const Result&) const = default;
 };

@@ -227,6 +227,7 @@ void RcResources::connect(const protocol::QpInfo& remote) {
            "RTS");
     peers_.push_back(Peer{peer.addr, peer.rkey});
   }
+  apply_rate_limit();
   // Receives must be in place before the peer is told we are ready, or its first sends meet
   // RNR NAKs.
   if (spec_.operation == Operation::kSend) {
@@ -297,12 +298,47 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
   }
 }
 
+void RcResources::apply_rate_limit() {
+  if (!spec_.rate_limit) return;
+  const auto& limit = *spec_.rate_limit;
+  if (limit.limiter == RateLimiter::kSoftware) {
+    rate_limiter_ = RateLimiter::kSoftware;
+    return;
+  }
+  // The cap is this side's whole rate; each QP gets its share, in the kbit/s the verb takes.
+  const double kbps = rate_limit_bytes_per_second(limit, spec_.message_size) * 8 / 1000 /
+                      static_cast<double>(qps_.size());
+  ibv_qp_rate_limit_attr attr{};
+  attr.rate_limit = static_cast<std::uint32_t>(std::clamp(kbps, 1.0, 4294967295.0));
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    if (const int rc = ibv_modify_qp_rate_limit(qps_[q].get(), &attr); rc != 0) {
+      if (limit.limiter == RateLimiter::kAuto) {
+        // The QPs that took it go back to no limit, or they would be paced twice.
+        ibv_qp_rate_limit_attr unlimited{};
+        for (std::size_t done = 0; done < q; ++done) {
+          ibv_modify_qp_rate_limit(qps_[done].get(), &unlimited);
+        }
+        rate_limiter_ = RateLimiter::kSoftware;
+        return;
+      }
+      throw ProbeFailure(std::string(ibv_get_device_name(context_->device)) +
+                             " does not take a hardware rate limit of " +
+                             std::to_string(attr.rate_limit) +
+                             " kbit/s per QP: ibv_modify_qp_rate_limit: " + std::strerror(rc) +
+                             "; ask for limiter software or auto",
+                         FailureKind::kRejected);
+    }
+  }
+  rate_limiter_ = RateLimiter::kHardware;
+}
+
 protocol::SideFacts RcResources::facts() const {
   protocol::SideFacts facts;
   facts.gid_index = static_cast<std::uint32_t>(port_.gid_index);
   if (numa_.node() >= 0) facts.numa_node = static_cast<std::uint32_t>(numa_.node());
   facts.inline_size = inline_size_;
   facts.relaxed_ordering = buffer_.relaxed_ordering;
+  facts.rate_limiter = rate_limiter_;
   return facts;
 }
 

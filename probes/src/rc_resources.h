@@ -54,6 +54,8 @@ class RcResources {
   std::uint32_t inline_size() const { return inline_size_; }
   bool relaxed_ordering() const { return buffer_.relaxed_ordering; }
   std::uint32_t outstanding_reads() const { return outstanding_reads_; }
+  // Who enforces the spec's rate limit on this side (after connect()); unset without one.
+  std::optional<RateLimiter> rate_limiter() const { return rate_limiter_; }
   protocol::SideFacts facts() const;
   // Calls of ibv_post_send and work completions reaped so far: a post list shows as one call per
   // list, CQ moderation as one completion per cq_moderation messages.
@@ -64,6 +66,10 @@ class RcResources {
   void connect(const protocol::QpInfo& remote);
 
  protected:
+  // The spec's rate limit on the QPs in RTS: the hardware limiter where it is asked for (or
+  // auto) and the device takes it, else the software one of the posting loops.
+  void apply_rate_limit();
+
   struct Peer {
     std::uint64_t addr = 0;
     std::uint32_t rkey = 0;
@@ -115,6 +121,7 @@ class RcResources {
   std::uint32_t outstanding_reads_ = 1;
   std::uint32_t cq_moderation_ = 1;
   std::uint32_t inline_size_ = 0;
+  std::optional<RateLimiter> rate_limiter_;
   std::uint64_t post_calls_ = 0;
   std::uint64_t completions_ = 0;
   std::vector<ibv_send_wr> chain_;

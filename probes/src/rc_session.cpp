@@ -68,6 +68,12 @@ BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
   return spec_.iterations ? run_bandwidth_iterations(guard) : run_bandwidth_duration(guard);
 }
 
+RatePacer RcSession::software_pacer() const {
+  if (rate_limiter_ != RateLimiter::kSoftware) return RatePacer(0, spec_.message_size);
+  return RatePacer(rate_limit_bytes_per_second(*spec_.rate_limit, spec_.message_size),
+                   spec_.message_size);
+}
+
 BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   const std::uint64_t per_qp = *spec_.iterations;
   const std::uint64_t total = per_qp * qps_.size();
@@ -77,12 +83,15 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   TimestampNs last_progress = steady_now_ns();
   unsigned spins = 0;
   ibv_wc wcs[kPollBatch];
+  RatePacer pacer = software_pacer();
   while (total_done < total) {
     for (std::size_t q = 0; q < qps_.size(); ++q) {
       // validate() makes the iterations a multiple of the post list: every list is whole.
-      while (sent[q] < per_qp && sent[q] - done[q] + spec_.post_list <= spec_.tx_depth) {
+      while (sent[q] < per_qp && sent[q] - done[q] + spec_.post_list <= spec_.tx_depth &&
+             (!pacer.limited() || pacer.may_post(steady_now_ns()))) {
         posted[total_sent] = steady_now_ns();
         post(q, spec_.post_list, sent[q], per_qp);
+        pacer.posted(spec_.post_list);
         sent[q] += spec_.post_list;
         total_sent += spec_.post_list;
       }
@@ -149,6 +158,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
   std::uint64_t total_done = 0;
   TimestampNs last_progress = steady_now_ns();
   ibv_wc wcs[kPollBatch];
+  RatePacer pacer = software_pacer();
   for (unsigned spins = 1;; ++spins) {
     const bool posting = window.posting(total_done);
     bool outstanding = false;
@@ -159,7 +169,8 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
       while (true) {
         std::uint32_t count = 0;
         std::uint64_t last = 0;
-        if (posting && s.in_flight + spec_.post_list <= spec_.tx_depth) {
+        if (posting && s.in_flight + spec_.post_list <= spec_.tx_depth &&
+            (!pacer.limited() || pacer.may_post(steady_now_ns()))) {
           count = spec_.post_list;
         } else if (!posting && s.unsignaled > 0 && s.in_flight < spec_.tx_depth) {
           count = 1;
@@ -168,6 +179,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
           break;
         }
         post(q, count, s.unsignaled, last);
+        pacer.posted(count);
         for (std::uint32_t i = 0; i < count; ++i) {
           ++s.in_flight;
           ++s.unsignaled;

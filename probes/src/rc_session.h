@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ibprobe/probes.h"
+#include "rate_pacer.h"
 #include "rc_resources.h"
 
 namespace ibprobe::probes {
@@ -65,6 +66,9 @@ class RcSession : public RcResources {
   void corrupt_every(std::uint64_t n) { corrupt_every_ = n; }
 
  private:
+  // The software limiter of the posting loops: pacing when this side's rate limit is software's,
+  // none otherwise (no limit, or the hardware enforces it).
+  RatePacer software_pacer() const;
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
   void exchange(std::uint64_t iteration, TimestampNs sent_at, const RunGuard& guard);
   BandwidthStats run_bandwidth_duration(const RunGuard& guard);

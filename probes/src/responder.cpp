@@ -145,10 +145,22 @@ void Responder::refuse_busy(int fd) {
   }
   // Closing with the initiator's hello unread would reset the connection and could destroy the
   // answer in flight; reading what has arrived lets the close be an orderly one.
+  // The reading is bounded in time and bytes: this is the accepting thread, and an initiator
+  // that keeps sending must not hold it from answering the others.
   ::shutdown(fd, SHUT_WR);
-  pollfd p{fd, POLLIN, 0};
+  constexpr auto kDrainFor = std::chrono::milliseconds(200);
+  constexpr std::size_t kDrainBytes = 64 * 1024;
+  const auto until = Clock::now() + kDrainFor;
+  std::size_t drained = 0;
   std::uint8_t sink[512];
-  while (::poll(&p, 1, 100) > 0 && ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  while (drained < kDrainBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n <= 0) break;
+    drained += static_cast<std::size_t>(n);
   }
 }
 
@@ -220,7 +232,11 @@ void Responder::handle(int fd) {
     const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
                          [&channel] { return channel.has_pending_message(); },
                          std::chrono::seconds(request.spec.timeout_seconds)};
-    if (request.spec.test == TestKind::kLatency) {
+    if (request.spec.bidirectional) {
+      // Both sides post (perftest's -b): this side measures its own direction as the
+      // initiator measures its.
+      result.bandwidth = session.run_bandwidth(guard);
+    } else if (request.spec.test == TestKind::kLatency) {
       session.serve_latency(guard);
     } else if (request.spec.operation == Operation::kSend) {
       session.serve_send_bandwidth(guard);

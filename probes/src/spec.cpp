@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "ibprobe/probes.h"
@@ -260,6 +261,35 @@ void check_numa_side(const char* side, NumaPolicy policy, std::optional<std::uin
   }
 }
 
+void check_modes(const ProbeSpec& spec, Violations& out) {
+  const bool bandwidth = spec.test == TestKind::kBandwidth;
+  if (spec.bidirectional) {
+    if (!bandwidth) {
+      out.push_back(
+          "bidirectional applies to bandwidth probes: a ping-pong already goes both ways");
+    } else if (spec.operation == Operation::kSend) {
+      out.push_back(
+          "bidirectional send is not supported: each side would have to keep receives posted "
+          "for the other while it posts its own sends; use write or read");
+    }
+    if (spec.validation) {
+      out.push_back("bidirectional with validation: the validating loops check one direction");
+    }
+  }
+  if (const auto& limit = spec.rate_limit) {
+    if (!bandwidth) {
+      out.push_back(
+          "rate_limit applies to bandwidth probes: a ping-pong has one message in flight");
+    }
+    if (!(limit->value > 0) || !std::isfinite(limit->value)) {
+      out.push_back("rate_limit must be a positive number");
+    }
+    if (spec.validation) {
+      out.push_back("rate_limit with validation: the validating loop posts without pacing");
+    }
+  }
+}
+
 void check_numa(const ProbeSpec& spec, Violations& out) {
   check_numa_side("initiator", spec.numa, spec.numa_node, out);
   check_numa_side("responder", spec.peer_numa, spec.peer_numa_node, out);
@@ -304,6 +334,56 @@ std::string_view to_string(NumaPolicy policy) {
       return "node";
   }
   return "unknown";
+}
+
+std::string_view to_string(RateUnit unit) {
+  switch (unit) {
+    case RateUnit::kGbps:
+      return "Gbps";
+    case RateUnit::kMiBps:
+      return "MiBps";
+    case RateUnit::kPps:
+      return "pps";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(RateLimiter limiter) {
+  switch (limiter) {
+    case RateLimiter::kSoftware:
+      return "software";
+    case RateLimiter::kHardware:
+      return "hardware";
+    case RateLimiter::kAuto:
+      return "auto";
+  }
+  return "unknown";
+}
+
+std::optional<RateUnit> parse_rate_unit(std::string_view text) {
+  for (auto unit : {RateUnit::kGbps, RateUnit::kMiBps, RateUnit::kPps}) {
+    if (text == to_string(unit)) return unit;
+  }
+  return std::nullopt;
+}
+
+std::optional<RateLimiter> parse_rate_limiter(std::string_view text) {
+  for (auto limiter : {RateLimiter::kSoftware, RateLimiter::kHardware, RateLimiter::kAuto}) {
+    if (text == to_string(limiter)) return limiter;
+  }
+  return std::nullopt;
+}
+
+double rate_limit_bytes_per_second(const RateLimit& limit, std::uint64_t message_size) {
+  switch (limit.unit) {
+    case RateUnit::kGbps:
+      return limit.value * 1e9 / 8;
+    case RateUnit::kMiBps:
+      return limit.value * 1024 * 1024;
+    case RateUnit::kPps:
+      return limit.value * static_cast<double>(message_size);
+  }
+  return 0;
 }
 
 std::optional<Operation> parse_operation(std::string_view text) {
@@ -389,6 +469,7 @@ std::vector<std::string> validate(const ProbeSpec& spec) {
   check_link(spec, out);
   check_numa(spec, out);
   check_validation(spec, out);
+  check_modes(spec, out);
   return out;
 }
 

@@ -213,4 +213,17 @@ BandwidthStats bandwidth_stats_duration(TimestampNs sample_start, TimestampNs sa
   return from_window(messages, message_size, sample_end - sample_start);
 }
 
+BandwidthStats combine_directions(const BandwidthStats& initiator,
+                                  const BandwidthStats& responder) {
+  BandwidthStats sum = initiator;
+  sum.bytes_per_second += responder.bytes_per_second;
+  sum.messages_per_second += responder.messages_per_second;
+  if (initiator.peak_bytes_per_second && responder.peak_bytes_per_second) {
+    sum.peak_bytes_per_second = *initiator.peak_bytes_per_second + *responder.peak_bytes_per_second;
+  } else {
+    sum.peak_bytes_per_second.reset();
+  }
+  return sum;
+}
+
 }  // namespace ibprobe::probes

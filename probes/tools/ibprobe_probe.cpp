@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "ibprobe/verify.h"
 #include "peer_auth.h"
@@ -86,6 +87,23 @@ void print(const ProbeOutcome& outcome) {
       figure(link.line_rate_ratio, "%.4f").c_str(), moved.empty() ? 1 : 0,
       moved.empty() ? "none" : moved.c_str(), own.empty() ? "none" : own.c_str(),
       std::string(to_string(link.diagnosis)).c_str(), link.explanation.c_str());
+  if (outcome.rate_limiter || outcome.peer_rate_limiter) {
+    const auto& limit = *spec.rate_limit;
+    std::printf(
+        "rate_limit value=%.15g unit=%s asked=%s limiter=%s peer_limiter=%s\n", limit.value,
+        std::string(to_string(limit.unit)).c_str(), std::string(to_string(limit.limiter)).c_str(),
+        outcome.rate_limiter ? std::string(to_string(*outcome.rate_limiter)).c_str() : "none",
+        outcome.peer_rate_limiter ? std::string(to_string(*outcome.peer_rate_limiter)).c_str()
+                                  : "none");
+  }
+  for (const auto& [direction, stats] : {std::pair{"initiator", &outcome.initiator_direction},
+                                         std::pair{"responder", &outcome.responder_direction}}) {
+    if (!*stats) continue;
+    std::printf("direction %s bw_average_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu\n", direction,
+                mebibytes_per_second((*stats)->bytes_per_second),
+                (*stats)->messages_per_second / 1e6,
+                static_cast<unsigned long long>((*stats)->messages));
+  }
   if (const auto& bw = outcome.bandwidth) {
     std::printf(
         "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "
@@ -120,6 +138,51 @@ void print(const ProbeOutcome& outcome) {
         "t_stdev_usec=%.3f p99_usec=%.3f p99.9_usec=%.3f samples=%zu\n",
         lat->min_ns / 1e3, lat->max_ns / 1e3, lat->typical_ns / 1e3, lat->average_ns / 1e3,
         lat->stdev_ns / 1e3, lat->p99_ns / 1e3, lat->p99_9_ns / 1e3, lat->samples);
+  }
+}
+
+std::vector<double> parse_values(const std::string& text) {
+  std::vector<double> values;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const auto comma = text.find(',', from);
+    const auto item =
+        text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) {
+      throw CLI::ValidationError("values", "'" + item + "' is not a number in '" + text + "'");
+    }
+    values.push_back(value);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return values;
+}
+
+void print(const SweepOutcome& sweep) {
+  const auto variable = std::string(to_string(sweep.sweep.variable));
+  for (std::size_t i = 0; i < sweep.steps.size(); ++i) {
+    const auto& step = sweep.steps[i];
+    std::printf("step %zu variable=%s value=%.15g result=%s\n", i, variable.c_str(), step.value,
+                step.outcome ? "ok" : std::string(to_string(step.failure)).c_str());
+    if (step.outcome) {
+      print(*step.outcome);
+    } else {
+      std::printf("error=\"%s\"\n", step.error.c_str());
+    }
+  }
+  std::printf("sweep variable=%s steps=%zu of %zu knee_threshold=%g", variable.c_str(),
+              sweep.steps.size(), sweep.sweep.values.size(), sweep.sweep.knee_threshold);
+  if (sweep.knee) {
+    std::printf(" knee_step=%zu knee_value=%.15g\n", *sweep.knee, sweep.steps[*sweep.knee].value);
+  } else {
+    std::printf(" knee_step=none\n");
   }
 }
 
@@ -215,6 +278,36 @@ int main(int argc, char** argv) {
                   "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
                   "prove that --validate catches it")
       ->group("Test faults");
+  bool bidirectional = false, all_sizes = false;
+  run->add_flag("-b,--bidirectional", bidirectional,
+                "Both sides post at once (bandwidth, write and read); the sum of both directions "
+                "is reported, as perftest's -b");
+  run->add_flag("-a,--all", all_sizes,
+                "One run per message size 2 .. 8 MiB, doubling (perftest's -a), each reported");
+  std::string sizes, sweep_text;
+  run->add_option("--sizes", sizes, "One run per message size of this comma-separated list");
+  run->add_option("--sweep", sweep_text,
+                  "VARIABLE=V1,V2,...: one run per value of exactly one of " +
+                      sweep_variable_names() + ", everything else fixed; reports the knee");
+  double knee_threshold = 0.05;
+  run->add_option("--knee-threshold", knee_threshold,
+                  "Sweep knee: the first step after which BW average rises by less than this "
+                  "fraction")
+      ->capture_default_str();
+  std::optional<double> rate_limit;
+  std::string rate_units = "Gbps", rate_limiter = "software";
+  run->add_option("--rate-limit", rate_limit, "Cap each side's posting rate (bandwidth)");
+  run->add_option("--rate-units", rate_units, "Unit of --rate-limit: Gbps, MiBps or pps")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"Gbps", "MiBps", "pps"}));
+  run->add_option("--rate-limiter", rate_limiter,
+                  "Who enforces --rate-limit: software (perftest's default), hardware "
+                  "(ibv_modify_qp_rate_limit; the run fails where the device refuses it), auto")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"software", "hardware", "auto"}));
+  std::optional<std::uint32_t> margin;
+  run->add_option("--margin", margin,
+                  "Duration mode: seconds left out of the measurement at each end (default 2)");
   auto* verify_command = app.add_subcommand(
       "verify", "Run the two-sided verification suite against a responder and print its table");
   std::string verify_peer;
@@ -354,9 +447,46 @@ int main(int argc, char** argv) {
     spec.gid_index = gid_index;
     spec.peer_gid_index = peer_gid_index;
     spec.post_list = post_list;
+    spec.bidirectional = bidirectional;
+    if (margin) spec.margin_seconds = *margin;
+    if (rate_limit) {
+      spec.rate_limit =
+          RateLimit{*rate_limit, *parse_rate_unit(rate_units), *parse_rate_limiter(rate_limiter)};
+    }
     const auto [host, port] = split_address(peer);
     RunOptions options{fabric_ports, secret, nullptr};
     options.test_corrupt_every = corrupt_every;
+    // Sweeps: each of -a, --sizes and --sweep names a variable; more than one is refused by
+    // the sweep's own rule, with its reason.
+    std::vector<std::pair<SweepVariable, std::vector<double>>> sweeps;
+    if (all_sizes) sweeps.emplace_back(SweepVariable::kMessageSize, perftest_all_sizes());
+    if (!sizes.empty()) sweeps.emplace_back(SweepVariable::kMessageSize, parse_values(sizes));
+    if (!sweep_text.empty()) {
+      const auto equals = sweep_text.find('=');
+      const auto variable = parse_sweep_variable(sweep_text.substr(0, equals));
+      if (equals == std::string::npos || !variable) {
+        std::cerr << "ibprobe_probe: --sweep: expected VARIABLE=V1,V2,... with VARIABLE one of "
+                  << sweep_variable_names() << "\n";
+        return 2;
+      }
+      sweeps.emplace_back(*variable, parse_values(sweep_text.substr(equals + 1)));
+    }
+    if (sweeps.size() > 1) {
+      std::cerr << "ibprobe_probe: a sweep varies exactly one variable, or a change in its "
+                   "results cannot be attributed; asked for "
+                << sweeps.size() << " (-a, --sizes, --sweep)\n";
+      return 2;
+    }
+    if (!sweeps.empty()) {
+      const SweepSpec sweep{spec, sweeps.front().first, sweeps.front().second, knee_threshold};
+      if (const auto problems = validate(sweep); !problems.empty()) {
+        for (const auto& problem : problems) std::cerr << "ibprobe_probe: " << problem << "\n";
+        return 2;
+      }
+      const auto outcome = run_sweep(local, host, port, sweep, options);
+      print(outcome);
+      return outcome.complete() ? 0 : 1;
+    }
     const auto outcome = run_probe(local, host, port, spec, options);
     print(outcome);
     // A validating run that found errors is a failed check, whatever its throughput.

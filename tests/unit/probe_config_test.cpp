@@ -518,3 +518,71 @@ TEST(ProbeConfigTest, LoadNamesTheFile) {
 
 }  // namespace
 }  // namespace ibprobe::testing
+
+namespace ibprobe::testing {
+namespace {
+
+exporter::ProbeModule one_parsed_module(const std::string& fields) {
+  const auto config = parse_ok(one_module(fields));
+  if (!config.modules.contains("m")) return {};
+  return config.modules.at("m");
+}
+
+TEST(ProbeConfigModesTest, BidirectionalAndRateLimitReachTheSpec) {
+  const auto spec = module_spec(
+      "    bidirectional: true\n"
+      "    rate_limit: {value: 2.5, unit: MiBps, limiter: auto}\n");
+  EXPECT_TRUE(spec.bidirectional);
+  ASSERT_TRUE(spec.rate_limit);
+  EXPECT_DOUBLE_EQ(spec.rate_limit->value, 2.5);
+  EXPECT_EQ(spec.rate_limit->unit, probes::RateUnit::kMiBps);
+  EXPECT_EQ(spec.rate_limit->limiter, probes::RateLimiter::kAuto);
+  const auto defaults = module_spec("    rate_limit: {value: 1}\n");
+  EXPECT_EQ(defaults.rate_limit,
+            (probes::RateLimit{1, probes::RateUnit::kGbps, probes::RateLimiter::kSoftware}));
+  expect_error_at(one_module("    rate_limit: {value: 1, unit: Tbps}\n"), 4,
+                  "must be Gbps, MiBps or pps");
+  expect_error_at(one_module("    rate_limit: {value: 0}\n"), 4, "above 0");
+  expect_error_at("modules:\n  m:\n    kind: send_bw\n    bidirectional: true\n", 3,
+                  "bidirectional send is not supported");
+}
+
+TEST(ProbeConfigModesTest, AListOfSizesIsASweepOverMessageSize) {
+  const auto module = one_parsed_module("    message_size: [4096, 65536]\n    duration: 5s\n");
+  ASSERT_TRUE(module.sweep);
+  EXPECT_EQ(module.sweep->variable, probes::SweepVariable::kMessageSize);
+  EXPECT_EQ(module.sweep->values, (std::vector<double>{4096, 65536}));
+  EXPECT_EQ(module.sweep->base, module.spec);
+  EXPECT_EQ(module.spec.duration_seconds, std::optional<std::uint32_t>(5));
+  EXPECT_DOUBLE_EQ(module.sweep->knee_threshold, 0.05);
+}
+
+TEST(ProbeConfigModesTest, SweepOfOneVariableWithItsThreshold) {
+  const auto module =
+      one_parsed_module("    sweep: {tx_depth: [16, 64, 128], knee_threshold: 0.1}\n");
+  ASSERT_TRUE(module.sweep);
+  EXPECT_EQ(module.sweep->variable, probes::SweepVariable::kTxDepth);
+  EXPECT_EQ(module.sweep->values.size(), 3u);
+  EXPECT_DOUBLE_EQ(module.sweep->knee_threshold, 0.1);
+  EXPECT_FALSE(one_parsed_module("    tx_depth: 64\n").sweep);
+}
+
+TEST(ProbeConfigModesTest, TwoVariablesAreRefusedWithTheReason) {
+  expect_error_at(one_module("    sweep: {tx_depth: [16, 64], qps: [1, 2]}\n"), 4,
+                  "sweeps tx_depth and qps: a sweep varies exactly one variable");
+  expect_error_at(one_module("    message_size: [4096, 8192]\n    sweep: {post_list: [1, 4]}\n"), 5,
+                  "sweeps message_size and post_list");
+  expect_error_at(one_module("    sweep: {iterations: [1000, 2000]}\n"), 4,
+                  "sweep variable 'iterations'");
+  expect_error_at(one_module("    sweep: {mtu: [1024, 1000]}\n"), 4, "step 1 (mtu=1000)");
+  expect_error_at(one_module("    sweep: {knee_threshold: 0.1}\n"), 4, "names no variable");
+}
+
+TEST(ProbeConfigModesTest, EveryStepMustFitTheLimits) {
+  expect_error_at(
+      "limits: {max_message_size: 65536}\n" + one_module("    message_size: [4096, 1048576]\n"), 4,
+      "above this responder's limit");
+}
+
+}  // namespace
+}  // namespace ibprobe::testing

@@ -10,11 +10,15 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "hold.h"
+#include "probe_api.h"
+#include "probe_metrics.h"
+#include "text_format.h"
 
 namespace ibprobe::testing {
 namespace {
@@ -710,6 +714,100 @@ TEST(ProbeServiceStartTest, BadConfigFileIsFatal) {
   options.config_file = config.path() + ".missing";
   EXPECT_THROW(ProbeService(options, [](auto&&...) -> ProbeOutcome { return {}; }),
                std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
+
+namespace ibprobe::testing {
+namespace {
+
+constexpr const char* kSweepConfig =
+    "modules:\n"
+    "  sizes:\n"
+    "    kind: write_bw\n"
+    "    message_size: [4096, 16384, 65536, 262144]\n"
+    "  broken:\n"
+    "    kind: write_bw\n"
+    "    sweep: {tx_depth: [16, 32, 64]}\n";
+
+// BW average grows with the message size up to 64 KiB, then by 2 %: the knee is at 64 KiB.
+ProbeOutcome sized_outcome(const probes::ProbeSpec& spec) {
+  auto outcome = bandwidth_outcome(spec);
+  const std::map<std::uint64_t, double> bw = {
+      {4096, 1e8}, {16384, 3e8}, {65536, 6e8}, {262144, 6.12e8}};
+  outcome.bandwidth->bytes_per_second = bw.at(spec.message_size);
+  return outcome;
+}
+
+std::string metric_text(const ProbeRun& run) {
+  return exporter::text_format(exporter::probe_run_families(run, false));
+}
+
+TEST_F(ProbeServiceTest, SweepRunsEveryStepWithOneVariableChangedAndFindsTheKnee) {
+  stand_in_.set([](const Call& call, const RunOptions&) { return sized_outcome(call.spec); });
+  start(kSweepConfig);
+  const auto run = finished(submit_ok("192.0.2.2:9471", "sizes"));
+  ASSERT_EQ(run.state, RunState::kSucceeded) << run.failure;
+  const auto calls = stand_in_.calls();
+  ASSERT_EQ(calls.size(), 4u);
+  const std::vector<std::uint64_t> sizes = {4096, 16384, 65536, 262144};
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].spec.message_size, sizes[i]);
+    auto others = calls[i].spec;
+    others.message_size = calls[0].spec.message_size;
+    EXPECT_EQ(others, calls[0].spec) << "step " << i << " changed more than the message size";
+  }
+  ASSERT_TRUE(run.sweep);
+  EXPECT_EQ(run.sweep->knee, std::optional<std::size_t>(2));
+  EXPECT_FALSE(run.outcome);
+
+  const auto text = metric_text(run);
+  EXPECT_NE(text.find("probe_success 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("rdma_probe_bandwidth_bytes_per_second{step=\"2\"} 600000000"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rdma_probe_sweep_step_value{step=\"3\",variable=\"message_size\"} 262144"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rdma_probe_sweep_knee_value{variable=\"message_size\"} 65536"),
+            std::string::npos)
+      << text;
+
+  const auto json = exporter::run_to_json(run);
+  EXPECT_EQ(json["success"], true);
+  EXPECT_EQ(json["sweep"]["variable"], "message_size");
+  ASSERT_EQ(json["sweep"]["steps"].size(), 4u);
+  EXPECT_EQ(json["sweep"]["steps"][1]["value"], 16384);
+  EXPECT_EQ(json["sweep"]["steps"][1]["result"]["bandwidth"]["bytes_per_second"], 3e8);
+  EXPECT_EQ(json["sweep"]["knee"]["step"], 2);
+  EXPECT_EQ(json["sweep"]["knee"]["value"], 65536);
+}
+
+TEST_F(ProbeServiceTest, AFailedStepEndsTheSweepWithItsClass) {
+  stand_in_.set([](const Call& call, const RunOptions&) -> ProbeOutcome {
+    if (call.spec.tx_depth == 32) throw ProbeFailure("link went down", FailureKind::kVerbs);
+    return bandwidth_outcome(call.spec);
+  });
+  start(kSweepConfig);
+  const auto run = finished(submit_ok("192.0.2.2:9471", "broken"));
+  EXPECT_EQ(run.state, RunState::kFailed);
+  EXPECT_EQ(stand_in_.call_count(), 2u) << "the step after the failure ran";
+  EXPECT_EQ(run.failure_reason, "verbs");
+  EXPECT_NE(run.failure.find("step 1 (tx_depth=32): link went down"), std::string::npos)
+      << run.failure;
+  const auto text = metric_text(run);
+  EXPECT_NE(text.find("probe_success 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("rdma_probe_sweep_step_success{step=\"1\"} 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("rdma_probe_failure{reason=\"verbs\"} 1"), std::string::npos) << text;
+  EXPECT_EQ(exporter::run_to_json(run)["sweep"]["steps"][1]["failure"]["reason"], "verbs");
+}
+
+TEST_F(ProbeServiceTest, ASweepsTimeoutShortensEveryStep) {
+  start(kSweepConfig);
+  const auto run = finished(submit_ok("192.0.2.2:9471", "sizes", 12));
+  for (const auto& call : stand_in_.calls()) EXPECT_EQ(call.spec.timeout_seconds, 12u);
+  EXPECT_EQ(run.state, RunState::kSucceeded);
 }
 
 }  // namespace

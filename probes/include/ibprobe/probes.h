@@ -43,6 +43,30 @@ struct RcKnobs {
   bool operator==(const RcKnobs&) const = default;
 };
 
+// A bandwidth probe's pace cap, perftest's --rate_limit with --rate_units (g, M, p).
+enum class RateUnit {
+  kGbps,   // decimal gigabits of payload per second
+  kMiBps,  // 2^20 bytes of payload per second
+  kPps,    // messages per second
+};
+// Who enforces the cap. Software (perftest's default, SW_RATE_LIMIT): the posting loop waits
+// between post lists. Hardware: the QP's rate through ibv_modify_qp_rate_limit, refused when
+// the device does not take it. Auto: hardware where the device takes it, software otherwise.
+enum class RateLimiter { kSoftware, kHardware, kAuto };
+struct RateLimit {
+  double value = 0;
+  RateUnit unit = RateUnit::kGbps;
+  RateLimiter limiter = RateLimiter::kSoftware;
+
+  bool operator==(const RateLimit&) const = default;
+};
+std::string_view to_string(RateUnit unit);
+std::string_view to_string(RateLimiter limiter);
+std::optional<RateUnit> parse_rate_unit(std::string_view text);
+std::optional<RateLimiter> parse_rate_limiter(std::string_view text);
+// The cap in payload bytes per second for messages of `message_size` bytes.
+double rate_limit_bytes_per_second(const RateLimit& limit, std::uint64_t message_size);
+
 // Path MTUs InfiniBand defines (RoCE uses the same set): 256, 512, 1024, 2048, 4096 bytes.
 bool is_ib_mtu(std::uint32_t bytes);
 
@@ -92,6 +116,11 @@ struct ProbeSpec {
   // Validating send: scatter each receive over this many pieces of the buffer, placed out of
   // address order, to check that one message fills them in order with one completion.
   std::uint32_t receive_sges = 1;
+  // Bandwidth, write and read: both sides post at once (perftest's -b); the figures are the sum
+  // of both directions, as perftest's print_full_bw_report adds the remote side's report.
+  bool bidirectional = false;
+  // Bandwidth: pace each side's posting to at most this rate; unset: as fast as it goes.
+  std::optional<RateLimit> rate_limit;
 
   bool operator==(const ProbeSpec&) const = default;
 };
@@ -202,7 +231,14 @@ struct BandwidthStats {
   // Best per-message time over every post/completion pair perftest considers. Unset in duration
   // mode (perftest turns it off there), above kPeakMaxIterations, or with a zero time.
   std::optional<double> peak_bytes_per_second;
+
+  bool operator==(const BandwidthStats&) const = default;
 };
+
+// The sum of both directions of a bidirectional run, as perftest's print_full_bw_report adds
+// the remote side's BW average, peak and message rate to its own (the message count stays the
+// initiator's, as perftest prints its own iterations).
+BandwidthStats combine_directions(const BandwidthStats& initiator, const BandwidthStats& responder);
 
 // perftest's report units: MiB/s (2^20 bytes) by default, decimal Gbit/s with --report_gbits.
 double mebibytes_per_second(double bytes_per_second);

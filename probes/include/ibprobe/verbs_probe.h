@@ -44,7 +44,14 @@ struct ProbeOutcome {
   // (one per cq_moderation messages).
   std::uint64_t post_calls = 0;
   std::uint64_t completions = 0;
+  // A bidirectional run reports the sum of both directions here, as perftest prints it, and each
+  // direction below: this side's posting, and the responder's as it measured it.
   std::optional<BandwidthStats> bandwidth;
+  std::optional<BandwidthStats> initiator_direction;
+  std::optional<BandwidthStats> responder_direction;
+  // With a rate limit: who enforced it on each side (software or hardware).
+  std::optional<RateLimiter> rate_limiter;
+  std::optional<RateLimiter> peer_rate_limiter;
   std::optional<LatencyStats> latency;
   std::optional<DurationLatencyStats> latency_duration;  // a latency probe in duration mode
   // From the start of the request to the first posted work request: connection, handshake,

@@ -209,8 +209,11 @@ TEST(ProtocolRoundTrip, Result) {
   result.after = result.before;
   result.after["port_xmit_data"].value = ~std::uint64_t{0};
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
-  result.facts =
-      SideFacts{.gid_index = 3, .numa_node = 1, .inline_size = 220, .relaxed_ordering = true};
+  result.facts = SideFacts{.gid_index = 3,
+                           .numa_node = 1,
+                           .inline_size = 220,
+                           .relaxed_ordering = true,
+                           .rate_limiter = std::nullopt};
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
   result.facts->numa_node.reset();
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);

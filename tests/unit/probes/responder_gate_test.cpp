@@ -2,11 +2,17 @@
 // the port's gate is held (a run in progress, ours or a peer's) is told "busy" at once, with the
 // Error frame intact, rather than left to time out in the listen backlog. The initiator asks
 // again until its setup deadline, so a run that is just ending does not fail the next one.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "ibprobe/verbs_probe.h"
 
@@ -31,8 +37,7 @@ Attempt probe(const Responder& responder) {
   } catch (const ProbeFailure& e) {
     attempt = {std::string(to_string(e.kind())), e.what()};
   }
-  attempt.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  attempt.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return attempt;
 }
 
@@ -78,6 +83,77 @@ TEST(ResponderGate, RunProceedsOnceThePortIsFree) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(entered);
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
+
+namespace ibprobe::probes {
+namespace {
+
+// A client that connects while the port is busy and never stops sending: the responder's
+// refusal must not keep reading it, or no other initiator would be answered.
+TEST(ResponderGate, AClientThatKeepsSendingCannotHoldTheBusyRefusal) {
+  auto gate = std::make_shared<ProbeGate>();
+  Responder responder("127.0.0.1", "0", LocalPort{kMissingDevice, 1},
+                      ResponderOptions{Limits{}, "", gate});
+  ASSERT_TRUE(gate->try_enter());
+  const int flood = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(flood, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(responder.port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(flood, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  std::atomic<bool> stop = false;
+  std::thread sender([&] {
+    const std::vector<char> junk(256, 'x');
+    while (!stop && ::send(flood, junk.data(), junk.size(), MSG_NOSIGNAL) > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A second initiator is still told "busy" at once, while the first one goes on sending.
+  const auto attempt = probe(responder);
+  stop = true;
+  sender.join();
+  ::close(flood);
+  EXPECT_EQ(attempt.kind, "rejected") << attempt.what;
+  EXPECT_NE(attempt.what.find("busy"), std::string::npos) << attempt.what;
+  gate->leave();
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
+
+namespace ibprobe::probes {
+namespace {
+
+// A fabric port that is not LID:PORT is refused before anything is asked of the peer: here,
+// before the connection that would find nobody listening.
+TEST(RunProbe, FabricPortsAreParsedBeforeTheHandshake) {
+  const int probe_socket = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(probe_socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ::getsockname(probe_socket, reinterpret_cast<sockaddr*>(&address), &length);
+  const auto unused_port = std::to_string(ntohs(address.sin_port));
+  ::close(probe_socket);  // bound, never listening: a connect would be refused
+  RunOptions options;
+  options.fabric_ports = {"0x12:3", "switch-7"};
+  try {
+    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", unused_port,
+              default_spec(Operation::kWrite, TestKind::kBandwidth), options);
+    ADD_FAILURE() << "the run went on";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fabric port 'switch-7' is not LID:PORT"),
+              std::string::npos)
+        << e.what();
+  } catch (const ProbeFailure& e) {
+    ADD_FAILURE() << "reached the peer first: " << to_string(e.kind()) << ": " << e.what();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Running a sweep for real: one probe per step against the same responder, in order.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ibprobe/sweep.h"
+#include "ibprobe/verbs_probe.h"
+
+namespace ibprobe::probes {
+
+struct SweepStepOutcome {
+  double value = 0;  // the swept variable's value at this step
+  std::optional<ProbeOutcome> outcome;
+  // A step that failed: why, and its class; the sweep stops there.
+  std::string error;
+  FailureKind failure = FailureKind::kInternal;
+};
+
+struct SweepOutcome {
+  SweepSpec sweep;
+  std::vector<SweepStepOutcome> steps;  // those run, in order
+  // find_knee() over the BW averages of the steps that ran (bandwidth sweeps).
+  std::optional<std::size_t> knee;
+  bool complete() const;  // every step ran and succeeded
+};
+
+// Runs each step's spec with `run_step` in order. Throws std::invalid_argument for a sweep
+// validate() rejects; a step that fails (run_step throws) ends the sweep, reported in its step.
+using StepRunner = std::function<ProbeOutcome(const ProbeSpec&)>;
+SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step);
+
+// The same with run_probe against one responder, every resource released after each step.
+SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
+                       const SweepSpec& sweep, const RunOptions& options = {});
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,52 @@
+#include "ibprobe/sweep_run.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ibprobe::probes {
+
+bool SweepOutcome::complete() const {
+  return steps.size() == sweep.values.size() &&
+         std::ranges::all_of(steps, [](const auto& step) { return step.outcome.has_value(); });
+}
+
+SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
+                       const SweepSpec& sweep, const RunOptions& options) {
+  return run_sweep(
+      sweep, [&](const ProbeSpec& spec) { return run_probe(local, host, port, spec, options); });
+}
+
+SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step) {
+  const auto specs = sweep_steps(sweep);
+  SweepOutcome result;
+  result.sweep = sweep;
+  std::vector<double> averages;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    SweepStepOutcome step;
+    step.value = sweep.values[i];
+    try {
+      step.outcome = run_step(specs[i]);
+      if (const auto& bw = step.outcome->bandwidth) averages.push_back(bw->bytes_per_second);
+    } catch (const ProbeFailure& failure) {
+      step.error = failure.what();
+      step.failure = failure.kind();
+    } catch (const std::invalid_argument& e) {
+      step.error = e.what();
+      step.failure = FailureKind::kRejected;
+    } catch (const std::exception& e) {
+      step.error = e.what();
+    }
+    const bool failed = !step.outcome;
+    result.steps.push_back(std::move(step));
+    // A later step would no longer differ from the others in one variable only: the cause of
+    // the failure may still be there.
+    if (failed) break;
+  }
+  // Over the steps that succeeded: they all came before any failure.
+  if (sweep.base.test == TestKind::kBandwidth) {
+    result.knee = find_knee(averages, sweep.knee_threshold);
+  }
+  return result;
+}
+
+}  // namespace ibprobe::probes

@@ -1,0 +1,234 @@
+#!/bin/bash
+#
+# The perftest modes of a probe, each shown by an effect only the applied mode produces:
+# - bidirectional (-b): both hosts' NICs send the data volume of their direction (netdev tx
+#   bytes), where a one-way run leaves the responder sending ACKs only; the reported BW is the
+#   sum of both directions; ib_write_bw -b on the same devices beside it;
+# - rate limit: BW within the cap and well under the unlimited run of the same module; pps
+#   caps the message rate; the hardware limiter is refused on rxe, auto falls back to software;
+# - message-size sweep (--sizes, -a): one result per size, each with the packet count of its
+#   size, perftest's 23 sizes for -a;
+# - one-variable sweep (--sweep): every step and the knee; two variables are refused;
+# - a sweep module through the exporter: /probe answers with every step's figures labelled by
+#   step, the async API with the table and the knee.
+#
+# Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary, IBPROBE_EXPORTER
+# the exporter's.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+
+PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+RESPONDER_PORT=18600
+
+field() { # OUTPUT NAME
+    sed -n "s/.*\b$2=\(-\?[0-9.]*\).*/\1/p" <<<"$1" | head -n1
+}
+
+run_probe() { # ARGS...
+    lab exec --timeout 240 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
+}
+
+# Bytes the VM's RoCE netdev has sent.
+tx_bytes() { # HOST
+    lab exec --timeout 30 "$1" -- sh -c 'cat /sys/class/net/$(cat /sys/class/infiniband/rxe0/parent)/statistics/tx_bytes'
+}
+
+check() { # CONDITION(python) WHAT
+    python3 -c "import sys; sys.exit(0 if ($1) else 1)" || fail "$2"
+}
+
+check_bidirectional() {
+    local out a0 b0 a1 b1 sum ini res theirs
+    a0=$(tx_bytes A) b0=$(tx_bytes B)
+    out=$(run_probe -t write_bw -D 6 -s 65536) || fail "one-way write_bw failed: $out"
+    a1=$(tx_bytes A) b1=$(tx_bytes B)
+    local one_way_peer=$((a1 - a0)) one_way_local=$((b1 - b0))
+    check "$one_way_peer * 10 < $one_way_local" \
+        "one-way run: the responder sent $one_way_peer bytes against $one_way_local: $out"
+    a0=$a1 b0=$b1
+    # Both directions double the load of an emulated link that already drains a 128 x 64 KiB
+    # window slower than perftest's 67 ms ACK timeout: at -u 14 rxe retransmitted (go-back-N,
+    # completer_retry_err and the peer's duplicate_request rising) until a write failed with
+    # "remote invalid request". A 1 s ACK timeout (-u 18) for both tools, as the lab's other
+    # duration runs; the checks stay the same.
+    out=$(run_probe -t write_bw -b -D 6 -s 65536 -u 18) || fail "write_bw -b failed: $out"
+    a1=$(tx_bytes A) b1=$(tx_bytes B)
+    ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
+    res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
+    [[ -n $ini && -n $res ]] || fail "write_bw -b reports no direction figures: $out"
+    # Every message counted in a direction's window left its host's NIC (the window is part of
+    # the run, so the NIC sent at least that much).
+    check "$((a1 - a0)) >= $res * 65536 and $((b1 - b0)) >= $ini * 65536 and $res > 0" \
+        "write_bw -b: responder NIC sent $((a1 - a0)) bytes for $res messages, initiator $((b1 - b0)) for $ini: $out"
+    sum=$(python3 -c "
+import re, sys
+out = sys.argv[1]
+d = [float(x) for x in re.findall(r'^direction \w+ bw_average_MiBps=([0-9.]+)', out, re.M)]
+total = float(re.search(r'^bw_average_MiBps=([0-9.]+)', out, re.M).group(1))
+print(f'{total:.2f} {d[0]:.2f} {d[1]:.2f}')
+sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
+        || fail "write_bw -b: BW average is not the sum of both directions: $out"
+    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 -u 18 --report_gbits 2>&1 | tail -n 20)
+    local perftest_bw
+    perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
+    note "write_bw -b: sum/initiator/responder MiB/s $sum; NIC tx responder $((a1 - a0)) B (one-way run: $one_way_peer B), initiator $((b1 - b0)) B; ib_write_bw -b -D 6 -u 18: BW average ${perftest_bw:-?} Gb/s"
+    out=$(run_probe -t read_bw -b -D 6 -s 65536 -u 18) || fail "read_bw -b failed: $out"
+    [[ -n $(sed -n 's/^direction responder .*messages=\([1-9][0-9]*\).*/\1/p' <<<"$out") ]] \
+        || fail "read_bw -b: the responder's direction moved nothing: $out"
+    note "read_bw -b: $(grep -o '^bw_average_MiBps=[0-9.]*' <<<"$out")"
+    local rc=0
+    out=$(run_probe -t send_bw -b -n 100 2>&1) || rc=$?
+    ((rc != 0)) && grep -q 'bidirectional send is not supported' <<<"$out" \
+        || fail "send_bw -b was not refused with the reason: $out"
+}
+
+check_rate_limit() {
+    local out unlimited cap limited rate window rc=0
+    out=$(run_probe -t write_bw -D 6 -s 65536) || fail "unlimited write_bw failed: $out"
+    unlimited=$(field "$out" bw_average_MiBps)
+    positive_number "$unlimited" || fail "no unlimited BW: $out"
+    cap=$(python3 -c "print(f'{$unlimited / 4:.3f}')")
+    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps) \
+        || fail "rate-limited write_bw failed: $out"
+    limited=$(field "$out" bw_average_MiBps)
+    window=$(field "$out" seconds)
+    grep -q '^rate_limit .* limiter=software' <<<"$out" || fail "no software limiter reported: $out"
+    # The window counts whole messages: one more or less at its edges is 64 KiB / window.
+    check "$limited <= $cap * 1.02 + 2 * 65536 / 1048576 / $window and $limited < $unlimited * 0.4 and $limited >= $cap * 0.5" \
+        "--rate-limit $cap MiBps: $limited MiB/s (unlimited $unlimited): $out"
+    note "rate limit $cap MiB/s (software): $limited MiB/s, unlimited $unlimited MiB/s"
+    # -Q 1: the window counts completed messages, and at 4 KiB perftest's CQ moderation of 100
+    # would count them a hundred at a time.
+    out=$(run_probe -t write_bw -D 6 -s 4096 -Q 1 --rate-limit 500 --rate-units pps) \
+        || fail "pps-limited write_bw failed: $out"
+    rate=$(field "$out" msg_rate_Mpps)
+    window=$(field "$out" seconds)
+    check "$rate * 1e6 <= 500 * 1.02 + 2 / $window and $rate * 1e6 >= 250" "--rate-limit 500 pps: $rate Mpps: $out"
+    note "rate limit 500 pps: $(python3 -c "print($rate * 1e6)") messages/s"
+    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps \
+        --rate-limiter hardware 2>&1) || rc=$?
+    ((rc != 0)) && grep -q 'does not take a hardware rate limit' <<<"$out" \
+        || fail "a hardware rate limit on rxe was not refused with the reason: $out"
+    note "hardware limiter on rxe: $(grep -o 'does not take[^;]*' <<<"$out" | head -n1)"
+    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps \
+        --rate-limiter auto) || fail "auto-limited write_bw failed: $out"
+    grep -q '^rate_limit .* asked=auto limiter=software' <<<"$out" \
+        || fail "auto did not fall back to software on rxe: $out"
+    limited=$(field "$out" bw_average_MiBps)
+    window=$(field "$out" seconds)
+    check "$limited <= $cap * 1.02 + 2 * 65536 / 1048576 / $window" \
+        "--rate-limiter auto: $limited MiB/s over the cap $cap: $out"
+}
+
+# rxe sends each write as ceil(size / MTU) packets: the packets the responder's rxe took as new
+# (received, less the duplicates of go-back-N retransmissions and those out of sequence) say
+# which size a step really ran with.
+peer_counter() { # BLOCK NAME
+    sed -n "s/^delta side=peer counter=hw_counters\/$2 status=valid value=\([0-9]*\).*/\1/p" <<<"$1"
+}
+
+check_size_steps() { # OUTPUT ITERATIONS SIZE...
+    local out=$1 iterations=$2 step=0 size mtu pkts expected
+    shift 2
+    for size in "$@"; do
+        local block
+        block=$(awk -v s="$step" '/^step / { on = ($2 == s) } on' <<<"$out")
+        grep -q "^step $step variable=message_size value=$size result=ok" <<<"$block" \
+            || fail "step $step is not message_size $size: $out"
+        grep -q "^probe write_bw .* size=$size " <<<"$block" || fail "step $step ran another size: $block"
+        mtu=$(field "$block" mtu)
+        local received duplicates out_of_sequence
+        received=$(peer_counter "$block" rcvd_pkts)
+        duplicates=$(peer_counter "$block" duplicate_request)
+        out_of_sequence=$(peer_counter "$block" out_of_seq_request)
+        pkts=$((${received:-0} - ${duplicates:-0} - ${out_of_sequence:-0}))
+        expected=$((iterations * ((size + mtu - 1) / mtu)))
+        ((pkts == expected)) \
+            || fail "step $step (size $size, MTU $mtu): the responder took $pkts new packets, expected $expected: $block"
+        step=$((step + 1))
+    done
+    grep -q "^sweep variable=message_size steps=$# of $#" <<<"$out" || fail "sweep summary: $out"
+}
+
+check_sizes() {
+    local out
+    out=$(run_probe -t write_bw -n 200 --sizes 1024,16384,65536) || fail "--sizes failed: $out"
+    check_size_steps "$out" 200 1024 16384 65536
+    note "--sizes 1024,16384,65536: one result each, packets per size as expected"
+    out=$(run_probe -t write_bw -n 5 -a) || fail "-a failed: $out"
+    # shellcheck disable=SC2046
+    check_size_steps "$out" 5 $(python3 -c "print(' '.join(str(1 << i) for i in range(1, 24)))")
+    note "-a: 23 results, 2 B .. 8 MiB"
+}
+
+check_sweep() {
+    local out rc=0
+    out=$(run_probe -t write_bw -D 5 --margin 1 -s 65536 --sweep tx_depth=1,4,16,128) \
+        || fail "--sweep tx_depth failed: $out"
+    [[ $(grep -c '^step [0-9]* variable=tx_depth value=[0-9]* result=ok' <<<"$out") == 4 ]] \
+        || fail "--sweep tx_depth: not 4 steps: $out"
+    grep -q '^sweep variable=tx_depth steps=4 of 4 knee_threshold=0.05 knee_step=' <<<"$out" \
+        || fail "--sweep tx_depth: no summary: $out"
+    note "sweep tx_depth: $(grep -o 'bw_average_MiBps=[0-9.]*' <<<"$out" | tr '\n' ' ')$(grep -o 'knee_step=.*' <<<"$out")"
+    out=$(run_probe -t write_bw -n 100 --sizes 4096,8192 --sweep qps=1,2 2>&1) || rc=$?
+    ((rc == 2)) && grep -q 'a sweep varies exactly one variable' <<<"$out" \
+        || fail "a two-variable sweep was not refused with the reason (exit $rc): $out"
+}
+
+check_sweep_through_exporter() {
+    local work url metrics id result
+    work=$(mktemp -d)
+    cat >"$work/ibprobe.yml" <<'YAML'
+modules:
+  sizes: {kind: write_bw, iterations: 200, message_size: [4096, 16384, 65536], timeout: 30s}
+allowed_targets: [10.99.0.0/24]
+YAML
+    lab_start_exporters "$EXPORTER" --config.file="$work/ibprobe.yml"
+    lab_wait_listen A 9471
+    url=$(exporter_url B)
+    metrics=$(curl -fsS "$url/probe?target=$(lab addr A):9471&module=sizes")         || fail "/probe of the sweep module failed"
+    grep -qx 'probe_success 1' <<<"$metrics" || fail "sweep /probe did not succeed: $metrics"
+    local step size
+    for step in 0 1 2; do
+        size=$((4096 << (2 * step)))
+        grep -q "^rdma_probe_sweep_step_value{step=\"$step\",variable=\"message_size\"} $size\$" <<<"$metrics"             || fail "/probe: no value $size for step $step: $metrics"
+        grep -q "^rdma_probe_bandwidth_bytes_per_second{step=\"$step\"} [0-9]" <<<"$metrics"             || fail "/probe: no BW for step $step: $metrics"
+    done
+    note "/probe sweep: $(grep -E '^rdma_probe_(bandwidth_bytes_per_second|sweep_knee_value)' <<<"$metrics" | tr '\n' ' ')"
+    id=$(curl -fsS -XPOST "$url/api/v1/probes" -d "{\"target\":\"$(lab addr A):9471\",\"module\":\"sizes\"}"         | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])') || fail "async start failed"
+    result=$(curl -fsS "$url/api/v1/probes/$id?wait=120s") || fail "async wait failed"
+    python3 - "$result" <<'PY' || fail "async sweep table: $result"
+import json, sys
+r = json.loads(sys.argv[1])
+sweep = r["sweep"]
+assert r["success"] is True, "not a success"
+assert sweep["variable"] == "message_size" and sweep["values"] == [4096, 16384, 65536], sweep["values"]
+steps = sweep["steps"]
+assert [s["value"] for s in steps] == [4096, 16384, 65536]
+for s in steps:
+    assert s["success"] and s["result"]["bandwidth"]["messages"] == 200, s
+    assert s["result"]["bandwidth"]["bytes_per_second"] > 0, s
+print("async table:", [(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in steps],
+      "knee:", sweep["knee"])
+PY
+    note "async API sweep: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print([(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in r["sweep"]["steps"]], "knee", r["sweep"]["knee"])' "$result")"
+    rm -rf "$work"
+}
+
+main() {
+    lab_test_begin
+    lab_test_up two --forward 9470
+    lab spawn --name responder A -- "$PROBE" serve -d rxe0 --listen ":$RESPONDER_PORT" >/dev/null \
+        || fail "cannot start the responder in VM A"
+    lab_wait_listen A "$RESPONDER_PORT"
+    check_bidirectional
+    check_rate_limit
+    check_sizes
+    check_sweep
+    check_sweep_through_exporter
+}
+
+main "$@"

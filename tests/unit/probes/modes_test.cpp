@@ -1,0 +1,184 @@
+// The bidirectional, rate-limited and sweep modes: their rules, their wire form, the software
+// pacer's schedule and the knee of a sweep.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ibprobe/probes.h"
+#include "ibprobe/sweep.h"
+#include "protocol.h"
+#include "rate_pacer.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+protocol::Message round_trip(const protocol::Message& message) {
+  const auto decoded = protocol::decode(protocol::encode(message));
+  if (const auto* error = std::get_if<protocol::DecodeError>(&decoded)) {
+    ADD_FAILURE() << error->message;
+    return message;
+  }
+  return std::get<protocol::Message>(decoded);
+}
+
+TEST(BidirectionalSpec, WriteAndReadBandwidthOnly) {
+  for (auto operation : {Operation::kWrite, Operation::kRead}) {
+    auto spec = default_spec(operation, TestKind::kBandwidth);
+    spec.bidirectional = true;
+    EXPECT_THAT(validate(spec), IsEmpty());
+  }
+  auto send = default_spec(Operation::kSend, TestKind::kBandwidth);
+  send.bidirectional = true;
+  EXPECT_THAT(validate(send), Contains(HasSubstr("bidirectional send is not supported")));
+  auto latency = default_spec(Operation::kWrite, TestKind::kLatency);
+  latency.bidirectional = true;
+  EXPECT_THAT(validate(latency), Contains(HasSubstr("bidirectional applies to bandwidth")));
+  auto validating = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  validating.bidirectional = validating.validation = true;
+  EXPECT_THAT(validate(validating), Contains(HasSubstr("validating loops check one direction")));
+}
+
+TEST(RateLimitSpec, BandwidthWithAPositiveRate) {
+  auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  spec.rate_limit = RateLimit{1.5, RateUnit::kGbps, RateLimiter::kAuto};
+  EXPECT_THAT(validate(spec), IsEmpty());
+  spec.rate_limit->value = 0;
+  EXPECT_THAT(validate(spec), Contains(HasSubstr("positive number")));
+  auto latency = default_spec(Operation::kSend, TestKind::kLatency);
+  latency.rate_limit = RateLimit{1, RateUnit::kPps, RateLimiter::kSoftware};
+  EXPECT_THAT(validate(latency), Contains(HasSubstr("rate_limit applies to bandwidth")));
+}
+
+TEST(RateLimitSpec, UnitsInPayloadBytesPerSecond) {
+  EXPECT_DOUBLE_EQ(rate_limit_bytes_per_second({8, RateUnit::kGbps}, 4096), 1e9);
+  EXPECT_DOUBLE_EQ(rate_limit_bytes_per_second({3, RateUnit::kMiBps}, 4096), 3.0 * 1048576);
+  EXPECT_DOUBLE_EQ(rate_limit_bytes_per_second({1000, RateUnit::kPps}, 4096), 4096e3);
+  for (auto unit : {RateUnit::kGbps, RateUnit::kMiBps, RateUnit::kPps}) {
+    EXPECT_EQ(parse_rate_unit(to_string(unit)), unit);
+  }
+  for (auto limiter : {RateLimiter::kSoftware, RateLimiter::kHardware, RateLimiter::kAuto}) {
+    EXPECT_EQ(parse_rate_limiter(to_string(limiter)), limiter);
+  }
+  EXPECT_FALSE(parse_rate_unit("gbps"));
+}
+
+TEST(ModesOnTheWire, SpecAndResultCarryThem) {
+  auto spec = default_spec(Operation::kRead, TestKind::kBandwidth);
+  spec.bidirectional = true;
+  spec.rate_limit = RateLimit{2.25, RateUnit::kMiBps, RateLimiter::kHardware};
+  const protocol::ProbeRequest request{spec};
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(round_trip(request)), request);
+
+  protocol::Result result;
+  result.facts = protocol::SideFacts{3, 1, 0, true, RateLimiter::kSoftware};
+  result.bandwidth = BandwidthStats{1000, 2.5, 4e8, 4e2, 5e8};
+  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  result.bandwidth->peak_bytes_per_second.reset();
+  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+}
+
+TEST(ModesOnTheWire, ARateLimitWithAnUnknownUnitIsRefused) {
+  auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  spec.rate_limit = RateLimit{1, RateUnit::kGbps, RateLimiter::kSoftware};
+  auto bytes = protocol::encode(protocol::ProbeRequest{spec});
+  std::string text(bytes.begin(), bytes.end());
+  const auto at = text.find("\"Gbps\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 6, "\"Tbps\"");
+  // The frame's length field still holds: same number of bytes.
+  const auto decoded = protocol::decode(protocol::Bytes(text.begin(), text.end()));
+  ASSERT_TRUE(std::holds_alternative<protocol::DecodeError>(decoded));
+  EXPECT_THAT(std::get<protocol::DecodeError>(decoded).message, HasSubstr("Tbps"));
+}
+
+TEST(RatePacer, ListsGoOutNoFasterThanTheRate) {
+  // 1000 bytes per message at 1e6 bytes/s: one message per millisecond.
+  RatePacer pacer(1e6, 1000);
+  const TimestampNs start = 5'000'000'000;
+  EXPECT_TRUE(pacer.may_post(start));
+  pacer.posted(4);  // a list of four may go at once, and then the next waits 4 ms
+  EXPECT_FALSE(pacer.may_post(start + 3'999'999));
+  EXPECT_TRUE(pacer.may_post(start + 4'000'000));
+  pacer.posted(4);
+  EXPECT_FALSE(pacer.may_post(start + 7'000'000));
+  EXPECT_TRUE(pacer.may_post(start + 8'000'000));
+  RatePacer unlimited(0, 1000);
+  EXPECT_FALSE(unlimited.limited());
+  unlimited.posted(1'000'000);
+  EXPECT_TRUE(unlimited.may_post(start));
+}
+
+TEST(Sweep, StepsDifferInTheSweptVariableOnly) {
+  SweepSpec sweep{default_spec(Operation::kWrite, TestKind::kBandwidth),
+                  SweepVariable::kMessageSize,
+                  {4096, 65536, 1048576}};
+  const auto steps = sweep_steps(sweep);
+  ASSERT_EQ(steps.size(), 3u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].message_size, static_cast<std::uint64_t>(sweep.values[i]));
+    auto same = steps[i];
+    same.message_size = sweep.base.message_size;
+    EXPECT_EQ(same, sweep.base);
+  }
+  sweep.variable = SweepVariable::kTxDepth;
+  sweep.values = {16, 64};
+  EXPECT_EQ(sweep_steps(sweep)[1].tx_depth, 64u);
+  sweep.variable = SweepVariable::kRateLimit;
+  sweep.values = {0.5, 1.5};
+  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("needs the module's rate limit")));
+  sweep.base.rate_limit = RateLimit{1, RateUnit::kGbps, RateLimiter::kSoftware};
+  EXPECT_DOUBLE_EQ(sweep_steps(sweep)[1].rate_limit->value, 1.5);
+}
+
+TEST(Sweep, RefusesStepsTheSpecWouldRefuseNamingTheStep) {
+  SweepSpec sweep{
+      default_spec(Operation::kWrite, TestKind::kBandwidth), SweepVariable::kMtu, {1024, 1000}};
+  EXPECT_THAT(validate(sweep),
+              ElementsAre(AllOf(HasSubstr("step 1 (mtu=1000)"), HasSubstr("not an IB MTU"))));
+  EXPECT_THROW(sweep_steps(sweep), std::invalid_argument);
+  sweep.values = {1024};
+  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("at least two values")));
+  sweep.variable = SweepVariable::kQps;
+  sweep.values = {1, 2.5};
+  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("not a valid value for qps")));
+  EXPECT_EQ(parse_sweep_variable("inline_size"), SweepVariable::kInlineSize);
+  EXPECT_FALSE(parse_sweep_variable("iterations"));
+}
+
+TEST(Sweep, PerftestAllSizesAreTwoToEightMebibytes) {
+  const auto sizes = perftest_all_sizes();
+  ASSERT_EQ(sizes.size(), 23u);
+  EXPECT_EQ(sizes.front(), 2);
+  EXPECT_EQ(sizes.back(), 8388608);
+}
+
+TEST(Sweep, KneeIsTheFirstStepAfterWhichBandwidthRisesByLessThanTheThreshold) {
+  const std::vector<double> rising = {100, 200, 300, 310, 400};
+  EXPECT_EQ(find_knee(rising, 0.05), 2u);  // 300 -> 310 is +3.3 %
+  EXPECT_EQ(find_knee(rising, 0.02), std::nullopt);
+  EXPECT_EQ(find_knee(std::vector<double>{100, 104.9}, 0.05), 0u);
+  EXPECT_EQ(find_knee(std::vector<double>{100, 105.1}, 0.05), std::nullopt);
+  EXPECT_EQ(find_knee(std::vector<double>{100, 90}, 0.05), 0u);  // a fall is a knee too
+  EXPECT_EQ(find_knee(std::vector<double>{100}, 0.05), std::nullopt);
+}
+
+TEST(Bidirectional, FiguresAreTheSumOfBothDirectionsAsPerftestPrintsThem) {
+  const BandwidthStats initiator{1000, 2.0, 3e8, 4e3, 3.5e8};
+  const BandwidthStats responder{900, 2.1, 2e8, 3e3, 2.5e8};
+  const auto sum = combine_directions(initiator, responder);
+  EXPECT_DOUBLE_EQ(sum.bytes_per_second, 5e8);
+  EXPECT_DOUBLE_EQ(sum.messages_per_second, 7e3);
+  EXPECT_DOUBLE_EQ(*sum.peak_bytes_per_second, 6e8);
+  EXPECT_EQ(sum.messages, 1000u);  // perftest prints its own side's iterations
+  auto no_peak = responder;
+  no_peak.peak_bytes_per_second.reset();
+  EXPECT_FALSE(combine_directions(initiator, no_peak).peak_bytes_per_second);
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
