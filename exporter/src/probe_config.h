@@ -26,13 +26,13 @@ struct ProbeModule {
   probes::ProbeSpec spec;
   // "LID:PORT" fabric ports whose counters are read around every run of this module.
   std::vector<std::string> fabric_ports;
+  // A sweep module: one run per value of one variable, `spec` fixing all the rest (sweep->base
+  // equals spec). Unset: one run of `spec`.
+  std::optional<probes::SweepSpec> sweep = std::nullopt;
   // kind: verify - the verification suite's cases instead of a probe; spec.timeout_seconds bounds
   // each case.
   std::vector<probes::verify::Case> verify_cases = {};
   probes::verify::Options verify_options = {};
-  // A sweep module: one run per value of one variable, `spec` fixing all the rest (sweep->base
-  // equals spec). Unset: one run of `spec`.
-  std::optional<probes::SweepSpec> sweep;
 };
 
 struct ProbeConfig {
