@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client_watch.h"
 #include "ibprobe/exporter.h"
 #include "web_config.h"
 
@@ -54,6 +55,7 @@ struct HttpServer::Impl {
   std::optional<TlsServerConfig> tls;
   std::optional<Authenticator> auth;
   std::string tls_error;  // why init_ssl failed, for the constructor's exception
+  ClientWatch clients;
 
   Impl(const Routes& r, const WebConfig& web) : routes(r), tls(web.tls) {
     if (web.auth_required()) auth.emplace(web);
@@ -198,6 +200,15 @@ struct HttpServer::Impl {
     const auto start = std::chrono::steady_clock::now();
     auto& impl = *static_cast<Impl*>(self);
     HttpRequest request = to_request(connection);
+    std::optional<ClientWatch::Watched> watched;
+    request.watch_client = [&impl, &watched, connection] {
+      if (!watched) {
+        const mg_request_info* info = mg_get_request_info(connection);
+        watched.emplace(impl.clients, find_connection_socket(info->server_port, info->remote_addr,
+                                                             info->remote_port));
+      }
+      return watched->token();
+    };
     HttpResponse response;
     try {
       const auto authorization = request.headers.find("authorization");
@@ -289,6 +300,8 @@ int HttpServer::port() const {
 }
 
 HttpServer::~HttpServer() {
+  // Waiting handlers answer at once, so the workers are free when civetweb joins them.
+  impl_->clients.stop_all();
   if (impl_->context) mg_stop(impl_->context);
 }
 

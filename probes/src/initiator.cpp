@@ -128,10 +128,9 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
   return merged;
 }
 
-void throw_if_cancelled(const RunOptions& options) {
-  if (options.cancel && options.cancel->load()) {
-    throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
-                       FailureKind::kCancelled);
+void throw_if_cancelled(const StopSignal& stop) {
+  if (stop.stop_requested()) {
+    throw ProbeFailure("the probe was cancelled", FailureKind::kCancelled);
   }
 }
 
@@ -142,12 +141,13 @@ struct Greeting {
 
 // Connects and exchanges Hellos. A responder busy with another run says so at once; that run
 // often ends within moments (its side may still be releasing its resources after our previous
-// run), so ask again, backing off, until the setup deadline.
-Greeting greet(const std::string& host, const std::string& port, Clock::time_point deadline,
-               const peer_auth::InitiatorAuth& auth, const RunOptions& options) {
+// run), so ask again, backing off, until the deadline.
+Greeting greet(const std::string& host, const std::string& port,
+               const std::vector<IpAddress>& addresses, Clock::time_point deadline,
+               const peer_auth::InitiatorAuth& auth, const StopSignal& stop) {
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
-    auto channel = ControlChannel::connect(host, port, deadline);
+    auto channel = ControlChannel::connect(host, port, addresses, deadline, &stop);
     channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(),
                                  std::nullopt},
                  deadline);
@@ -159,8 +159,7 @@ Greeting greet(const std::string& host, const std::string& port, Clock::time_poi
     if (!error || error->code != protocol::ErrorCode::kBusy || Clock::now() + backoff > deadline) {
       channel.fail_unexpected(message, "the responder's hello");
     }
-    throw_if_cancelled(options);
-    std::this_thread::sleep_for(backoff);
+    if (stop.wait_for(backoff)) throw_if_cancelled(stop);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }
@@ -174,11 +173,22 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
   }
   const auto start = Clock::now();
-  const auto setup_deadline =
-      start +
-      std::min<Clock::duration>(kHandshakeTimeout, std::chrono::seconds(spec.timeout_seconds));
+  // One deadline for the handshake, the run and its result.
+  const auto deadline =
+      options.deadline.value_or(start + std::chrono::seconds(spec.timeout_seconds));
+  const StopSignal stop(options.stop);
+  throw_if_cancelled(stop);
+  std::vector<IpAddress> addresses;
+  if (!options.resolved) {
+    addresses = ControlChannel::resolve(host, port);
+  } else if (const auto* reason = std::get_if<std::string>(&*options.resolved)) {
+    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + *reason,
+                       FailureKind::kUnreachable);
+  } else {
+    addresses = std::get<std::vector<IpAddress>>(*options.resolved);
+  }
   const peer_auth::InitiatorAuth auth(options.shared_secret);
-  auto greeting = greet(host, port, setup_deadline, auth, options);
+  auto greeting = greet(host, port, addresses, deadline, auth, stop);
   // References, not a structured binding: lambdas below capture the channel.
   auto& channel = greeting.channel;
   const auto& hello = greeting.hello;
@@ -189,10 +199,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                        FailureKind::kProtocol);
   }
   auth.verify(hello, channel.peer());
-  channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, setup_deadline);
-  channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the request");
+  channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, deadline);
+  channel.expect<protocol::ProbeAccept>(deadline, "the responder's answer to the request");
   // Nothing is allocated here until the peer has accepted and offered endpoints that fit the spec.
-  const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
+  const auto remote = channel.expect<protocol::QpInfo>(deadline, "the responder's QPs");
   if (remote.qps.size() != spec.qps) {
     throw ProbeFailure(channel.peer() + " offered " + std::to_string(remote.qps.size()) +
                            " QPs for a probe with " + std::to_string(spec.qps),
@@ -201,9 +211,9 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
 
   RcSession session(local, spec, Side::kInitiator);
   session.corrupt_every(options.test_corrupt_every);
-  channel.send(session.local_endpoints(), setup_deadline);
+  channel.send(session.local_endpoints(), deadline);
   session.connect(remote);
-  channel.expect<protocol::Ready>(setup_deadline, "the responder to be ready");
+  channel.expect<protocol::Ready>(deadline, "the responder to be ready");
 
   ProbeOutcome outcome;
   outcome.spec = spec;
@@ -235,10 +245,9 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   }
   const auto before = snapshot_after_lifespan(local);
   const auto run_start = Clock::now();
-  const auto run_deadline = run_start + std::chrono::seconds(spec.timeout_seconds);
-  const RunGuard guard{run_deadline,
-                       [&channel, &options] {
-                         throw_if_cancelled(options);
+  const RunGuard guard{deadline,
+                       [&channel, &stop] {
+                         throw_if_cancelled(stop);
                          channel.fail_if_peer_spoke();
                        },
                        nullptr, std::chrono::seconds(spec.timeout_seconds)};
@@ -272,8 +281,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
       fabric_problem = e.what();
     }
   }
-  channel.send(protocol::Ready{}, run_deadline);
-  const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
+  channel.send(protocol::Ready{}, deadline);
+  const auto result = channel.expect<protocol::Result>(deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
   if (const auto& facts = result.facts) {
     outcome.peer_gid_index = static_cast<int>(facts->gid_index);

@@ -281,7 +281,9 @@ int main(int argc, char** argv) {
     spec.peer_gid_index = peer_gid_index;
     spec.post_list = post_list;
     const auto [host, port] = split_address(peer);
-    RunOptions options{fabric_ports, secret, nullptr};
+    RunOptions options;
+    options.fabric_ports = fabric_ports;
+    options.shared_secret = secret;
     options.test_corrupt_every = corrupt_every;
     const auto outcome = run_probe(local, host, port, spec, options);
     print(outcome);
