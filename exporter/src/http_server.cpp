@@ -1,14 +1,19 @@
 #include <civetweb.h>
 #include <dlfcn.h>
+#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client_watch.h"
@@ -47,6 +52,30 @@ std::string load_civetweb_ssl_compat() {
   return "";
 }
 
+// Connects to HOST:PORT and hangs up at once; nothing when it cannot.
+void connect_once(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  [[maybe_unused]] const int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::close(fd);
+}
+
+// Where this host reaches a server listening on `listen_address`: the host itself, or loopback
+// for the wildcard addresses.
+std::string reachable_host(const std::string& listen_address) {
+  std::string host = listen_address.substr(0, listen_address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "::1";
+  return host;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -56,6 +85,7 @@ struct HttpServer::Impl {
   std::optional<Authenticator> auth;
   std::string tls_error;  // why init_ssl failed, for the constructor's exception
   ClientWatch clients;
+  std::string wake_host;  // where the destructor's connections wake civetweb's accept loop
 
   Impl(const Routes& r, const WebConfig& web) : routes(r), tls(web.tls) {
     if (web.auth_required()) auth.emplace(web);
@@ -250,6 +280,7 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
 HttpServer::HttpServer(const std::string& listen_address, int threads, const Routes& routes,
                        const WebConfig& web)
     : impl_(std::make_unique<Impl>(routes, web)) {
+  impl_->wake_host = reachable_host(listen_address);
   static const unsigned kLibraryInit = mg_init_library(MG_FEATURES_IPV6);
   (void)kLibraryInit;
   if (web.tls) {
@@ -302,7 +333,19 @@ int HttpServer::port() const {
 HttpServer::~HttpServer() {
   // Waiting handlers answer at once, so the workers are free when civetweb joins them.
   impl_->clients.stop_all();
-  if (impl_->context) mg_stop(impl_->context);
+  if (!impl_->context) return;
+  // civetweb's accept loop looks at its stop flag only between polls of its listening sockets,
+  // 2 s each: a connection to them ends the poll, so stopping takes milliseconds, not seconds.
+  std::atomic<bool> stopped = false;
+  std::thread wake([this, &stopped, port = port()] {
+    while (!stopped) {
+      connect_once(impl_->wake_host, port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  mg_stop(impl_->context);
+  stopped = true;
+  wake.join();
 }
 
 }  // namespace ibprobe::exporter
