@@ -34,11 +34,11 @@ modules:
 scheduler: {queue_length: 4}
 YAML
 
-start_exporter() {
+start_exporter() { # EXTRA_FLAGS...
   : >"$work/exporter.log"
   "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
     --config.file="$work/ibprobe.yml" --probe.responder-address="127.0.0.1:$(free_port)" \
-    2>"$work/exporter.log" &
+    "$@" 2>"$work/exporter.log" &
   exporter_pid=$!
   pids+=("$exporter_pid")
   wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
@@ -83,7 +83,8 @@ pids+=($!)
 wait_for 10 test -s "$work/peer_port" || fail "hanging peer did not start"
 peer=127.0.0.1:$(cat "$work/peer_port")
 
-start_exporter
+# Five requests may wait at once: the four waiters and the /probe scrape below.
+start_exporter --web.max-waiting-requests=5
 id=$(curl -sf -XPOST "$url/api/v1/probes" -d "{\"target\":\"$peer\",\"module\":\"hang\"}" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 waiters=()
@@ -96,7 +97,12 @@ waiters+=($!)
 wait_for 10 test "$(curl -sf "$url/api/v1/probes/$id" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" = running ||
   fail "the probe is not running"
-sleep 0.5
+# The sixth waiting request finds no slot and is told when to come back.
+wait_for 10 test "$(curl -s -o "$work/refused" -w '%{http_code}' --max-time 5 \
+  "$url/api/v1/probes/$id?wait=10s")" = 503 ||
+  fail "a sixth waiting request was not refused: $(cat "$work/refused")"
+grep -q too_many_waiting "$work/refused" || fail "the refusal says: $(cat "$work/refused")"
+curl -sf "$url/metrics" >/dev/null || fail "/metrics does not answer while five requests wait"
 stop_exporter
 busy=$stop_ms
 echo "SIGTERM to exit, with a hanging probe and 5 waiting clients: $busy ms"
