@@ -253,13 +253,13 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   if (const auto* refusal = std::get_if<Refusal>(&finished)) {
     return text_error(refusal->status, refusal->message, refusal->retry_after_seconds);
   }
-  const auto* run = &std::get<ProbeRun>(finished);
+  const auto& run = std::get<ProbeRun>(finished);
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = text_format(probe_run_families(*run, false));
+  response.body = text_format(probe_run_families(run, false));
   if (params.debug) {
     response.content_type = "text/plain; charset=utf-8";
-    response.body = "Logs for the probe:\n" + debug_log(*run) +
+    response.body = "Logs for the probe:\n" + debug_log(run) +
                     "\n\nMetrics that would have been returned:\n" + response.body;
   }
   return response;
