@@ -6,61 +6,88 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 namespace ibprobe::exporter {
 namespace {
 
-// Port and numeric address of one end of a socket; port -1 when it has none.
-std::pair<int, std::string> endpoint(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text));
-    return {ntohs(v4.sin_port), text};
+// "0100007F:1F90" as /proc/net/tcp writes it (the address as the kernel's 32-bit words in host
+// order, the port in hex), or /proc/net/tcp6's 32 hex digits: the address as inet_ntop writes
+// it, and the port; port -1 when the text is neither.
+std::pair<std::string, int> proc_endpoint(std::string_view text) {
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return {"", -1};
+  const auto address = text.substr(0, colon), port_text = text.substr(colon + 1);
+  int port = -1;
+  if (std::from_chars(port_text.data(), port_text.data() + port_text.size(), port, 16).ec !=
+      std::errc()) {
+    return {"", -1};
   }
-  if (address.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text));
-    return {ntohs(v6.sin6_port), text};
+  const std::size_t words = address.size() / 8;
+  if ((words != 1 && words != 4) || address.size() % 8 != 0) return {"", -1};
+  std::uint32_t raw[4] = {};
+  for (std::size_t i = 0; i < words; ++i) {
+    const auto word = address.substr(i * 8, 8);
+    if (std::from_chars(word.data(), word.data() + 8, raw[i], 16).ec != std::errc()) {
+      return {"", -1};
+    }
   }
-  return {-1, ""};
+  char out[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(words == 1 ? AF_INET : AF_INET6, raw, out, sizeof(out));
+  return {out, port};
+}
+
+// The inode of the TCP socket from local port `local_port` to `peer_address`:`peer_port`, from
+// the kernel's connection tables; 0 when there is none.
+unsigned long connection_inode(int local_port, const std::string& peer_address, int peer_port) {
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+      unsigned long inode = 0;
+      if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+            timeout >> inode)) {
+        continue;
+      }
+      if (proc_endpoint(local).second != local_port) continue;
+      const auto [address, port] = proc_endpoint(remote);
+      if (port == peer_port && address == peer_address) return inode;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
 
 int find_connection_socket(int local_port, const std::string& peer_address, int peer_port) {
+  const unsigned long inode = connection_inode(local_port, peer_address, peer_port);
+  if (inode == 0) return -1;
+  // The descriptors' links name their sockets: reading them touches no descriptor, so other
+  // threads opening and closing theirs meanwhile are no concern.
+  const std::string wanted = "socket:[" + std::to_string(inode) + "]";
   struct CloseDir {
     void operator()(DIR* dir) const { ::closedir(dir); }
   };
   std::unique_ptr<DIR, CloseDir> dir(::opendir("/proc/self/fd"));
   if (!dir) return -1;
-  const int own = ::dirfd(dir.get());
   while (const dirent* entry = ::readdir(dir.get())) {
+    char link[64];
+    const ssize_t length = ::readlinkat(::dirfd(dir.get()), entry->d_name, link, sizeof(link));
+    if (length <= 0 || std::string_view(link, static_cast<std::size_t>(length)) != wanted) continue;
     int fd = -1;
     const std::string_view name(entry->d_name);
-    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc() ||
-        fd == own) {
-      continue;
-    }
-    struct stat info {};
-    if (::fstat(fd, &info) != 0 || !S_ISSOCK(info.st_mode)) continue;
-    sockaddr_storage peer{}, local{};
-    socklen_t peer_length = sizeof(peer), local_length = sizeof(local);
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0) {
-      continue;
-    }
-    const auto [remote_port, remote_address] = endpoint(peer);
-    if (remote_port != peer_port || endpoint(local).first != local_port) continue;
-    if (remote_address == peer_address) return fd;
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc()) return fd;
   }
   return -1;
 }
