@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -85,6 +87,11 @@ struct HttpServer::Impl {
   std::optional<Authenticator> auth;
   std::string tls_error;  // why init_ssl failed, for the constructor's exception
   ClientWatch clients;
+  // Handlers between the start of a request and the end of its answer: civetweb writes nothing
+  // once it is stopping, so the destructor lets them finish first.
+  std::atomic<int> answering = 0;
+  std::mutex answering_mutex;
+  std::condition_variable answered;
   std::string wake_host;  // where the destructor's connections wake civetweb's accept loop
 
   Impl(const Routes& r, const WebConfig& web) : routes(r), tls(web.tls) {
@@ -229,6 +236,15 @@ struct HttpServer::Impl {
   static int handle(mg_connection* connection, void* self) {
     const auto start = std::chrono::steady_clock::now();
     auto& impl = *static_cast<Impl*>(self);
+    struct Answering {
+      Impl& impl;
+      explicit Answering(Impl& i) : impl(i) { ++impl.answering; }
+      ~Answering() {
+        if (--impl.answering > 0) return;
+        std::lock_guard lock(impl.answering_mutex);
+        impl.answered.notify_all();
+      }
+    } answering(impl);
     HttpRequest request = to_request(connection);
     std::optional<ClientWatch::Watched> watched;
     request.watch_client = [&impl, &watched, connection] {
@@ -334,6 +350,12 @@ HttpServer::~HttpServer() {
   // Waiting handlers answer at once, so the workers are free when civetweb joins them.
   impl_->clients.stop_all();
   if (!impl_->context) return;
+  {
+    // Bounded: a stopped waiting handler answers at once.
+    constexpr auto kAnswerBound = std::chrono::seconds(5);
+    std::unique_lock lock(impl_->answering_mutex);
+    impl_->answered.wait_for(lock, kAnswerBound, [this] { return impl_->answering == 0; });
+  }
   // civetweb's accept loop looks at its stop flag only between polls of its listening sockets,
   // 2 s each: a connection to them ends the poll, so stopping takes milliseconds, not seconds.
   std::atomic<bool> stopped = false;

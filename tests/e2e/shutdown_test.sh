@@ -117,7 +117,13 @@ stop_exporter
 busy=$stop_ms
 echo "SIGTERM to exit, with a hanging probe and 5 waiting clients: $busy ms"
 within_bound "$busy" || fail "exit with a hanging probe took $busy ms"
-for pid in "${waiters[@]}"; do wait "$pid" || fail "a waiting client got no answer"; done
+n=0
+for pid in "${waiters[@]}"; do
+  n=$((n + 1))
+  rc=0
+  wait "$pid" || rc=$?
+  ((rc == 0)) || fail "waiting client $n got no answer (curl exit $rc): $(cat "$work/waiter$n" "$work/scrape" 2>/dev/null | head -c 300)"
+done
 for i in 1 2 3 4; do
   grep -q '"reason":"cancelled"' "$work/waiter$i" ||
     fail "waiter $i was not answered cancelled: $(cat "$work/waiter$i")"
