@@ -60,6 +60,11 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--web.threads", config.http_threads, "HTTP worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--web.max-waiting-requests", config.http_max_waiting,
+                 "Requests that wait for a probe (/probe, ?wait=) at once, each on an HTTP worker "
+                 "added beyond --web.threads; more are answered 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--scrape.parallelism", config.scrape_parallelism,
                  "Devices collected concurrently during one scrape")
       ->capture_default_str()

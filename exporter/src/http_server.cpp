@@ -1,16 +1,24 @@
 #include <civetweb.h>
 #include <dlfcn.h>
+#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "client_watch.h"
 #include "ibprobe/exporter.h"
 #include "web_config.h"
 
@@ -48,6 +56,30 @@ std::string load_civetweb_ssl_compat() {
   return "";
 }
 
+// Connects to HOST:PORT and hangs up at once; nothing when it cannot.
+void connect_once(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  [[maybe_unused]] const int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::close(fd);
+}
+
+// Where this host reaches a server listening on `listen_address`: the host itself, or loopback
+// for the wildcard addresses.
+std::string reachable_host(const std::string& listen_address) {
+  std::string host = listen_address.substr(0, listen_address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "::1";
+  return host;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -56,6 +88,13 @@ struct HttpServer::Impl {
   std::optional<TlsServerConfig> tls;
   std::optional<Authenticator> auth;
   std::string tls_error;  // why init_ssl failed, for the constructor's exception
+  ClientWatch clients;
+  // Handlers between the start of a request and the end of its answer: civetweb writes nothing
+  // once it is stopping, so the destructor lets them finish first.
+  std::atomic<int> answering = 0;
+  std::mutex answering_mutex;
+  std::condition_variable answered;
+  std::string wake_host;  // where the destructor's connections wake civetweb's accept loop
 
   Impl(const Routes& r, const WebConfig& web) : routes(r), tls(web.tls) {
     if (web.auth_required()) auth.emplace(web);
@@ -211,7 +250,25 @@ struct HttpServer::Impl {
   static int handle(mg_connection* connection, void* self) {
     const auto start = std::chrono::steady_clock::now();
     auto& impl = *static_cast<Impl*>(self);
+    struct Answering {
+      Impl& impl;
+      explicit Answering(Impl& i) : impl(i) { ++impl.answering; }
+      ~Answering() {
+        if (--impl.answering > 0) return;
+        std::lock_guard lock(impl.answering_mutex);
+        impl.answered.notify_all();
+      }
+    } answering(impl);
     HttpRequest request = to_request(connection);
+    std::optional<ClientWatch::Watched> watched;
+    request.watch_client = [&impl, &watched, connection] {
+      if (!watched) {
+        const mg_request_info* info = mg_get_request_info(connection);
+        watched.emplace(impl.clients, find_connection_socket(info->server_port, info->remote_addr,
+                                                             info->remote_port));
+      }
+      return watched->token();
+    };
     HttpResponse response;
     try {
       const auto authorization = request.headers.find("authorization");
@@ -253,6 +310,7 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
 HttpServer::HttpServer(const std::string& listen_address, int threads, const Routes& routes,
                        const WebConfig& web)
     : impl_(std::make_unique<Impl>(routes, web)) {
+  impl_->wake_host = reachable_host(listen_address);
   static const unsigned kLibraryInit = mg_init_library(MG_FEATURES_IPV6);
   (void)kLibraryInit;
   if (web.tls) {
@@ -303,7 +361,27 @@ int HttpServer::port() const {
 }
 
 HttpServer::~HttpServer() {
-  if (impl_->context) mg_stop(impl_->context);
+  // Waiting handlers answer at once, so the workers are free when civetweb joins them.
+  impl_->clients.stop_all();
+  if (!impl_->context) return;
+  {
+    // Bounded: a stopped waiting handler answers at once.
+    constexpr auto kAnswerBound = std::chrono::seconds(5);
+    std::unique_lock lock(impl_->answering_mutex);
+    impl_->answered.wait_for(lock, kAnswerBound, [this] { return impl_->answering == 0; });
+  }
+  // civetweb's accept loop looks at its stop flag only between polls of its listening sockets,
+  // 2 s each: a connection to them ends the poll, so stopping takes milliseconds, not seconds.
+  std::atomic<bool> stopped = false;
+  std::thread wake([this, &stopped, port = port()] {
+    while (!stopped) {
+      connect_once(impl_->wake_host, port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  mg_stop(impl_->context);
+  stopped = true;
+  wake.join();
 }
 
 }  // namespace ibprobe::exporter

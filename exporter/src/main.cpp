@@ -165,11 +165,14 @@ int main(int argc, char** argv) {
     const auto gate = std::make_shared<probes::ProbeGate>();
     exporter::ProbeService probe_service(exporter::ProbeService::Options{
         local, config.probe_shared_secret, config.config_file, gate});
-    const exporter::ProbeApi probe_api(probe_service);
+    const exporter::ProbeApi probe_api(probe_service,
+                                       static_cast<std::size_t>(config.http_max_waiting));
     const auto mesh = start_mesh(config, local, probe_service.config()->mesh);
     exporter::Routes routes(config, scraper, &probe_api);
     if (mesh) routes.set_extra_metrics([&mesh] { return mesh->metrics(); });
-    exporter::HttpServer server(config.listen_address, config.http_threads, routes,
+    // Waiting requests have workers of their own, so --web.threads stay free for the rest.
+    exporter::HttpServer server(config.listen_address,
+                                config.http_threads + config.http_max_waiting, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
         start_probe_responder(config, local, probe_service.config()->limits, gate,

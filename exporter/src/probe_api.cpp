@@ -18,8 +18,9 @@ using Clock = std::chrono::steady_clock;
 // Subtracted from Prometheus' scrape timeout so the answer arrives before Prometheus gives up
 // (blackbox_exporter's timeout_offset).
 constexpr double kScrapeTimeoutOffset = 0.5;
-// Beyond the module's own timeout, a run also needs its handshake and counter reads.
-constexpr auto kRunOverhead = std::chrono::seconds(15);
+constexpr const char* kTooManyWaiting =
+    "too many requests are waiting for probes on this exporter; try again later";
+constexpr int kWaitingRetryAfterSeconds = 1;
 constexpr double kMaxApiWaitSeconds = 300;
 constexpr std::size_t kDefaultListLimit = 20;
 
@@ -313,42 +314,19 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
     const double usable = *scrape - kScrapeTimeoutOffset;
     timeout = timeout ? std::min(*timeout, usable) : usable;
   }
-  const auto submitted = service_.submit(params.target, params.module, timeout);
-  if (const auto* refusal = std::get_if<Refusal>(&submitted)) {
+  const WaitingSlot slot(*this);
+  if (!slot) return text_error(503, kTooManyWaiting, kWaitingRetryAfterSeconds);
+  const auto finished = service_.run(params.target, params.module, timeout, request.client_stop());
+  if (const auto* refusal = std::get_if<Refusal>(&finished)) {
     return text_error(refusal->status, refusal->message, refusal->retry_after_seconds);
   }
-  const auto id = std::get<std::uint64_t>(submitted);
-  // Queueing counts against the scrape's time: once it has passed, the run is abandoned.
-  // With a short history and other runs finishing, it may already be gone.
-  const auto queued = service_.get(id, std::chrono::milliseconds(0));
-  if (!queued) return text_error(500, "probe " + std::to_string(id) + " left the history");
-  // A sweep's steps run one after the other, each within the module's timeout.
-  const auto module_timeout =
-      queued->resolved.spec.timeout_seconds *
-      (queued->resolved.sweep ? queued->resolved.sweep->values.size() : std::size_t{1});
-  const auto wait = timeout ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::duration<double>(*timeout))
-                            : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::seconds(module_timeout) + kRunOverhead);
-  auto run = service_.get(id, wait);
-  if (run && (run->state == RunState::kQueued || run->state == RunState::kRunning)) {
-    service_.abandon(id, "the probe did not finish within its timeout");
-    run = service_.get(id, std::chrono::seconds(15));
-  }
-  if (!run) return text_error(500, "probe " + std::to_string(id) + " left the history");
-  if (run->state == RunState::kQueued || run->state == RunState::kRunning) {
-    // Still going after the cancel and its grace: answer for it now; it ends on its own.
-    run->outcome.reset();
-    run->sweep.reset();
-    run->failure_reason = "timeout";
-    run->failure = "the probe did not stop within 15 s of its deadline";
-  }
+  const auto& run = std::get<ProbeRun>(finished);
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = text_format(probe_run_families(*run, false));
+  response.body = text_format(probe_run_families(run, false));
   if (params.debug) {
     response.content_type = "text/plain; charset=utf-8";
-    response.body = "Logs for the probe:\n" + debug_log(*run) +
+    response.body = "Logs for the probe:\n" + debug_log(run) +
                     "\n\nMetrics that would have been returned:\n" + response.body;
   }
   return response;
@@ -409,8 +387,17 @@ HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text)
     }
     wait = *parsed;
   }
-  const auto run = service_.get(*id, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::duration<double>(wait)));
+  std::optional<WaitingSlot> slot;
+  if (wait > 0) {
+    slot.emplace(*this);
+    if (!*slot) {
+      return json_error(503, "too_many_waiting", kTooManyWaiting, kWaitingRetryAfterSeconds);
+    }
+  }
+  const auto run = service_.get(
+      *id,
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(wait)),
+      wait > 0 ? request.client_stop() : std::stop_token{});
   if (!run) {
     return json_error(
         404, "not_found",

@@ -2,7 +2,10 @@
 // runbooks under /api/v1/probes, and /-/reload.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <nlohmann/json.hpp>
+#include <semaphore>
 
 #include "ibprobe/exporter.h"
 #include "probe_service.h"
@@ -12,9 +15,16 @@ namespace ibprobe::exporter {
 // A run as the async API shows it.
 nlohmann::json run_to_json(const ProbeRun& run);
 
+// Requests that wait for a probe (/probe, ?wait=) each hold an HTTP worker while they wait. At
+// most `max_waiting` of them wait at once, on workers the server adds beyond --web.threads, so
+// /metrics and /-/* always find a free one; a request beyond the bound is answered 503 with
+// Retry-After at once, and a waiting client that disconnects gives its slot back at once.
 class ProbeApi {
  public:
-  explicit ProbeApi(ProbeService& service) : service_(service) {}
+  static constexpr std::size_t kDefaultMaxWaiting = 64;
+
+  explicit ProbeApi(ProbeService& service, std::size_t max_waiting = kDefaultMaxWaiting)
+      : service_(service), waiting_slots_(static_cast<std::ptrdiff_t>(max_waiting)) {}
 
   // GET /probe?target=HOST:PORT&module=NAME[&debug=true]
   HttpResponse probe(const HttpRequest& request) const;
@@ -29,9 +39,33 @@ class ProbeApi {
 
   // Every probe family for /metrics: the last result per (target, module) and the run counts.
   std::vector<prometheus::MetricFamily> metrics() const;
+  // Requests waiting right now.
+  std::size_t waiting() const { return waiting_; }
 
  private:
+  // One of the waiting slots, for as long as it lives; empty when none is free.
+  class WaitingSlot {
+   public:
+    explicit WaitingSlot(const ProbeApi& api)
+        : api_(api.waiting_slots_.try_acquire() ? &api : nullptr) {
+      if (api_) ++api_->waiting_;
+    }
+    ~WaitingSlot() {
+      if (!api_) return;
+      --api_->waiting_;
+      api_->waiting_slots_.release();
+    }
+    WaitingSlot(const WaitingSlot&) = delete;
+    WaitingSlot& operator=(const WaitingSlot&) = delete;
+    explicit operator bool() const { return api_ != nullptr; }
+
+   private:
+    const ProbeApi* api_;
+  };
+
   ProbeService& service_;
+  mutable std::counting_semaphore<> waiting_slots_;
+  mutable std::atomic<std::size_t> waiting_ = 0;
 };
 
 }  // namespace ibprobe::exporter

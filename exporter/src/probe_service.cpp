@@ -11,6 +11,15 @@
 namespace ibprobe::exporter {
 namespace {
 
+// The longest a run of the module may take: its timeout for each step of a sweep and for each
+// case of a verification suite, one timeout otherwise.
+std::uint64_t budget_seconds(const ProbeModule& module) {
+  std::size_t runs = 1;
+  if (module.sweep) runs = module.sweep->values.size();
+  if (!module.verify_cases.empty()) runs = module.verify_cases.size();
+  return module.spec.timeout_seconds * std::max<std::size_t>(runs, 1);
+}
+
 constexpr const char* kDefaultResponderPort = "9471";
 // Distinct (target, module) pairs kept for /metrics; past this the oldest pair is dropped, so a
 // stream of made-up targets cannot grow the process (the allowlist bounds them in production).
@@ -113,6 +122,15 @@ std::optional<std::string> ProbeService::reload() {
 std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& target,
                                                           const std::string& module_name,
                                                           std::optional<double> timeout_seconds) {
+  auto queued = queue(target, module_name, timeout_seconds, false);
+  if (auto* refusal = std::get_if<Refusal>(&queued)) return std::move(*refusal);
+  return std::get<std::shared_ptr<Entry>>(queued)->run.id;
+}
+
+std::variant<std::shared_ptr<ProbeService::Entry>, Refusal> ProbeService::queue(
+    const std::string& target, const std::string& module_name,
+    std::optional<double> timeout_seconds, bool deadline_from_now) {
+  const auto submitted = std::chrono::steady_clock::now();
   const auto config = this->config();
   if (module_name.empty()) return Refusal{400, "missing_module", "module parameter is missing", {}};
   const auto module = config->modules.find(module_name);
@@ -130,8 +148,14 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
   if (const auto* error = std::get_if<std::string>(&parsed)) {
     return Refusal{400, "bad_target", *error, {}};
   }
+  // Resolved once: the addresses the allowlist judges are the ones the run connects to.
+  std::optional<std::variant<std::vector<probes::IpAddress>, std::string>> addresses;
   if (config->allowlist) {
-    if (const auto refused = config->allowlist->refuse(std::get<0>(parsed).first)) {
+    if (const auto refused =
+            config->allowlist->refuse(std::get<0>(parsed).first, [&](const std::string& name) {
+              addresses = options_.resolve(name);
+              return *addresses;
+            })) {
       return Refusal{403, "target_not_allowed", *refused, {}};
     }
   }
@@ -175,6 +199,15 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
                    retry};
   }
   auto entry = std::make_shared<Entry>();
+  entry->resolved = std::move(addresses);
+  if (deadline_from_now) {
+    entry->deadline =
+        submitted +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(
+                timeout_seconds ? std::min<double>(*timeout_seconds, budget_seconds(module->second))
+                                : budget_seconds(module->second)));
+  }
   entry->run.id = next_id_++;
   entry->run.target = target;
   entry->run.module = module_name;
@@ -183,39 +216,73 @@ std::variant<std::uint64_t, Refusal> ProbeService::submit(const std::string& tar
   runs_.emplace(entry->run.id, entry);
   queue_.push_back(entry);
   changed_.notify_all();
-  return entry->run.id;
+  return entry;
 }
 
-std::optional<ProbeRun> ProbeService::get(std::uint64_t id, std::chrono::milliseconds wait) const {
+std::variant<ProbeRun, Refusal> ProbeService::run(const std::string& target,
+                                                  const std::string& module,
+                                                  std::optional<double> timeout_seconds,
+                                                  std::stop_token stop) {
+  // Beyond the deadline, a run that was told to stop has this long to say it has.
+  constexpr auto kStopGrace = std::chrono::seconds(15);
+  auto queued = queue(target, module, timeout_seconds, true);
+  if (auto* refusal = std::get_if<Refusal>(&queued)) return std::move(*refusal);
+  const auto entry = std::get<std::shared_ptr<Entry>>(std::move(queued));
+  const auto finished = [&entry] {
+    return entry->run.state == RunState::kSucceeded || entry->run.state == RunState::kFailed;
+  };
   std::unique_lock lock(mutex_);
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  while (true) {
-    const auto found = runs_.find(id);
-    if (found == runs_.end()) return std::nullopt;
-    const auto& run = found->second->run;
-    if (run.state == RunState::kSucceeded || run.state == RunState::kFailed) return run;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      const auto again = runs_.find(id);
-      if (again == runs_.end()) return std::nullopt;
-      return again->second->run;
+  if (!changed_.wait_until(lock, stop, *entry->deadline, finished)) {
+    if (stop.stop_requested()) {
+      stop_run(entry, "cancelled", "the client went away before the probe finished", lock);
+    } else {
+      stop_run(entry, "timeout", "the probe did not finish within its timeout", lock);
     }
+    changed_.wait_until(lock, std::chrono::steady_clock::now() + kStopGrace, finished);
   }
+  ProbeRun run = entry->run;
+  if (!finished()) {
+    // Still going after the stop and its grace: answer for it now; it ends on its own.
+    run.outcome.reset();
+    run.sweep.reset();
+    run.failure_reason = "timeout";
+    run.failure = "the probe did not stop within 15 s of its deadline";
+  }
+  return run;
+}
+
+std::optional<ProbeRun> ProbeService::get(std::uint64_t id, std::chrono::milliseconds wait,
+                                          std::stop_token stop) const {
+  std::unique_lock lock(mutex_);
+  const auto found = runs_.find(id);
+  if (found == runs_.end()) return std::nullopt;
+  // Held here, so the run stays readable should it leave the history meanwhile.
+  const auto entry = found->second;
+  changed_.wait_until(lock, stop, std::chrono::steady_clock::now() + wait, [&entry] {
+    return entry->run.state == RunState::kSucceeded || entry->run.state == RunState::kFailed;
+  });
+  return entry->run;
 }
 
 void ProbeService::abandon(std::uint64_t id, const std::string& reason) {
   std::unique_lock lock(mutex_);
   const auto found = runs_.find(id);
   if (found == runs_.end()) return;
-  auto entry = found->second;
+  stop_run(found->second, "timeout", reason, lock);
+}
+
+void ProbeService::stop_run(const std::shared_ptr<Entry>& entry, std::string reason,
+                            std::string text, std::unique_lock<std::mutex>& lock) {
   if (entry->run.state == RunState::kQueued) {
     std::erase(queue_, entry);
-    entry->run.failure_reason = "timeout";
-    entry->run.failure = reason;
+    entry->run.failure_reason = std::move(reason);
+    entry->run.failure = std::move(text);
     finish(*entry, lock);
     remember(entry);
-  } else if (entry->run.state == RunState::kRunning) {
-    entry->abandon_reason = reason;
-    entry->cancel = true;
+  } else if (entry->run.state == RunState::kRunning && !entry->stop.stop_requested()) {
+    entry->stop_reason = std::move(reason);
+    entry->stop_text = std::move(text);
+    entry->stop.request_stop();
   }
 }
 
@@ -245,7 +312,10 @@ void ProbeService::shutdown() {
     std::unique_lock lock(mutex_);
     if (stopping_ && !worker_.joinable()) return;
     stopping_ = true;
-    if (running_) running_->cancel = true;
+    if (running_) {
+      stop_run(running_, "cancelled", "the probe was cancelled: this exporter is shutting down",
+               lock);
+    }
     while (!queue_.empty()) {
       auto entry = queue_.front();
       queue_.pop_front();
@@ -307,25 +377,38 @@ void ProbeService::work() {
     std::optional<probes::ProbeOutcome> outcome;
     std::optional<probes::SweepOutcome> sweep;
     std::string reason, failure;
-    // A peer's run on our responder holds the port; ours waits for it rather than failing.
-    bool entered = false;
-    while (!entry->cancel && !(entered = options_.gate->try_enter())) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    const auto deadline = entry->deadline.value_or(std::chrono::steady_clock::now() +
+                                                   std::chrono::seconds(budget_seconds(module)));
     const auto start = std::chrono::steady_clock::now();
     try {
-      if (!entered) {
-        throw probes::ProbeFailure("cancelled while a peer's probe held the port",
-                                   probes::FailureKind::kCancelled);
+      // A peer's run on our responder holds the port; ours waits for it rather than failing.
+      const auto held = options_.gate->enter(entry->stop.get_token(), deadline);
+      if (!held) {
+        if (entry->stop.stop_requested()) {
+          throw probes::ProbeFailure("cancelled while a peer's probe held the port",
+                                     probes::FailureKind::kCancelled);
+        }
+        throw probes::ProbeFailure("timed out: a peer's probe held the port until the deadline",
+                                   probes::FailureKind::kTimeout);
       }
-      probes::RunOptions run_options{module.fabric_ports, options_.shared_secret, &entry->cancel};
+      probes::RunOptions run_options;
+      run_options.fabric_ports = module.fabric_ports;
+      run_options.shared_secret = options_.shared_secret;
+      run_options.deadline = deadline;
+      run_options.stop = entry->stop.get_token();
+      run_options.resolved = entry->resolved;
       run_options.verify_cases = module.verify_cases;
       run_options.verify_options = module.verify_options;
       if (module.sweep) {
         // The gate stays held from the first step to the last: no other run comes between
         // two steps that should differ in one variable only.
         sweep = probes::run_sweep(*module.sweep, [&](const probes::ProbeSpec& spec) {
-          return runner_(local, target.first, target.second, spec, run_options);
+          // Each step within its own timeout, and all of them within the sweep's deadline.
+          auto step_options = run_options;
+          step_options.deadline =
+              std::min(deadline, std::chrono::steady_clock::now() +
+                                     std::chrono::seconds(spec.timeout_seconds));
+          return runner_(local, target.first, target.second, spec, step_options);
         });
         if (!sweep->complete()) {
           const auto& last = sweep->steps.back();
@@ -348,17 +431,17 @@ void ProbeService::work() {
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (entered) options_.gate->leave();
 
     lock.lock();
     run.duration_seconds = seconds;
     run.outcome = std::move(outcome);
     run.sweep = std::move(sweep);
     if (!run.succeeded()) {
-      // A cancel asked for by a waiter whose deadline passed is that waiter's timeout.
-      const bool abandoned = !entry->abandon_reason.empty() && reason == "cancelled";
-      run.failure_reason = abandoned ? "timeout" : reason;
-      run.failure = abandoned ? entry->abandon_reason : failure;
+      // A stop asked for by this service (a waiter's deadline passed, its client went away,
+      // shutdown) says why in its own words.
+      const bool stopped = !entry->stop_reason.empty() && reason == "cancelled";
+      run.failure_reason = stopped ? entry->stop_reason : reason;
+      run.failure = stopped ? entry->stop_text : failure;
       spdlog::info("probe id={} target={} module={} failed reason={}: {}", run.id, run.target,
                    run.module, run.failure_reason, run.failure);
     } else {

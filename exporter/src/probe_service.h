@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <variant>
@@ -20,6 +21,7 @@
 #include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_config.h"
+#include "target_allowlist.h"
 
 namespace ibprobe::exporter {
 
@@ -71,6 +73,9 @@ class ProbeService {
     std::string config_file;  // empty: the built-in modules, and /-/reload has nothing to read
     // Shared with the responder of the same port, so a peer's run and ours never overlap.
     std::shared_ptr<probes::ProbeGate> gate = std::make_shared<probes::ProbeGate>();
+    // Resolves a target's host for the allowlist, once per request; the run then connects to
+    // exactly the addresses the allowlist checked.
+    TargetAllowlist::Resolver resolve = resolve_host;
   };
 
   // Throws std::runtime_error when config_file is set and cannot be loaded.
@@ -83,9 +88,16 @@ class ProbeService {
   // API's) shortens the module's own timeout, never lengthens it.
   std::variant<std::uint64_t, Refusal> submit(const std::string& target, const std::string& module,
                                               std::optional<double> timeout_seconds);
-  // The run as it is, or once it has finished when that happens within `wait`; unset for an id
-  // that is unknown or has left the history.
-  std::optional<ProbeRun> get(std::uint64_t id, std::chrono::milliseconds wait) const;
+  // The one call behind /probe: queues a run whose deadline is counted from now (queueing
+  // included), and answers with it once it has finished. When `stop` is requested first (the
+  // client went away, shutdown) the run is cancelled; when the deadline passes first, it is
+  // abandoned as a timeout.
+  std::variant<ProbeRun, Refusal> run(const std::string& target, const std::string& module,
+                                      std::optional<double> timeout_seconds, std::stop_token stop);
+  // The run as it is, or once it has finished when that happens within `wait` and before `stop`
+  // is requested; unset for an id that is unknown or has left the history.
+  std::optional<ProbeRun> get(std::uint64_t id, std::chrono::milliseconds wait,
+                              std::stop_token stop = {}) const;
   // Ends a queued or running run early on behalf of its waiter (its deadline passed): it fails
   // with `reason` as its text and kind timeout.
   void abandon(std::uint64_t id, const std::string& reason);
@@ -105,10 +117,24 @@ class ProbeService {
  private:
   struct Entry {
     ProbeRun run;
-    std::atomic<bool> cancel = false;
-    std::string abandon_reason;  // set with cancel by abandon()
+    // The host's addresses as the allowlist resolved them at submission, or why it did not
+    // resolve; unset when the allowlist needed no addresses, and the run resolves it.
+    std::optional<std::variant<std::vector<probes::IpAddress>, std::string>> resolved;
+    // Set at submission for a run its client waits on; else the module's timeout from its start.
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::stop_source stop;
+    // Why stop was requested, as the run's failure shows it: reason (timeout, cancelled), text.
+    std::string stop_reason;
+    std::string stop_text;
   };
 
+  std::variant<std::shared_ptr<Entry>, Refusal> queue(const std::string& target,
+                                                      const std::string& module,
+                                                      std::optional<double> timeout_seconds,
+                                                      bool deadline_from_now);
+  // Called with the lock held: ends a queued run now, asks a running one to stop.
+  void stop_run(const std::shared_ptr<Entry>& entry, std::string reason, std::string text,
+                std::unique_lock<std::mutex>& lock);
   void work();
   void finish(Entry& entry, std::unique_lock<std::mutex>& lock);
   void remember(const std::shared_ptr<Entry>& entry);
@@ -116,7 +142,7 @@ class ProbeService {
   Options options_;
   Runner runner_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
+  mutable std::condition_variable_any changed_;
   std::shared_ptr<const ProbeConfig> config_;
   std::uint64_t next_id_ = 1;
   bool stopping_ = false;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <memory>
 
@@ -23,10 +24,15 @@ int remaining_ms(ControlChannel::Deadline deadline) {
   return left.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
 }
 
-void wait_ready(int fd, short events, ControlChannel::Deadline deadline, const char* what) {
+// Waits for `events` on fd until the deadline, or until `stop` is requested.
+void wait_ready(int fd, short events, ControlChannel::Deadline deadline, const char* what,
+                const StopSignal* stop) {
   while (true) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, remaining_ms(deadline));
+    pollfd p[2] = {{fd, events, 0}, {stop ? stop->fd() : -1, POLLIN, 0}};
+    const int rc = ::poll(p, 2, remaining_ms(deadline));
+    if (stop && stop->stop_requested()) {
+      throw ProbeFailure("the probe was cancelled", FailureKind::kCancelled);
+    }
     if (rc > 0) return;
     if (rc == 0) throw ProbeFailure(std::string("timed out ") + what, FailureKind::kTimeout);
     if (errno != EINTR)
@@ -67,8 +73,7 @@ std::string describe_peer(int fd) {
 
 }  // namespace
 
-ControlChannel ControlChannel::connect(const std::string& host, const std::string& port,
-                                       Deadline deadline) {
+std::vector<IpAddress> ControlChannel::resolve(const std::string& host, const std::string& port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -77,25 +82,66 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
     throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + gai_strerror(rc),
                        FailureKind::kUnreachable);
   }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  std::vector<IpAddress> addresses;
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    IpAddress address{};
+    if (a->ai_family == AF_INET) {
+      address[10] = address[11] = 0xff;
+      std::memcpy(address.data() + 12, &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr,
+                  4);
+    } else if (a->ai_family == AF_INET6) {
+      std::memcpy(address.data(), &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                  16);
+    } else {
+      continue;
+    }
+    addresses.push_back(address);
+  }
+  return addresses;
+}
+
+ControlChannel ControlChannel::connect(const std::string& host, const std::string& port,
+                                       const std::vector<IpAddress>& addresses, Deadline deadline,
+                                       const StopSignal* stop) {
+  unsigned port_number = 0;
+  std::from_chars(port.data(), port.data() + port.size(), port_number);
   std::string last_error = "no address";
-  for (const addrinfo* a = addresses.get(); a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  for (const auto& address : addresses) {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    static constexpr std::uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(address.data(), kMappedPrefix, sizeof(kMappedPrefix)) == 0) {
+      auto& v4 = reinterpret_cast<sockaddr_in&>(storage);
+      v4.sin_family = AF_INET;
+      v4.sin_port = htons(static_cast<std::uint16_t>(port_number));
+      std::memcpy(&v4.sin_addr, address.data() + 12, 4);
+      length = sizeof(v4);
+    } else {
+      auto& v6 = reinterpret_cast<sockaddr_in6&>(storage);
+      v6.sin6_family = AF_INET6;
+      v6.sin6_port = htons(static_cast<std::uint16_t>(port_number));
+      std::memcpy(&v6.sin6_addr, address.data(), 16);
+      length = sizeof(v6);
+    }
+    const int fd = ::socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
-    ControlChannel channel(fd);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    ControlChannel channel(fd, stop);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&storage), length) != 0 &&
+        errno != EINPROGRESS) {
       last_error = std::strerror(errno);
       continue;
     }
     try {
-      wait_ready(fd, POLLOUT, deadline, "connecting");
-    } catch (const ProbeFailure&) {
+      wait_ready(fd, POLLOUT, deadline, "connecting", stop);
+    } catch (const ProbeFailure& failure) {
+      if (failure.kind() == FailureKind::kCancelled) throw;
       last_error = "connection timed out";
       continue;
     }
     int error = 0;
-    socklen_t length = sizeof(error);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    socklen_t error_length = sizeof(error);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &error_length);
     if (error != 0) {
       last_error = std::strerror(error);
       continue;
@@ -107,7 +153,8 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
                      FailureKind::kUnreachable);
 }
 
-ControlChannel::ControlChannel(int fd) : fd_(fd), peer_(describe_peer(fd)) {
+ControlChannel::ControlChannel(int fd, const StopSignal* stop)
+    : fd_(fd), peer_(describe_peer(fd)), stop_(stop) {
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // A peer that vanishes without a FIN (host frozen, cable pulled, power lost) would otherwise
@@ -124,7 +171,7 @@ ControlChannel::ControlChannel(int fd) : fd_(fd), peer_(describe_peer(fd)) {
 }
 
 ControlChannel::ControlChannel(ControlChannel&& other) noexcept
-    : fd_(other.fd_), peer_(std::move(other.peer_)) {
+    : fd_(other.fd_), peer_(std::move(other.peer_)), stop_(other.stop_) {
   other.fd_ = -1;
 }
 
@@ -140,7 +187,7 @@ void ControlChannel::send(const protocol::Message& message, Deadline deadline) {
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      wait_ready(fd_, POLLOUT, deadline, "sending to the peer");
+      wait_ready(fd_, POLLOUT, deadline, "sending to the peer", stop_);
     } else {
       throw ProbeFailure(
           "control connection to " + peer_ + " lost while sending: " + std::strerror(errno),
@@ -158,7 +205,7 @@ void ControlChannel::read_exactly(std::uint8_t* data, std::size_t size, Deadline
     } else if (n == 0) {
       throw ProbeFailure("control connection closed by " + peer_, FailureKind::kPeerLost);
     } else if (errno == EAGAIN || errno == EINTR) {
-      wait_ready(fd_, POLLIN, deadline, ("waiting for " + peer_).c_str());
+      wait_ready(fd_, POLLIN, deadline, ("waiting for " + peer_).c_str(), stop_);
     } else {
       throw ProbeFailure("control connection to " + peer_ + " lost: " + std::strerror(errno),
                          FailureKind::kPeerLost);

@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "ibprobe/peer_address.h"
+#include "ibprobe/stop_signal.h"
 #include "protocol.h"
 
 namespace ibprobe::probes {
@@ -13,10 +16,15 @@ class ControlChannel {
  public:
   using Deadline = std::chrono::steady_clock::time_point;
 
-  // Connects to HOST:PORT; throws ProbeFailure with the reason.
+  // HOST's addresses; throws ProbeFailure (unreachable) when it does not resolve.
+  static std::vector<IpAddress> resolve(const std::string& host, const std::string& port);
+  // Connects to PORT at exactly `addresses`, in order, the first that answers (HOST names them
+  // in messages); throws ProbeFailure with the reason. Every wait of the channel ends at the
+  // deadline, or at once when `stop` (which outlives the channel; may be null) fires.
   static ControlChannel connect(const std::string& host, const std::string& port,
-                                Deadline deadline);
-  explicit ControlChannel(int fd);
+                                const std::vector<IpAddress>& addresses, Deadline deadline,
+                                const StopSignal* stop);
+  explicit ControlChannel(int fd, const StopSignal* stop = nullptr);
   ControlChannel(ControlChannel&& other) noexcept;
   ControlChannel& operator=(ControlChannel&&) = delete;
   ControlChannel(const ControlChannel&) = delete;
@@ -53,6 +61,7 @@ class ControlChannel {
 
   int fd_;
   std::string peer_;
+  const StopSignal* stop_;
 };
 
 }  // namespace ibprobe::probes

@@ -168,11 +168,14 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     fabric.targets.push_back(*parsed);
   }
   const auto start = Clock::now();
-  const auto setup_deadline =
-      start +
-      std::min<Clock::duration>(kHandshakeTimeout, std::chrono::seconds(spec.timeout_seconds));
+  // One deadline for the handshake, the run and its result.
+  const auto deadline =
+      options.deadline.value_or(start + std::chrono::seconds(spec.timeout_seconds));
+  const StopSignal stop(options.stop);
+  throw_if_cancelled(stop);
+  const auto addresses = addresses_to_connect(host, port, options);
   const peer_auth::InitiatorAuth auth(options.shared_secret);
-  auto greeting = greet(host, port, setup_deadline, auth, options);
+  auto greeting = greet(host, port, addresses, deadline, auth, stop);
   // References, not a structured binding: lambdas below capture the channel.
   auto& channel = greeting.channel;
   const auto& hello = greeting.hello;
@@ -183,10 +186,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                        FailureKind::kProtocol);
   }
   auth.verify(hello, channel.peer());
-  channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, setup_deadline);
-  channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the request");
+  channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, deadline);
+  channel.expect<protocol::ProbeAccept>(deadline, "the responder's answer to the request");
   // Nothing is allocated here until the peer has accepted and offered endpoints that fit the spec.
-  const auto remote = channel.expect<protocol::QpInfo>(setup_deadline, "the responder's QPs");
+  const auto remote = channel.expect<protocol::QpInfo>(deadline, "the responder's QPs");
   if (remote.qps.size() != spec.qps) {
     throw ProbeFailure(channel.peer() + " offered " + std::to_string(remote.qps.size()) +
                            " QPs for a probe with " + std::to_string(spec.qps),
@@ -195,9 +198,9 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
 
   RcSession session(local, spec, Side::kInitiator);
   session.corrupt_every(options.test_corrupt_every);
-  channel.send(session.local_endpoints(), setup_deadline);
+  channel.send(session.local_endpoints(), deadline);
   session.connect(remote);
-  channel.expect<protocol::Ready>(setup_deadline, "the responder to be ready");
+  channel.expect<protocol::Ready>(deadline, "the responder to be ready");
 
   ProbeOutcome outcome;
   outcome.spec = spec;
@@ -221,10 +224,9 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   }
   const auto before = snapshot_after_lifespan(local);
   const auto run_start = Clock::now();
-  const auto run_deadline = run_start + std::chrono::seconds(spec.timeout_seconds);
-  const RunGuard guard{run_deadline,
-                       [&channel, &options] {
-                         throw_if_cancelled(options);
+  const RunGuard guard{deadline,
+                       [&channel, &stop] {
+                         throw_if_cancelled(stop);
                          channel.fail_if_peer_spoke();
                        },
                        nullptr, std::chrono::seconds(spec.timeout_seconds)};
@@ -263,8 +265,8 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
       fabric_problem = e.what();
     }
   }
-  channel.send(protocol::Ready{}, run_deadline);
-  const auto result = channel.expect<protocol::Result>(run_deadline, "the responder's result");
+  channel.send(protocol::Ready{}, deadline);
+  const auto result = channel.expect<protocol::Result>(deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
   if (const auto& facts = result.facts) {
     outcome.peer_gid_index = static_cast<int>(facts->gid_index);

@@ -11,7 +11,8 @@ MeshEndpoint fetch_mesh_endpoint(const std::string& host, const std::string& por
                                  const std::string& shared_secret,
                                  std::chrono::steady_clock::time_point deadline) {
   const peer_auth::InitiatorAuth auth(shared_secret);
-  auto channel = ControlChannel::connect(host, port, deadline);
+  auto channel =
+      ControlChannel::connect(host, port, ControlChannel::resolve(host, port), deadline, nullptr);
   channel.send(
       protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(), std::nullopt},
       deadline);

@@ -102,11 +102,12 @@ Responder::Responder(const std::string& host, const std::string& port, LocalPort
                 sizeof(port_text), NI_NUMERICSERV);
   port_ = std::atoi(port_text);
   if (!options_.gate) options_.gate = std::make_shared<ProbeGate>();
+  stop_signal_ = std::make_unique<StopSignal>(stopping_.get_token());
   thread_ = std::thread([this] { serve(); });
 }
 
 Responder::~Responder() {
-  stopping_ = true;
+  stopping_.request_stop();
   if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
   thread_.join();
   if (run_thread_.joinable()) run_thread_.join();
@@ -114,9 +115,9 @@ Responder::~Responder() {
 }
 
 void Responder::serve() {
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
+  while (!stop_signal_->stop_requested()) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_signal_->fd(), POLLIN, 0}};
+    if (::poll(p, 2, -1) <= 0 || !(p[0].revents & POLLIN)) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     if (!options_.gate->try_enter()) {
@@ -167,49 +168,50 @@ void Responder::refuse_busy(int fd) {
 // One run, start to end. Whatever goes wrong is told to the initiator as an Error when the
 // connection still stands; the session's verbs resources go with the stack frame.
 void Responder::handle(int fd) {
-  ControlChannel channel(fd);
+  ControlChannel channel(fd, stop_signal_.get());
   // Published for the destructor while the run lasts; withdrawn before the channel closes fd.
   active_fd_ = fd;
   struct Withdraw {
     std::atomic<int>& slot;
     ~Withdraw() { slot = -1; }
   } withdraw{active_fd_};
-  if (stopping_) return;
-  const auto setup_deadline = Clock::now() + kHandshakeTimeout;
+  if (stop_signal_->stop_requested()) return;
+  // Until the request says how long the run may take, the stranger gets the handshake's bound.
+  const auto hello_deadline = Clock::now() + kHandshakeTimeout;
   try {
-    const auto hello = channel.expect<protocol::Hello>(setup_deadline, "the initiator's hello");
+    const auto hello = channel.expect<protocol::Hello>(hello_deadline, "the initiator's hello");
     if (hello.protocol_version != protocol::kProtocolVersion) {
       channel.send(
           protocol::Error{protocol::ErrorCode::kBadRequest,
                           "incompatible protocol version " +
                               std::to_string(hello.protocol_version) + " (this side speaks " +
                               std::to_string(protocol::kProtocolVersion) + ")"},
-          setup_deadline);
+          hello_deadline);
       return;
     }
     // Strangers are turned away here, before anything is allocated for them.
     peer_auth::ResponderAuth auth(options_.shared_secret);
     const auto answer = auth.answer(hello, kSoftwareVersion);
-    std::visit([&](const auto& message) { channel.send(message, setup_deadline); }, answer);
+    std::visit([&](const auto& message) { channel.send(message, hello_deadline); }, answer);
     if (std::holds_alternative<protocol::Error>(answer)) return;
-    auto message = channel.receive(setup_deadline);
+    auto message = channel.receive(hello_deadline);
     if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&message)) {
-      answer_mesh_address(channel, auth, *mesh, options_.mesh_endpoint, setup_deadline);
+      answer_mesh_address(channel, auth, *mesh, options_.mesh_endpoint, hello_deadline);
       return;
     }
     if (const auto* verify_request = std::get_if<protocol::VerifyRequest>(&message)) {
       if (const auto refusal = auth.check(*verify_request)) {
-        channel.send(*refusal, setup_deadline);
+        channel.send(*refusal, hello_deadline);
         return;
       }
-      verify::serve_verify(channel, *verify_request, local_, options_.limits, setup_deadline);
+      verify::serve_verify(channel, *verify_request, local_, options_.limits, hello_deadline);
       return;
     }
     const auto* probe_request = std::get_if<protocol::ProbeRequest>(&message);
     if (!probe_request) channel.fail_unexpected(message, "the probe request");
     const auto& request = *probe_request;
     if (const auto refusal = auth.check(request)) {
-      channel.send(*refusal, setup_deadline);
+      channel.send(*refusal, hello_deadline);
       return;
     }
     auto problems = validate(request.spec);
@@ -217,19 +219,20 @@ void Responder::handle(int fd) {
     problems.insert(problems.end(), over_limits.begin(), over_limits.end());
     if (!problems.empty()) {
       channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))},
-                   setup_deadline);
+                   hello_deadline);
       return;
     }
+    // The initiator's whole run is bounded by the same timeout: setup, run and result here.
+    const auto deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
     RcSession session(local_, request.spec, Side::kResponder);
-    channel.send(protocol::ProbeAccept{}, setup_deadline);
-    channel.send(session.local_endpoints(), setup_deadline);
-    session.connect(channel.expect<protocol::QpInfo>(setup_deadline, "the initiator's QPs"));
+    channel.send(protocol::ProbeAccept{}, deadline);
+    channel.send(session.local_endpoints(), deadline);
+    session.connect(channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs"));
     protocol::Result result;
     result.before = snapshot_after_lifespan(local_);
-    channel.send(protocol::Ready{}, setup_deadline);
+    channel.send(protocol::Ready{}, deadline);
 
-    const auto run_deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
-    const RunGuard guard{run_deadline, [&channel] { channel.check_still_open(); },
+    const RunGuard guard{deadline, [&channel] { channel.check_still_open(); },
                          [&channel] { return channel.has_pending_message(); },
                          std::chrono::seconds(request.spec.timeout_seconds)};
     if (request.spec.bidirectional) {
@@ -243,7 +246,7 @@ void Responder::handle(int fd) {
     } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
       session.serve_write_validation(guard);
     }
-    channel.expect<protocol::Ready>(run_deadline, "the end of the run");
+    channel.expect<protocol::Ready>(deadline, "the end of the run");
     result.after = snapshot_after_lifespan(local_);
     result.checks = session.preflight_checks();
     result.facts = session.facts();
@@ -251,7 +254,7 @@ void Responder::handle(int fd) {
       result.validation = session.validation();
       log_validation(channel.peer(), result.validation.value());
     }
-    channel.send(result, run_deadline);
+    channel.send(result, deadline);
   } catch (const std::exception& e) {
     try {
       channel.send(protocol::Error{error_code_for(e), e.what()},

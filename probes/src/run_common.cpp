@@ -21,19 +21,29 @@ CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
   return out;
 }
 
-void throw_if_cancelled(const RunOptions& options) {
-  if (options.cancel && options.cancel->load()) {
-    throw ProbeFailure("the probe was cancelled: this exporter is shutting down",
-                       FailureKind::kCancelled);
+void throw_if_cancelled(const StopSignal& stop) {
+  if (stop.stop_requested()) {
+    throw ProbeFailure("the probe was cancelled", FailureKind::kCancelled);
   }
 }
 
+std::vector<IpAddress> addresses_to_connect(const std::string& host, const std::string& port,
+                                            const RunOptions& options) {
+  if (!options.resolved) return ControlChannel::resolve(host, port);
+  if (const auto* reason = std::get_if<std::string>(&*options.resolved)) {
+    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + *reason,
+                       FailureKind::kUnreachable);
+  }
+  return std::get<std::vector<IpAddress>>(*options.resolved);
+}
+
 Greeting greet(const std::string& host, const std::string& port,
+               const std::vector<IpAddress>& addresses,
                std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,
-               const RunOptions& options) {
+               const StopSignal& stop) {
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
-    auto channel = ControlChannel::connect(host, port, deadline);
+    auto channel = ControlChannel::connect(host, port, addresses, deadline, &stop);
     channel.send(protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(),
                                  std::nullopt},
                  deadline);
@@ -46,8 +56,7 @@ Greeting greet(const std::string& host, const std::string& port,
         std::chrono::steady_clock::now() + backoff > deadline) {
       channel.fail_unexpected(message, "the responder's hello");
     }
-    throw_if_cancelled(options);
-    std::this_thread::sleep_for(backoff);
+    if (stop.wait_for(backoff)) throw_if_cancelled(stop);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }

@@ -7,6 +7,7 @@
 
 #include "control_channel.h"
 #include "ibprobe/probes.h"
+#include "ibprobe/stop_signal.h"
 #include "ibprobe/verbs_probe.h"
 #include "peer_auth.h"
 
@@ -19,7 +20,12 @@ inline constexpr const char* kSoftwareVersion = "ibprobe " IBPROBE_VERSION;
 CounterSnapshot snapshot_after_lifespan(const LocalPort& local);
 
 // Throws ProbeFailure (kCancelled) once the run's owner has asked it to stop.
-void throw_if_cancelled(const RunOptions& options);
+void throw_if_cancelled(const StopSignal& stop);
+
+// The addresses the run connects to: those the caller resolved (and its allowlist checked), or
+// the host resolved here when the caller did not. Throws ProbeFailure (kUnreachable).
+std::vector<IpAddress> addresses_to_connect(const std::string& host, const std::string& port,
+                                            const RunOptions& options);
 
 struct Greeting {
   ControlChannel channel;
@@ -28,9 +34,10 @@ struct Greeting {
 
 // Connects and exchanges Hellos. A responder busy with another run says so at once; that run
 // often ends within moments (its side may still be releasing its resources after our previous
-// run), so ask again, backing off, until the setup deadline.
+// run), so ask again, backing off, until the deadline.
 Greeting greet(const std::string& host, const std::string& port,
+               const std::vector<IpAddress>& addresses,
                std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,
-               const RunOptions& options);
+               const StopSignal& stop);
 
 }  // namespace ibprobe::probes

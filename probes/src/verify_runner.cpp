@@ -17,13 +17,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 CaseResult run_one(Case id, const LocalPort& local, const std::string& host,
-                   const std::string& port, const Options& options, const RunOptions& run_options) {
+                   const std::string& port, const std::vector<IpAddress>& addresses,
+                   const Options& options, const RunOptions& run_options, const StopSignal& stop) {
   auto request = request_for(id, options);
-  const auto setup_deadline =
+  auto setup_deadline =
       Clock::now() + std::min<Clock::duration>(kHandshakeTimeout,
                                                std::chrono::seconds(request.spec.timeout_seconds));
+  if (run_options.deadline) setup_deadline = std::min(setup_deadline, *run_options.deadline);
   const peer_auth::InitiatorAuth auth(run_options.shared_secret);
-  auto greeting = greet(host, port, setup_deadline, auth, run_options);
+  auto greeting = greet(host, port, addresses, setup_deadline, auth, stop);
   auto& channel = greeting.channel;
   if (greeting.hello.protocol_version != protocol::kProtocolVersion) {
     throw ProbeFailure(
@@ -48,13 +50,15 @@ std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& ho
     throw std::invalid_argument("invalid verify options: " +
                                 fmt::to_string(fmt::join(problems, "; ")));
   }
+  const StopSignal stop(run_options.stop);
+  const auto addresses = addresses_to_connect(host, port, run_options);
   std::vector<CaseResult> results;
   for (const auto id : cases) {
-    throw_if_cancelled(run_options);
+    throw_if_cancelled(stop);
     const auto start = Clock::now();
     CaseResult result{id, Verdict::kFail, 0, {}};
     try {
-      result = run_one(id, local, host, port, options, run_options);
+      result = run_one(id, local, host, port, addresses, options, run_options, stop);
     } catch (const ProbeFailure& failure) {
       // Nobody to run the suite against: no table to print.
       if (failure.kind() == FailureKind::kUnreachable) throw;

@@ -391,8 +391,10 @@ int main(int argc, char** argv) {
         return 2;
       }
       const auto [host, port] = split_address(verify_peer);
+      RunOptions run_options;
+      run_options.shared_secret = secret;
       const auto results =
-          verify::run_verify(local, host, port, cases, verify_options, RunOptions{{}, secret});
+          verify::run_verify(local, host, port, cases, verify_options, run_options);
       std::fputs(verify::format_table(results).c_str(), stdout);
       // A failed case fails the suite; a skipped one does not pass it either, but says why.
       for (const auto& r : results) {
@@ -454,7 +456,9 @@ int main(int argc, char** argv) {
           RateLimit{*rate_limit, *parse_rate_unit(rate_units), *parse_rate_limiter(rate_limiter)};
     }
     const auto [host, port] = split_address(peer);
-    RunOptions options{fabric_ports, secret, nullptr};
+    RunOptions options;
+    options.fabric_ports = fabric_ports;
+    options.shared_secret = secret;
     options.test_corrupt_every = corrupt_every;
     // Sweeps: each of -a, --sizes and --sweep names a variable; more than one is refused by
     // the sweep's own rule, with its reason.

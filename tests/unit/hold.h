@@ -2,10 +2,9 @@
 // scheduler and API tests.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stop_token>
 
 namespace ibprobe::testing {
 
@@ -16,19 +15,15 @@ class Hold {
     released_ = true;
     changed_.notify_all();
   }
-  // True once released; false as soon as `cancel` is set.
-  bool wait(const std::atomic<bool>* cancel) {
+  // True once released; false as soon as `stop` is requested.
+  bool wait(std::stop_token stop) {
     std::unique_lock lock(mutex_);
-    while (!released_) {
-      if (cancel && *cancel) return false;
-      changed_.wait_for(lock, std::chrono::milliseconds(2));
-    }
-    return true;
+    return changed_.wait(lock, stop, [this] { return released_; });
   }
 
  private:
   std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable_any changed_;
   bool released_ = false;
 };
 

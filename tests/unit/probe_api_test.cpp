@@ -204,7 +204,7 @@ class ProbeApiTest : public ::testing::Test {
 
   void hold_every_run() {
     behave([this](const probes::ProbeSpec& spec, const RunOptions& options) {
-      if (!hold_.wait(options.cancel)) {
+      if (!hold_.wait(options.stop)) {
         cancel_seen_ = true;
         throw ProbeFailure("cancelled", FailureKind::kCancelled);
       }

@@ -93,7 +93,7 @@ class StandIn {
                 spec,
                 options.fabric_ports,
                 options.shared_secret,
-                options.cancel != nullptr};
+                options.stop.stop_possible()};
       Behaviour behaviour;
       {
         std::lock_guard lock(mutex_);
@@ -204,7 +204,7 @@ class ProbeServiceTest : public ::testing::Test {
   // Every run blocks on hold_ until released, or ends as cancelled when the service says so.
   void hold_every_run() {
     stand_in_.set([this](const Call& call, const RunOptions& options) {
-      if (!hold_.wait(options.cancel)) {
+      if (!hold_.wait(options.stop)) {
         cancel_seen_ = true;
         throw ProbeFailure("cancelled by the service", FailureKind::kCancelled);
       }
@@ -516,7 +516,7 @@ TEST_F(ProbeServiceTest, AbandonRunningRunCancelsIt) {
   ASSERT_TRUE(eventually([&] { return stand_in_.call_count() == 1; }));
   service_->abandon(id, "the probe did not finish within its timeout");
   const auto run = finished(id);
-  EXPECT_TRUE(cancel_seen_) << "the runner was not told through RunOptions::cancel";
+  EXPECT_TRUE(cancel_seen_) << "the runner was not told through RunOptions::stop";
   EXPECT_EQ(run.state, RunState::kFailed);
   // The waiter's deadline passed: a timeout, in the waiter's words.
   EXPECT_EQ(run.failure_reason, "timeout");
@@ -547,7 +547,7 @@ TEST_F(ProbeServiceTest, ShutdownCancelsRunningAndFailsQueued) {
       std::atomic<bool>& flag;
       ~Mark() { flag = true; }
     } mark{returned};
-    if (!hold_.wait(options.cancel)) {
+    if (!hold_.wait(options.stop)) {
       cancel_seen_ = true;
       throw ProbeFailure("stopped", FailureKind::kCancelled);
     }

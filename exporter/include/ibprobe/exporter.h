@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct Config {
   bool ethtool_all_statistics = false;
   std::string log_level = "info";
   int http_threads = 8;
+  // Requests waiting for a probe at once, on workers beyond http_threads (ProbeApi).
+  int http_max_waiting = 64;
   int scrape_parallelism = 4;
   // Remote port counters over PerfMgt MADs; off unless asked for, as it needs an IB fabric.
   bool remote_pma = false;
@@ -78,6 +81,11 @@ struct HttpRequest {
   std::string query;
   std::map<std::string, std::string> headers;  // lower-cased names
   std::string body;
+  // For handlers that wait: a token that stops when the client disconnects or the server stops.
+  // Watching costs a look-up of the connection's socket, so it starts on the first call; a
+  // request no server made (tests) gets a token that never stops.
+  std::function<std::stop_token()> watch_client = nullptr;
+  std::stop_token client_stop() const { return watch_client ? watch_client() : std::stop_token{}; }
 };
 
 struct HttpResponse {

@@ -3,17 +3,25 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "ibprobe/mesh_endpoint.h"
+#include "ibprobe/peer_address.h"
 #include "ibprobe/probe_failure.h"
 #include "ibprobe/probes.h"
+#include "ibprobe/stop_signal.h"
 #include "ibprobe/verify_plan.h"
 
 namespace ibprobe::probes {
@@ -95,9 +103,16 @@ struct RunOptions {
   std::vector<std::string> fabric_ports;
   // Shared secret both sides prove they hold (HMAC challenge); empty: no peer authentication.
   std::string shared_secret;
-  // Set by another thread to end the run early (shutdown): the run fails with kCancelled at its
-  // next wait, with every resource released.
-  const std::atomic<bool>* cancel = nullptr;
+  // When the run must be over: every wait of the handshake, the run and its result ends by
+  // then. Unset: spec.timeout_seconds after the call starts.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Asked to stop (the client went away, shutdown, the run was abandoned): the run fails with
+  // kCancelled at once, wherever it waits, with every resource released.
+  std::stop_token stop;
+  // The responder's host as the caller resolved it once (its allowlist checked exactly these
+  // addresses): the run connects to them and to nothing else, or fails as unreachable with the
+  // reason it did not resolve. Unset: the host is resolved here.
+  std::optional<std::variant<std::vector<IpAddress>, std::string>> resolved;
   // TEST-ONLY fault switch, for proving that validation really checks: flip one payload byte of
   // every n-th message after its checksum was computed (0: off). Set by the ibprobe_probe tool
   // only; the exporter's configuration and HTTP API have no way to reach it.
@@ -109,17 +124,35 @@ struct RunOptions {
 };
 
 // One probe at a time on a port, whichever side started it: an exporter's own probes and the runs
-// its responder serves share one gate, since concurrent runs disturb each other's figures.
+// its responder serves share one gate, since concurrent runs disturb each other's figures. A
+// semaphore of one: enter() waits for it without polling, and what it returns holds the gate.
 class ProbeGate {
  public:
-  bool try_enter() {
-    bool expected = false;
-    return busy_.compare_exchange_strong(expected, true);
-  }
-  void leave() { busy_ = false; }
+  // Holds the gate for as long as it lives.
+  class Held {
+   public:
+    explicit Held(ProbeGate& gate) : gate_(&gate) {}
+    Held(Held&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+    Held& operator=(Held&&) = delete;
+    ~Held() {
+      if (gate_) gate_->leave();
+    }
+
+   private:
+    ProbeGate* gate_;
+  };
+
+  // Waits until the gate is free, `deadline` passes or `stop` is requested; holds it in the
+  // first case only.
+  std::optional<Held> enter(std::stop_token stop, std::chrono::steady_clock::time_point deadline);
+  // Takes the gate when it is free at once.
+  bool try_enter();
+  void leave();
 
  private:
-  std::atomic<bool> busy_ = false;
+  std::mutex mutex_;
+  std::condition_variable_any freed_;
+  bool busy_ = false;
 };
 
 struct ResponderOptions {
@@ -162,7 +195,9 @@ class Responder {
   ResponderOptions options_;
   int listen_fd_ = -1;
   int port_ = 0;
-  std::atomic<bool> stopping_ = false;
+  // Requested by the destructor: wakes serve() and ends the run in progress at its next wait.
+  std::stop_source stopping_;
+  std::unique_ptr<StopSignal> stop_signal_;
   std::atomic<int> active_fd_ = -1;
   std::thread thread_;
   std::thread run_thread_;  // the run being served, while serve() keeps answering the rest
