@@ -4,8 +4,9 @@
 # hardware) that run the host's own binaries from a read-only 9p root.
 #
 #   lab.sh prepare [--refresh]          fetch the Debian kernel, build the initramfs (cached)
-#   lab.sh up one|two [--forward GUESTPORT]...
-#                                       boot the VMs and wait until they are ready
+#   lab.sh up one|two|fabric [--forward GUESTPORT]...
+#                                       boot the VMs and wait until they are ready; fabric:
+#                                       VMs A-D, A and B on switch leaf1, C and D on leaf2
 #   lab.sh exec [OPTIONS] A|B -- CMD... run CMD in a VM; its output and exit status
 #   lab.sh spawn [OPTIONS] A|B -- CMD...
 #                                       start CMD in the background in a VM; prints its job name
@@ -22,6 +23,7 @@
 #   lab.sh gid A|B                      rxe0's RoCE v2 GID index for that address
 #   lab.sh link A|B [up|down]           cut (down) or restore (up) a VM's cable to the lab
 #                                       link, as a pulled cable; no argument: print its state
+#   lab.sh trunk [up|down]              fabric: cut or restore the link between the switches
 #   lab.sh console A|B                  the VM's console log
 #   lab.sh status                       state of the lab (exit 0 up, 3 down)
 #   lab.sh down                         stop the VMs and remove the runtime state
@@ -39,6 +41,9 @@ readonly RUN_DIR=$STATE_DIR/run
 readonly LOG_DIR=$STATE_DIR/logs
 
 readonly VM_MEM_MB=${IBPROBE_LAB_MEM:-1024}
+# Four VMs share the host; the exporter and the tools need far less.
+readonly FABRIC_VM_MEM_MB=${IBPROBE_LAB_MEM:-512}
+readonly FABRIC_HOSTS=(A B C D)
 readonly VM_CPU=${IBPROBE_LAB_CPU:-max}
 readonly BOOT_TIMEOUT=${IBPROBE_LAB_BOOT_TIMEOUT:-150}
 readonly EXEC_TIMEOUT_DEFAULT=300
@@ -82,8 +87,12 @@ elapsed_s() { # START_MS
 }
 
 validate_host() {
-    [[ $1 == A || $1 == B ]] || die "unknown VM '$1' (expected A or B)"
+    [[ $1 == A || $1 == B ]] && return 0
+    [[ $1 == C || $1 == D ]] && fabric_lab && return 0
+    die "unknown VM '$1' (expected A or B)"
 }
+
+fabric_lab() { [[ -r $RUN_DIR/mode && $(<"$RUN_DIR/mode") == fabric ]]; }
 
 vm_dir() { echo "$RUN_DIR/$1"; }
 xchg_dir() { echo "$RUN_DIR/$1/xchg"; }
@@ -108,6 +117,7 @@ lab_hosts() { # hosts of the running (or last started) lab
     case $mode in
         one) echo A ;;
         two) echo A B ;;
+        fabric) echo "${FABRIC_HOSTS[*]}" ;;
         *) return 1 ;;
     esac
 }
@@ -400,7 +410,16 @@ pick_port() { # VAR [PREFERRED]: sets VAR to a free TCP port on 127.0.0.1
     out=$p
 }
 
-host_index() { [[ $1 == A ]] && echo 1 || echo 2; }
+host_index() {
+    case $1 in
+        A) echo 1 ;;
+        B) echo 2 ;;
+        C) echo 3 ;;
+        D) echo 4 ;;
+    esac
+}
+
+switch_of() { [[ $1 == A || $1 == B ]] && echo leaf1 || echo leaf2; }
 
 qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
     local host=$1 mode=$2 sock_dir=$3
@@ -424,7 +443,7 @@ qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
     # shellcheck disable=SC2054  # commas belong to qemu option values
     QEMU_ARGS=(qemu-system-x86_64
         -name "ibprobe-lab-$host"
-        -machine pc -accel tcg,thread=multi -cpu "$VM_CPU" -smp "$VM_SMP" -m "$VM_MEM_MB"
+        -machine pc -accel tcg,thread=multi -cpu "$VM_CPU" -smp "$VM_SMP" -m "$VM_MEM"
         -nodefaults -no-user-config -display none -no-reboot
         -serial "file:$(console_log "$host")"
         -kernel "$kdir/vmlinuz" -initrd "$kdir/initramfs.cpio"
@@ -443,6 +462,13 @@ qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
         [[ $host == B ]] && server=off
         append+=" lab.link_mac=$link_mac"
         QEMU_ARGS+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=$sock_dir/link.sock"
+            -device "virtio-net-pci,netdev=n0,mac=$link_mac,romfile=")
+    elif [[ $mode == fabric ]]; then
+        # The same stream framing to a port of the lab switch (lab-switch.pl), which listens
+        # before any VM starts. The guest sets its lab NIC up as in two-host mode.
+        append=${append/lab.mode=fabric/lab.mode=two}
+        append+=" lab.link_mac=$link_mac"
+        QEMU_ARGS+=(-netdev "stream,id=n0,server=off,addr.type=unix,addr.path=$sock_dir/port-$host.sock"
             -device "virtio-net-pci,netdev=n0,mac=$link_mac,romfile=")
     fi
     QEMU_ARGS+=(-netdev "$user" -device "virtio-net-pci,netdev=u0,mac=$mgmt_mac,romfile="
@@ -505,9 +531,58 @@ check_link() { # two-host mode: A reaches B over the lab link
     fi
 }
 
+check_fabric() { # fabric mode: A reaches every other VM, through its switch and the trunk
+    local host
+    for host in B C D; do
+        if ! "$SELF" exec --timeout 30 A -- busybox ping -c 1 -W 10 "10.99.0.$(host_index "$host")" >/dev/null; then
+            say "error: VM A cannot reach VM $host (10.99.0.$(host_index "$host")) over the lab fabric"
+            console_tail A 10
+            console_tail "$host" 10
+            return 1
+        fi
+    done
+}
+
+switch_pid() { # pid of the lab switch if it is running
+    local pid
+    [[ -r $RUN_DIR/switch.pid ]] || return 1
+    read -r pid <"$RUN_DIR/switch.pid" || return 1
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$RUN_DIR/trunk" || return 1
+    echo "$pid"
+}
+
+start_switch() { # SOCKET_DIR
+    local host i
+    local -a ports=()
+    for host in "${FABRIC_HOSTS[@]}"; do ports+=("$host:$(switch_of "$host")"); done
+    setsid perl "$LAB_DIR/lab-switch.pl" "$RUN_DIR/trunk" "$1" "${ports[@]}" \
+        </dev/null >/dev/null 2>"$LOG_DIR/switch.log" &
+    echo $! >"$RUN_DIR/switch.pid"
+    # It listens on every port before it writes its state.
+    for ((i = 0; i < 100; i++)); do
+        [[ -r $RUN_DIR/trunk ]] && switch_pid >/dev/null && return 0
+        kill -0 "$(<"$RUN_DIR/switch.pid")" 2>/dev/null || break
+        sleep 0.1
+    done
+    say "error: the lab switch did not start: $(cat "$LOG_DIR/switch.log")"
+    return 1
+}
+
+stop_switch() {
+    local pid i
+    pid=$(switch_pid) || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 50; i++)); do
+        pid_alive "$pid" || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
 cmd_up() {
     local mode=${1:-}
-    [[ $mode == one || $mode == two ]] || usage
+    [[ $mode == one || $mode == two || $mode == fabric ]] || usage
     shift
     local -a guest_ports=()
     while (($#)); do
@@ -524,7 +599,7 @@ cmd_up() {
     # qemu option values cannot carry commas.
     [[ $STATE_DIR != *,* && $CACHE_DIR != *,* ]] || die "state and cache paths must not contain ','"
     local host
-    for host in A B; do
+    for host in "${FABRIC_HOSTS[@]}"; do
         vm_running "$host" && die "the lab is already up ($STATE_DIR); run lab.sh down first"
     done
     cmd_prepare
@@ -540,11 +615,18 @@ cmd_up() {
     # test and wants both cores; two VMs with 2 vCPUs each oversubscribe the
     # host and boot slower, without better perftest figures.
     VM_SMP=${IBPROBE_LAB_SMP:-$([[ $mode == one ]] && echo 2 || echo 1)}
+    VM_MEM=$VM_MEM_MB
+    [[ $mode == fabric ]] && VM_MEM=$FABRIC_VM_MEM_MB
 
     local -a hosts=(A)
     [[ $mode == two ]] && hosts=(A B)
+    [[ $mode == fabric ]] && hosts=("${FABRIC_HOSTS[@]}")
     local sock_dir gp hp
     sock_dir=$(new_socket_dir)
+    if [[ $mode == fabric ]] && ! start_switch "$sock_dir"; then
+        cmd_down >/dev/null 2>&1
+        exit 1
+    fi
     : >"$RUN_DIR/ports"
     local -A fwds=()
     for host in "${hosts[@]}"; do
@@ -558,7 +640,9 @@ cmd_up() {
 
     local start
     start=$(now_ms)
-    say "booting VM ${hosts[*]} ($mode-host mode, ${VM_SMP} vCPU, ${VM_MEM_MB} MiB, TCG)"
+    local mode_name=$mode-host
+    [[ $mode == fabric ]] && mode_name=fabric
+    say "booting VM ${hosts[*]} ($mode_name mode, ${VM_SMP} vCPU, ${VM_MEM} MiB, TCG)"
     for host in "${hosts[@]}"; do
         # shellcheck disable=SC2086  # fwds is a word list
         start_vm "$host" "$mode" "$sock_dir" ${fwds[$host]:-} || {
@@ -571,6 +655,10 @@ cmd_up() {
         exit 1
     fi
     if [[ $mode == two ]] && ! check_link; then
+        cmd_down >/dev/null 2>&1 || true
+        exit 1
+    fi
+    if [[ $mode == fabric ]] && ! check_fabric; then
         cmd_down >/dev/null 2>&1 || true
         exit 1
     fi
@@ -606,12 +694,13 @@ stop_vm() { # HOST
 
 cmd_down() {
     local host rc=0
-    for host in A B; do
+    for host in "${FABRIC_HOSTS[@]}"; do
         if vm_running "$host"; then
             stop_vm "$host" || rc=1
             say "VM $host stopped"
         fi
     done
+    stop_switch
     if ((rc == 0)); then
         [[ -r $RUN_DIR/sockdir ]] && rm -rf "$(<"$RUN_DIR/sockdir")"
         rm -rf "$RUN_DIR"
@@ -625,7 +714,11 @@ cmd_status() {
         echo "lab: down (state $STATE_DIR)"
         return 3
     fi
-    echo "lab: $(<"$RUN_DIR/mode")-host mode, state $STATE_DIR"
+    if fabric_lab; then
+        echo "lab: fabric mode (A B on leaf1, C D on leaf2, trunk $(cat "$RUN_DIR/trunk" 2>/dev/null || echo gone)), state $STATE_DIR"
+    else
+        echo "lab: $(<"$RUN_DIR/mode")-host mode, state $STATE_DIR"
+    fi
     for host in $hosts; do
         local state=down pid='' ready=''
         total=$((total + 1))
@@ -810,7 +903,7 @@ parse_job_options() { # sets JOB_* globals; leaves the command in JOB_CMD
                 JOB_ENV+=("$2")
                 shift 2
                 ;;
-            A | B) break ;;
+            [A-D]) break ;;
             *) die "unknown option '$1' (expected A or B, then -- CMD...)" ;;
         esac
     done
@@ -1023,7 +1116,7 @@ qmp() { # HOST JSON
 cmd_link() {
     local host=${1:-} want=${2:-} state_file reply
     validate_host "$host"
-    [[ $(lab_hosts 2>/dev/null) == "A B" ]] || die "link needs the two-host lab"
+    [[ $(lab_hosts 2>/dev/null) == "A B" ]] || fabric_lab || die "link needs the two-host lab"
     require_vm "$host"
     state_file=$(vm_dir "$host")/link
     if [[ -z $want ]]; then
@@ -1037,6 +1130,29 @@ cmd_link() {
         || die "set_link on VM $host failed: $reply"
     echo "$want" >"$state_file"
     say "VM $host lab link $want"
+}
+
+# The link between the fabric's two switches: down, frames between leaf1 and leaf2 are
+# dropped, as on a cut uplink; hosts on one switch still reach each other.
+cmd_trunk() {
+    local want=${1:-} pid i signal=USR2
+    fabric_lab || die "trunk needs the fabric lab (lab.sh up fabric)"
+    pid=$(switch_pid) || die "the lab switch is not running"
+    if [[ -z $want ]]; then
+        cat "$RUN_DIR/trunk"
+        return 0
+    fi
+    [[ $want == up || $want == down ]] || usage
+    [[ $want == down ]] && signal=USR1
+    kill -"$signal" "$pid" || die "cannot signal the lab switch (pid $pid)"
+    for ((i = 0; i < 100; i++)); do
+        [[ $(<"$RUN_DIR/trunk") == "$want" ]] && {
+            say "trunk leaf1-leaf2 $want"
+            return 0
+        }
+        sleep 0.05
+    done
+    die "the lab switch did not set the trunk $want"
 }
 
 cmd_console() {
@@ -1067,6 +1183,7 @@ main() {
         addr) cmd_addr "$@" ;;
         gid) cmd_gid "$@" ;;
         link) cmd_link "$@" ;;
+        trunk) cmd_trunk "$@" ;;
         console) cmd_console "$@" ;;
         -h | --help | help) usage 0 ;;
         *) usage ;;

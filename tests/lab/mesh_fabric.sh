@@ -1,0 +1,301 @@
+#!/bin/bash
+#
+# The probe mesh on a fabric of real rxe devices: `lab.sh up fabric` boots VMs A and B on switch
+# leaf1 and C and D on leaf2 (lab-switch.pl), the four exporters run the mesh with a peer list
+# that names those ToRs, and a Prometheus server on the host scrapes them with the shipped mesh
+# rules.
+#   - every host pings the other three (its ToR peer and, with min_watchers 3, both hosts of the
+#     other ToR), every ping answered;
+#   - `lab.sh link A down` cuts VM A's cable: B, C and D count pings to A lost within 60 s, no
+#     pair without A loses a ping, IbprobeMeshHostUnreachable fires for A alone and
+#     IbprobeMeshTorPairLoss never fires; `lab.sh link A up` clears the host alert;
+#   - `lab.sh trunk down` cuts the link between the switches: every pair across it loses pings,
+#     none within a switch does, IbprobeMeshTorPairLoss fires both ways and no
+#     IbprobeMeshHostUnreachable fires; `lab.sh trunk up` clears it.
+# The rules run with 20 s windows for 5 min and a hold of 10 s for 1 min (run_queries.py
+# adapt-rules), so a phase takes seconds, not minutes; the expressions are the shipped ones.
+#
+# Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
+
+set -euo pipefail
+# shellcheck source=tests/lab/lab-common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+
+EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+ROOT=$LAB_TEST_ROOT
+RUNNER=$ROOT/tests/dashboards/run_queries.py
+HOSTS=(A B C D)
+WINDOW=20s
+# Long enough that the seconds in which one end of a pair has seen its loss and the other not yet
+# (the exporters time pings out and get scraped independently) do not count as a ToR fault.
+HOLD=10s
+HOST_ALERT=IbprobeMeshHostUnreachable
+TOR_ALERT=IbprobeMeshTorPairLoss
+
+target() { echo "$(lab addr "$1"):9470"; }
+tor_of() { [[ $1 == A || $1 == B ]] && echo leaf1 || echo leaf2; }
+
+write_configs() {
+    cat >"$work/peers.json" <<JSON
+[{"targets": ["$(target A)", "$(target B)"], "labels": {"tor": "leaf1", "gid_family": "ipv4"}},
+ {"targets": ["$(target C)", "$(target D)"], "labels": {"tor": "leaf2", "gid_family": "ipv4"}}]
+JSON
+    local host
+    for host in "${HOSTS[@]}"; do
+        cat >"$work/ibprobe-$host.yml" <<YAML
+modules:
+  write_lat:
+    kind: write_lat
+    iterations: 20
+    timeout: 30s
+mesh:
+  enabled: true
+  peers_file: $work/peers.json
+  self: "$(target "$host")"
+YAML
+    done
+}
+
+start_exporters() {
+    local host url deadline
+    for host in "${HOSTS[@]}"; do
+        lab spawn --name exporter "$host" -- "$EXPORTER" --web.listen-address=:9470 \
+            --config.file="$work/ibprobe-$host.yml" >/dev/null \
+            || fail "cannot start the exporter in VM $host"
+    done
+    for host in "${HOSTS[@]}"; do
+        url=$(exporter_url "$host")
+        deadline=$((SECONDS + 90))
+        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
+            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
+            sleep 0.5
+        done
+    done
+}
+
+# One mesh sample of HOST's exposition towards PEER.
+mesh_sample() { # HOST PEER FAMILY
+    local body
+    # Whole, then searched: awk leaving early would fail curl's write (and the pipeline).
+    body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
+    awk -v f="$3" -v p="peer=\"$(target "$2")\"" '
+        index($0, f "{") == 1 && index($0, p) { print $NF; found = 1; exit }
+        END { exit !found }' <<<"$body"
+}
+
+wait_for() { # SECONDS DESCRIPTION COMMAND...
+    local limit=$1 what=$2
+    local deadline=$((SECONDS + limit))
+    shift 2
+    until "$@"; do
+        ((SECONDS < deadline)) || fail "$what not within $limit s"
+        sleep 1
+    done
+}
+
+answered_at_least() { # HOST PEER COUNT
+    local n
+    n=$(mesh_sample "$1" "$2" rdma_mesh_rtt_seconds_count) || return 1
+    ((${n%.*} >= $3))
+}
+
+lost_of() { mesh_sample "$1" "$2" rdma_mesh_pings_lost_total; }
+
+check_pings_flow() {
+    local host peer body lost
+    for host in "${HOSTS[@]}"; do
+        for peer in "${HOSTS[@]}"; do
+            [[ $peer == "$host" ]] && continue
+            wait_for 90 "VM $host: 5 answered pings to $peer" answered_at_least "$host" "$peer" 5
+            lost=$(lost_of "$host" "$peer")
+            [[ $lost == 0 ]] || fail "VM $host lost $lost pings to $peer over the intact fabric"
+        done
+        body=$(curl -fsS "$(exporter_url "$host")/metrics")
+        grep -q "^rdma_mesh_plan_peers{local_tor=\"$(tor_of "$host")\",reason=\"same_tor\"} 1$" <<<"$body" \
+            || fail "VM $host: plan has not one same-ToR peer: $(grep '^rdma_mesh_plan_peers' <<<"$body")"
+        [[ $(grep -c '^rdma_mesh_pings_sent_total{' <<<"$body") == 3 ]] \
+            || fail "VM $host does not ping 3 peers: $(grep '^rdma_mesh_pings_sent_total{' <<<"$body")"
+    done
+    note "every host pings the other three, every ping answered"
+}
+
+start_prometheus() {
+    mkdir -p "$work/rules"
+    python3 "$RUNNER" adapt-rules "$work/rules" "$ROOT"/dashboards/prometheus/ibprobe-mesh.rules.yml \
+        --window "$WINDOW" --for "$HOLD"
+    local host targets=
+    for host in "${HOSTS[@]}"; do
+        targets+="      - {targets: [\"127.0.0.1:$(lab port "$host" 9470)\"], labels: {__lab_instance: \"$(lab addr "$host")\"}}"$'\n'
+    done
+    # `instance` is the host as the peer list names it, so a pair's two ends join in the rules.
+    cat >"$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
+scrape_configs:
+  - job_name: ibprobe
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    static_configs:
+${targets}    relabel_configs:
+      - {source_labels: [__lab_instance], target_label: instance}
+YAML
+    local port
+    port=$(free_port)
+    prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+        --web.listen-address="127.0.0.1:$port" >"$work/prometheus.log" 2>&1 &
+    pids+=($!)
+    PROM_API=http://127.0.0.1:$port/api/v1
+    local deadline=$((SECONDS + 60))
+    until [[ $(prom_query 'count(up{job="ibprobe"} == 1)') == 4 ]]; do
+        ((SECONDS < deadline)) || fail "Prometheus does not scrape the four exporters: $(tail -5 "$work/prometheus.log")"
+        sleep 0.5
+    done
+}
+
+# The results of a query as lines of LABEL=VALUE for the given labels, sorted.
+prom_rows() { # PROMQL LABEL...
+    local query=$1
+    shift
+    curl -fsS --get "$PROM_API/query" --data-urlencode "query=$query" | python3 -c '
+import json, sys
+labels = sys.argv[1:]
+rows = [" ".join(f"{l}={r['"'"'metric'"'"'].get(l, '"'"''"'"')}" for l in labels)
+        for r in json.load(sys.stdin)["data"]["result"]]
+print("\n".join(sorted(rows)))' "$@"
+}
+
+firing() { # ALERT LABEL... -> the firing alerts' labels
+    local alert=$1
+    shift
+    prom_rows "ALERTS{alertname=\"$alert\",alertstate=\"firing\"}" "$@"
+}
+
+# What fired at any evaluation in the last SECONDS.
+fired_within() { # SECONDS ALERT LABEL...
+    local seconds=$1 alert=$2
+    shift 2
+    prom_rows "max_over_time(ALERTS{alertname=\"$alert\",alertstate=\"firing\"}[${seconds}s])" "$@"
+}
+
+pairs_with_loss() { prom_rows 'ibprobe:mesh_pair_loss_ratio:rate5m > 0' instance peer_instance; }
+pair_count() { prom_query 'count(ibprobe:mesh_pair_loss_ratio:rate5m)'; }
+
+no_pair_loses() { [[ $(pair_count) == 12 && -z $(pairs_with_loss) ]]; }
+host_alert_for_a() { [[ $(firing "$HOST_ALERT" peer_instance) == "peer_instance=$(lab addr A)" ]]; }
+host_alert_gone() { [[ -z $(firing "$HOST_ALERT" peer_instance) ]]; }
+tor_alert_both_ways() {
+    [[ $(firing "$TOR_ALERT" local_tor peer_tor) == $'local_tor=leaf1 peer_tor=leaf2\nlocal_tor=leaf2 peer_tor=leaf1' ]]
+}
+tor_alert_gone() { [[ -z $(firing "$TOR_ALERT" local_tor) ]]; }
+
+lost_rises() { # HOST PEER SINCE
+    local lost
+    lost=$(lost_of "$1" "$2") || return 1
+    ((${lost%.*} > $3))
+}
+
+declare -A LOST_BEFORE=()
+remember_lost() {
+    local host peer
+    for host in "${HOSTS[@]}"; do
+        for peer in "${HOSTS[@]}"; do
+            [[ $peer == "$host" ]] || LOST_BEFORE[$host$peer]=$(lost_of "$host" "$peer")
+        done
+    done
+}
+
+# PREDICATE HOST PEER says whether the pair is cut off; the others must not have lost a ping.
+check_only_cut_pairs_lose() { # PREDICATE
+    local host peer now
+    for host in "${HOSTS[@]}"; do
+        for peer in "${HOSTS[@]}"; do
+            [[ $peer == "$host" ]] && continue
+            "$1" "$host" "$peer" && continue
+            now=$(lost_of "$host" "$peer")
+            [[ $now == "${LOST_BEFORE[$host$peer]}" ]] \
+                || fail "VM $host lost pings to $peer (${LOST_BEFORE[$host$peer]} -> $now), which stayed connected"
+        done
+    done
+}
+
+involves_a() { [[ $1 == A || $2 == A ]]; }
+crosses_trunk() { [[ $(tor_of "$1") != "$(tor_of "$2")" ]]; }
+
+wait_clean() {
+    wait_for 90 "no pair with loss in Prometheus" no_pair_loses
+}
+
+check_host_cut() {
+    local t_cut peer t_phase
+    wait_clean
+    note "Prometheus: 12 pairs, none with loss"
+    remember_lost
+    t_phase=$SECONDS
+    t_cut=$(now_ms)
+    lab link A down >/dev/null || fail "cannot cut VM A's link"
+    for peer in B C D; do
+        wait_for 60 "VM $peer counting pings to A lost" lost_rises "$peer" A "${LOST_BEFORE[${peer}A]%.*}"
+    done
+    note "host cut: B, C and D count pings to A lost $(seconds_since "$t_cut") s after the cut"
+    wait_for 60 "$HOST_ALERT firing for A alone" host_alert_for_a
+    (($(now_ms) - t_cut <= 60000)) || fail "$HOST_ALERT fired only $(seconds_since "$t_cut") s after the cut"
+    note "Prometheus: $HOST_ALERT firing for $(lab addr A) $(seconds_since "$t_cut") s after the cut"
+    check_only_cut_pairs_lose involves_a
+
+    local t_up
+    t_up=$(now_ms)
+    lab link A up >/dev/null || fail "cannot restore VM A's link"
+    wait_for 90 "$HOST_ALERT clearing" host_alert_gone
+    note "link restored: $HOST_ALERT cleared $(seconds_since "$t_up") s after"
+    check_only_cut_pairs_lose involves_a
+    local fired
+    fired=$(fired_within $((SECONDS - t_phase + 5)) "$TOR_ALERT" local_tor peer_tor)
+    [[ -z $fired ]] || fail "$TOR_ALERT fired for a host cut: $fired"
+    fired=$(fired_within $((SECONDS - t_phase + 5)) "$HOST_ALERT" peer_instance)
+    [[ $fired == "peer_instance=$(lab addr A)" ]] || fail "$HOST_ALERT fired for other hosts than A: $fired"
+    note "Prometheus: $TOR_ALERT never fired, $HOST_ALERT for A alone, over the host cut"
+}
+
+check_trunk_cut() {
+    local t_cut t_phase
+    wait_clean
+    note "Prometheus: 12 pairs, none with loss"
+    remember_lost
+    t_phase=$SECONDS
+    t_cut=$(now_ms)
+    lab trunk down >/dev/null || fail "cannot cut the trunk"
+    wait_for 60 "VM A counting pings to C lost" lost_rises A C "${LOST_BEFORE[AC]%.*}"
+    wait_for 60 "VM D counting pings to B lost" lost_rises D B "${LOST_BEFORE[DB]%.*}"
+    wait_for 60 "$TOR_ALERT firing leaf1->leaf2 and leaf2->leaf1" tor_alert_both_ways
+    (($(now_ms) - t_cut <= 60000)) || fail "$TOR_ALERT fired only $(seconds_since "$t_cut") s after the cut"
+    note "Prometheus: $TOR_ALERT firing both ways $(seconds_since "$t_cut") s after the trunk cut"
+    check_only_cut_pairs_lose crosses_trunk
+
+    local t_up
+    t_up=$(now_ms)
+    lab trunk up >/dev/null || fail "cannot restore the trunk"
+    wait_for 90 "$TOR_ALERT clearing" tor_alert_gone
+    note "trunk restored: $TOR_ALERT cleared $(seconds_since "$t_up") s after"
+    check_only_cut_pairs_lose crosses_trunk
+    local fired
+    fired=$(fired_within $((SECONDS - t_phase + 5)) "$HOST_ALERT" peer_instance)
+    [[ -z $fired ]] || fail "$HOST_ALERT fired for a trunk cut: $fired"
+    note "Prometheus: $HOST_ALERT never fired over the trunk cut"
+}
+
+main() {
+    scratch_begin ibprobe-lab-mesh-fabric
+    lab_test_begin
+    trap 'rc=$?; set +e; scratch_cleanup; (exit $rc); lab_test_end' EXIT
+    lab_test_up fabric --forward 9470
+    write_configs
+    start_exporters
+    check_pings_flow
+    start_prometheus
+    check_host_cut
+    check_trunk_cut
+}
+
+main "$@"
