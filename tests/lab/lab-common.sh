@@ -75,6 +75,9 @@ lab_wait_listen() { # HOST PORT [TIMEOUT_SECS]
         exit 1' _ "$2" "$tries" || fail "nothing listens on port $2 in VM $1"
 }
 
+# The exporter of a VM as the other VMs reach it over the lab link: ADDRESS:9470.
+lab_target() { echo "$(lab addr "$1"):9470"; }
+
 # The exporter of a VM as the host reaches it, through the port forwarded to its :9470.
 exporter_url() { echo "http://127.0.0.1:$(lab port "$1" 9470)"; }
 
@@ -90,15 +93,15 @@ lab_spawn_exporter() { # HOST EXPORTER ARGS...
 lab_start_exporters() { # EXPORTER ARGS...
     local host
     for host in A B; do lab_spawn_exporter "$host" "$@"; done
-    lab_wait_exporters
+    lab_wait_exporters A B
 }
 
-# Waits until the exporters of both VMs answer /-/ready.
-lab_wait_exporters() {
+# Waits until the exporters of the VMs HOST... answer /-/ready.
+lab_wait_exporters() { # HOST...
     local host url deadline
-    for host in A B; do
+    for host in "$@"; do
         url=$(exporter_url "$host")
-        deadline=$((SECONDS + 60))
+        deadline=$((SECONDS + 90))
         until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
             ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
             sleep 0.5
@@ -153,4 +156,42 @@ positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }
 # perftest prints a header row, then the figures.
 perftest_field() { # OUTPUT HEADER_REGEX FIELD
     awk -v re="$2" -v f="$3" '$0 ~ re { getline; print $f; exit }' <<<"$1"
+}
+
+# Starts a Prometheus on a free loopback port with CONFIG (its data and log beside it), adds its
+# pid to the caller's `pids`, sets PROM_API, and waits until it scrapes COUNT exporters of job
+# ibprobe.
+lab_start_prometheus() { # CONFIG COUNT
+    local config=$1 count=$2 dir port deadline
+    dir=$(dirname -- "$config")
+    port=$(free_port)
+    prometheus --config.file="$config" --storage.tsdb.path="$dir/tsdb" \
+        --web.listen-address="127.0.0.1:$port" >"$dir/prometheus.log" 2>&1 &
+    pids+=($!)
+    PROM_API=http://127.0.0.1:$port/api/v1
+    deadline=$((SECONDS + 60))
+    until [[ $(prom_query 'count(up{job="ibprobe"} == 1)') == "$count" ]]; do
+        ((SECONDS < deadline)) || fail "Prometheus does not scrape $count exporters: $(tail -5 "$dir/prometheus.log")"
+        sleep 0.5
+    done
+}
+
+# The exporter configuration of each VM HOST in a mesh lab, DIR/ibprobe-HOST.yml: the mesh on,
+# its peers from DIR/peers.json, a short write_lat module for probes between the hosts.
+lab_write_mesh_configs() { # DIR HOST...
+    local dir=$1 host
+    shift
+    for host in "$@"; do
+        cat >"$dir/ibprobe-$host.yml" <<YAML
+modules:
+  write_lat:
+    kind: write_lat
+    iterations: 20
+    timeout: 30s
+mesh:
+  enabled: true
+  peers_file: $dir/peers.json
+  self: "$(lab_target "$host")"
+YAML
+    done
 }

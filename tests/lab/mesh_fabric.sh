@@ -34,45 +34,22 @@ HOLD=10s
 HOST_ALERT=IbprobeMeshHostUnreachable
 TOR_ALERT=IbprobeMeshTorPairLoss
 
-target() { echo "$(lab addr "$1"):9470"; }
 tor_of() { [[ $1 == A || $1 == B ]] && echo leaf1 || echo leaf2; }
 
 write_configs() {
     cat >"$work/peers.json" <<JSON
-[{"targets": ["$(target A)", "$(target B)"], "labels": {"tor": "leaf1", "gid_family": "ipv4"}},
- {"targets": ["$(target C)", "$(target D)"], "labels": {"tor": "leaf2", "gid_family": "ipv4"}}]
+[{"targets": ["$(lab_target A)", "$(lab_target B)"], "labels": {"tor": "leaf1", "gid_family": "ipv4"}},
+ {"targets": ["$(lab_target C)", "$(lab_target D)"], "labels": {"tor": "leaf2", "gid_family": "ipv4"}}]
 JSON
-    local host
-    for host in "${HOSTS[@]}"; do
-        cat >"$work/ibprobe-$host.yml" <<YAML
-modules:
-  write_lat:
-    kind: write_lat
-    iterations: 20
-    timeout: 30s
-mesh:
-  enabled: true
-  peers_file: $work/peers.json
-  self: "$(target "$host")"
-YAML
-    done
+    lab_write_mesh_configs "$work" "${HOSTS[@]}"
 }
 
 start_exporters() {
-    local host url deadline
+    local host
     for host in "${HOSTS[@]}"; do
-        lab spawn --name exporter "$host" -- "$EXPORTER" --web.listen-address=:9470 \
-            --config.file="$work/ibprobe-$host.yml" >/dev/null \
-            || fail "cannot start the exporter in VM $host"
+        lab_spawn_exporter "$host" "$EXPORTER" --config.file="$work/ibprobe-$host.yml"
     done
-    for host in "${HOSTS[@]}"; do
-        url=$(exporter_url "$host")
-        deadline=$((SECONDS + 90))
-        until curl -fsS -o /dev/null "$url/-/ready" 2>/dev/null; do
-            ((SECONDS < deadline)) || fail "exporter in VM $host not ready: $(lab output --stderr "$host" exporter)"
-            sleep 0.5
-        done
-    done
+    lab_wait_exporters "${HOSTS[@]}"
 }
 
 # One mesh sample of HOST's exposition towards PEER.
@@ -80,7 +57,7 @@ mesh_sample() { # HOST PEER FAMILY
     local body
     # Whole, then searched: awk leaving early would fail curl's write (and the pipeline).
     body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
-    awk -v f="$3" -v p="peer=\"$(target "$2")\"" '
+    awk -v f="$3" -v p="peer=\"$(lab_target "$2")\"" '
         index($0, f "{") == 1 && index($0, p) { print $NF; found = 1; exit }
         END { exit !found }' <<<"$body"
 }
@@ -141,17 +118,7 @@ scrape_configs:
 ${targets}    relabel_configs:
       - {source_labels: [__lab_instance], target_label: instance}
 YAML
-    local port
-    port=$(free_port)
-    prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-        --web.listen-address="127.0.0.1:$port" >"$work/prometheus.log" 2>&1 &
-    pids+=($!)
-    PROM_API=http://127.0.0.1:$port/api/v1
-    local deadline=$((SECONDS + 60))
-    until [[ $(prom_query 'count(up{job="ibprobe"} == 1)') == 4 ]]; do
-        ((SECONDS < deadline)) || fail "Prometheus does not scrape the four exporters: $(tail -5 "$work/prometheus.log")"
-        sleep 0.5
-    done
+    lab_start_prometheus "$work/prometheus.yml" 4
 }
 
 # The results of a query as lines of LABEL=VALUE for the given labels, sorted.

@@ -89,16 +89,7 @@ scrape_configs:
     relabel_configs:
       - {source_labels: [__lab_instance], target_label: instance}
 YAML
-    PROM_PORT=$(free_port)
-    prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-        --web.listen-address="127.0.0.1:$PROM_PORT" >"$work/prometheus.log" 2>&1 &
-    pids+=($!)
-    PROM_API=http://127.0.0.1:$PROM_PORT/api/v1
-    local deadline=$((SECONDS + 60))
-    until [[ $(prom_query 'count(up{job="ibprobe"} == 1)') == 2 ]]; do
-        ((SECONDS < deadline)) || fail "Prometheus does not scrape both exporters: $(tail -5 "$work/prometheus.log")"
-        sleep 0.5
-    done
+    lab_start_prometheus "$work/prometheus.yml" 2
     note "Prometheus scrapes both exporters; rules loaded with $WINDOW windows, for $HOLD"
 }
 
@@ -181,7 +172,7 @@ start_exporters() {
     lab_spawn_exporter A "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool \
         --collector.ethtool.all
     lab_spawn_exporter B "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool
-    lab_wait_exporters
+    lab_wait_exporters A B
     lab_wait_listen A 9471
     note "exporters up in both VMs (ethtool collector: A every statistic, B the RoCE ones)"
 }
