@@ -11,12 +11,13 @@ MeshEndpoint fetch_mesh_endpoint(const std::string& host, const std::string& por
                                  const std::string& shared_secret,
                                  std::chrono::steady_clock::time_point deadline) {
   const peer_auth::InitiatorAuth auth(shared_secret);
-  auto channel =
-      ControlChannel::connect(host, port, ControlChannel::resolve(host, port), deadline, nullptr);
-  channel.send(
-      protocol::Hello{protocol::kProtocolVersion, kSoftwareVersion, auth.challenge(), std::nullopt},
-      deadline);
-  const auto hello = channel.expect<protocol::Hello>(deadline, "the responder's hello");
+  // A responder busy with a run, or still closing the last exchange, says so at once: greet
+  // asks again until the deadline.
+  const StopSignal never_stopped{std::stop_token{}};
+  auto greeting =
+      greet(host, port, ControlChannel::resolve(host, port), deadline, auth, never_stopped);
+  auto& channel = greeting.channel;
+  const auto& hello = greeting.hello;
   auth.verify(hello, channel.peer());
   channel.send(protocol::MeshAddressRequest{auth.mesh_authenticator(hello)}, deadline);
   const auto address = channel.expect<protocol::MeshAddress>(deadline, "the mesh address");
