@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -90,41 +91,46 @@ std::vector<Case> select_cases(const std::vector<std::string>& names) {
 }
 
 std::vector<std::string> validate(const Options& o, const std::vector<Case>& cases) {
-  std::vector<std::string> problems;
   const bool rebuilds =
       cases.empty() || std::find(cases.begin(), cases.end(), Case::kQpRebuild) != cases.end();
-  if (o.messages < 1 || o.messages > kMaxMessages) {
-    problems.push_back(fmt::format("messages must be 1..{}, not {}", kMaxMessages, o.messages));
+  // One row per option: its value, the range it must fall in, and the message when it does not.
+  struct Bound {
+    bool applies;
+    std::uint64_t value, min, max;
+    std::string message;
+  };
+  constexpr auto kUnbounded = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t last_before_end = o.messages > 1 ? o.messages - 1 : 0;
+  const Bound bounds[] = {
+      {true, o.messages, 1, kMaxMessages,
+       fmt::format("messages must be 1..{}, not {}", kMaxMessages, o.messages)},
+      {true, o.recv_delay_ms, 1, kMaxRecvDelayMs,
+       fmt::format("recv delay must be 1..{} ms, not {}", kMaxRecvDelayMs, o.recv_delay_ms)},
+      // The random-sizes messages land in receives of the whole slot, which the responder's
+      // Limits::max_message_size bounds; below 64 bytes nothing is left to draw from.
+      {true, o.max_message_size, 64, kUnbounded,
+       fmt::format("max message size must be 64 bytes at least, not {}", o.max_message_size)},
+      {rebuilds, o.rebuild_after, 1, last_before_end,
+       fmt::format("rebuild_after must be 1..messages-1 ({}), not {}", last_before_end,
+                   o.rebuild_after)},
+      {true, o.inline_size, 64, kUnbounded,
+       fmt::format("inline size must be 64 bytes at least (a checked message's header and "
+                   "trailer), not {}",
+                   o.inline_size)},
+      {true, o.soak_seconds, 1, kUnbounded, "soak time must be 1 s at least"},
+      {true, o.soak_interval_seconds, 1, o.soak_seconds,
+       fmt::format("soak interval must be 1..{} s (the soak time), not {}", o.soak_seconds,
+                   o.soak_interval_seconds)},
+      {true, o.soak_message_size, 64, kUnbounded,
+       fmt::format("soak message size must be 64 bytes at least, not {}", o.soak_message_size)},
+      {true, o.case_timeout_seconds, 5, kUnbounded, "case timeout must be 5 s at least"},
+  };
+  std::vector<std::string> problems;
+  for (const auto& bound : bounds) {
+    if (bound.applies && (bound.value < bound.min || bound.value > bound.max)) {
+      problems.push_back(bound.message);
+    }
   }
-  if (o.recv_delay_ms < 1 || o.recv_delay_ms > kMaxRecvDelayMs) {
-    problems.push_back(
-        fmt::format("recv delay must be 1..{} ms, not {}", kMaxRecvDelayMs, o.recv_delay_ms));
-  }
-  // The random-sizes messages land in receives of the whole slot, which the responder's
-  // Limits::max_message_size bounds; below 64 bytes nothing is left to draw from.
-  if (o.max_message_size < 64) {
-    problems.push_back(
-        fmt::format("max message size must be 64 bytes at least, not {}", o.max_message_size));
-  }
-  if (rebuilds && (o.rebuild_after < 1 || o.rebuild_after >= o.messages)) {
-    problems.push_back(fmt::format("rebuild_after must be 1..messages-1 ({}), not {}",
-                                   o.messages > 1 ? o.messages - 1 : 0, o.rebuild_after));
-  }
-  if (o.inline_size < 64) {
-    problems.push_back(fmt::format(
-        "inline size must be 64 bytes at least (a checked message's header and trailer), not {}",
-        o.inline_size));
-  }
-  if (o.soak_seconds < 1) problems.push_back("soak time must be 1 s at least");
-  if (o.soak_interval_seconds < 1 || o.soak_interval_seconds > o.soak_seconds) {
-    problems.push_back(fmt::format("soak interval must be 1..{} s (the soak time), not {}",
-                                   o.soak_seconds, o.soak_interval_seconds));
-  }
-  if (o.soak_message_size < 64) {
-    problems.push_back(
-        fmt::format("soak message size must be 64 bytes at least, not {}", o.soak_message_size));
-  }
-  if (o.case_timeout_seconds < 5) problems.push_back("case timeout must be 5 s at least");
   return problems;
 }
 

@@ -186,6 +186,23 @@ void print(const SweepOutcome& sweep) {
   }
 }
 
+// Every subcommand talks to one local device port, optionally proving a shared secret.
+void add_local_port_options(CLI::App& command, LocalPort& local, int& port_number,
+                            std::string& secret_file) {
+  command.add_option("-d,--device", local.device, "RDMA device")->required();
+  command.add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  command.add_option("--secret-file", secret_file,
+                     "File holding the shared secret both sides must prove they hold (16 bytes "
+                     "at least)");
+}
+
+// An option whose help shows the value it keeps when not given.
+template <typename T>
+void add_with_default(CLI::App& command, const std::string& name, T& value,
+                      const std::string& help) {
+  command.add_option(name, value, help)->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,27 +213,19 @@ int main(int argc, char** argv) {
 
   auto* serve = app.add_subcommand("serve", "Answer probe requests on a TCP address");
   std::string listen = ":18515";
-  serve->add_option("--listen", listen, "HOST:PORT to accept probes on")->capture_default_str();
-  serve->add_option("-d,--device", local.device, "RDMA device")->required();
-  serve->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  add_with_default(*serve, "--listen", listen, "HOST:PORT to accept probes on");
   std::string secret_file;
-  const char* const secret_help =
-      "File holding the shared secret both sides must prove they hold (16 bytes at least)";
-  serve->add_option("--secret-file", secret_file, secret_help);
+  add_local_port_options(*serve, local, port_number, secret_file);
   Limits serve_limits;
-  serve
-      ->add_option("--max-soak-seconds", serve_limits.max_soak_seconds,
-                   "Longest verify soak this responder serves (past the 120 s cap of other runs)")
-      ->capture_default_str();
+  add_with_default(*serve, "--max-soak-seconds", serve_limits.max_soak_seconds,
+                   "Longest verify soak this responder serves (past the 120 s cap of other runs)");
 
   auto* run = app.add_subcommand("run", "Run one probe against a responder");
   std::string peer, kind = "write_bw";
   std::uint64_t size = 0, iterations = 0;
   std::uint32_t qps = 0;
   run->add_option("peer", peer, "Responder HOST:PORT")->required();
-  run->add_option("-d,--device", local.device, "RDMA device")->required();
-  run->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
-  run->add_option("--secret-file", secret_file, secret_help);
+  add_local_port_options(*run, local, port_number, secret_file);
   std::uint32_t duration = 0;
   bool use_srq = false;
   run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
@@ -234,12 +243,10 @@ int main(int argc, char** argv) {
   std::uint32_t timeout = 0;
   run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
   std::string numa = "auto", peer_numa = "auto";
-  run->add_option("--numa", numa,
-                  "auto (the HCA's node), none, or a node number for CPU and buffers")
-      ->capture_default_str();
-  run->add_option("--peer-numa", peer_numa,
-                  "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
-      ->capture_default_str();
+  add_with_default(*run, "--numa", numa,
+                   "auto (the HCA's node), none, or a node number for CPU and buffers");
+  add_with_default(*run, "--peer-numa", peer_numa,
+                   "The responder's NUMA choice: auto (its HCA's node), none, or a node number");
   std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
   std::uint32_t post_list = 1;
   run->add_option("-Q,--cq-mod", cq_mod,
@@ -249,9 +256,8 @@ int main(int argc, char** argv) {
   run->add_option("-m,--mtu", mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
   run->add_option("-x,--gid-index", gid_index, "This side's GID index (default: RoCE v2 IPv4)");
   run->add_option("--peer-gid-index", peer_gid_index, "The responder's GID index");
-  run->add_option("-l,--post-list", post_list,
-                  "Chain this many work requests into one ibv_post_send (bandwidth)")
-      ->capture_default_str();
+  add_with_default(*run, "-l,--post-list", post_list,
+                   "Chain this many work requests into one ibv_post_send (bandwidth)");
   run->add_option("-s,--size", size, "Message size (default: perftest's)");
   run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
   run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
@@ -290,10 +296,9 @@ int main(int argc, char** argv) {
                   "VARIABLE=V1,V2,...: one run per value of exactly one of " +
                       sweep_variable_names() + ", everything else fixed; reports the knee");
   double knee_threshold = 0.05;
-  run->add_option("--knee-threshold", knee_threshold,
-                  "Sweep knee: the first step after which BW average rises by less than this "
-                  "fraction")
-      ->capture_default_str();
+  add_with_default(*run, "--knee-threshold", knee_threshold,
+                   "Sweep knee: the first step after which BW average rises by less than this "
+                   "fraction");
   std::optional<double> rate_limit;
   std::string rate_units = "Gbps", rate_limiter = "software";
   run->add_option("--rate-limit", rate_limit, "Cap each side's posting rate (bandwidth)");
@@ -314,51 +319,32 @@ int main(int argc, char** argv) {
   std::vector<std::string> case_names;
   verify::Options verify_options;
   verify_command->add_option("peer", verify_peer, "Responder HOST:PORT")->required();
-  verify_command->add_option("-d,--device", local.device, "RDMA device")->required();
-  verify_command->add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
-  verify_command->add_option("--secret-file", secret_file, secret_help);
+  add_local_port_options(*verify_command, local, port_number, secret_file);
   std::string case_help = "Run only this case (repeatable; default: all):";
   for (const auto& c : verify::catalogue()) case_help += " " + std::string(c.name);
   verify_command->add_option("--case", case_names, case_help);
-  verify_command->add_option("--messages", verify_options.messages, "Messages per case")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--recv-delay-ms", verify_options.recv_delay_ms,
-                   "delayed_recv: how long the receiver holds back each re-post")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--seed", verify_options.seed,
-                   "random_sizes: seed of the size sequence (printed in the table)")
-      ->capture_default_str();
-  verify_command->add_flag("--fixed-sizes", verify_options.fixed_sizes,
+  auto& v = verify_options;
+  add_with_default(*verify_command, "--messages", v.messages, "Messages per case");
+  add_with_default(*verify_command, "--recv-delay-ms", v.recv_delay_ms,
+                   "delayed_recv: how long the receiver holds back each re-post");
+  add_with_default(*verify_command, "--seed", v.seed,
+                   "random_sizes: seed of the size sequence (printed in the table)");
+  verify_command->add_flag("--fixed-sizes", v.fixed_sizes,
                            "random_sizes: the fixed boundary-size sequence instead of the seeded");
-  verify_command
-      ->add_option("--max-size", verify_options.max_message_size,
-                   "random_sizes: largest message, the receive buffer's size")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--rebuild-after", verify_options.rebuild_after,
-                   "qp_rebuild: messages before the responder destroys its QP")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--inline", verify_options.inline_size,
-                   "inline_reuse: inline size asked of the QP")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--soak-seconds", verify_options.soak_seconds,
-                   "soak: length (past 120 s only if the responder allows it)")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--soak-size", verify_options.soak_message_size, "soak: message size in bytes")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--soak-interval", verify_options.soak_interval_seconds,
-                   "soak: seconds per reported interval")
-      ->capture_default_str();
-  verify_command
-      ->add_option("--case-timeout", verify_options.case_timeout_seconds,
-                   "Seconds a case may take (the soak: on top of its length)")
-      ->capture_default_str();
+  add_with_default(*verify_command, "--max-size", v.max_message_size,
+                   "random_sizes: largest message, the receive buffer's size");
+  add_with_default(*verify_command, "--rebuild-after", v.rebuild_after,
+                   "qp_rebuild: messages before the responder destroys its QP");
+  add_with_default(*verify_command, "--inline", v.inline_size,
+                   "inline_reuse: inline size asked of the QP");
+  add_with_default(*verify_command, "--soak-seconds", v.soak_seconds,
+                   "soak: length (past 120 s only if the responder allows it)");
+  add_with_default(*verify_command, "--soak-size", v.soak_message_size,
+                   "soak: message size in bytes");
+  add_with_default(*verify_command, "--soak-interval", v.soak_interval_seconds,
+                   "soak: seconds per reported interval");
+  add_with_default(*verify_command, "--case-timeout", v.case_timeout_seconds,
+                   "Seconds a case may take (the soak: on top of its length)");
   CLI11_PARSE(app, argc, argv);
   local.port = static_cast<std::uint8_t>(port_number);
   std::string secret;
