@@ -102,6 +102,40 @@ void add_validation(FamilyBuilder& out, const Labels& base, const probes::Valida
   }
 }
 
+// A rate-limited run: who enforced the cap on each posting side, the cap in bytes per second
+// (a pps cap times the message size) and what that side's posting achieved under it, so
+// achieved / configured says whether the limiter held (<= 1) and how close it came.
+void add_rate_limit(FamilyBuilder& out, const Labels& base, const probes::ProbeOutcome& outcome,
+                    const probes::RateLimit& limit) {
+  const double configured =
+      probes::rate_limit_bytes_per_second(limit, outcome.spec.message_size);
+  auto side = [&](const char* name, const std::optional<probes::RateLimiter>& limiter,
+                  const std::optional<probes::BandwidthStats>& achieved) {
+    const Labels at_side = with(base, {{"side", name}});
+    if (limiter) {
+      out.gauge("rdma_probe_rate_limiter",
+                "1 with the limiter that enforced the rate limit on a posting side: software "
+                "(the posting loop's pacer) or hardware (ibv_modify_qp_rate_limit).",
+                with(at_side, {{"limiter", std::string(probes::to_string(*limiter))}}), 1);
+    }
+    out.gauge("rdma_probe_rate_limit_configured_bytes_per_second",
+              "The rate limit of a posting side, in bytes per second (pps times the message "
+              "size).",
+              at_side, configured);
+    if (achieved) {
+      out.gauge("rdma_probe_rate_limit_achieved_bytes_per_second",
+                "BW average of a rate-limited posting side's own direction.", at_side,
+                achieved->bytes_per_second);
+    }
+  };
+  if (outcome.spec.bidirectional) {
+    side("local", outcome.rate_limiter, outcome.initiator_direction);
+    side("peer", outcome.peer_rate_limiter, outcome.responder_direction);
+  } else {
+    side("local", outcome.rate_limiter, outcome.bandwidth);
+  }
+}
+
 void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutcome& outcome) {
   for (const auto& r : outcome.verify_results) {
     const std::string name(probes::verify::info(r.id).name);
@@ -154,6 +188,9 @@ void add_outcome(FamilyBuilder& out, const Labels& base, const probes::ProbeOutc
               lat->average_ns * 1e-9);
     out.gauge("rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
               lat->transactions_per_second);
+  }
+  if (const auto& limit = outcome.spec.rate_limit; limit && outcome.bandwidth) {
+    add_rate_limit(out, base, outcome, *limit);
   }
   out.gauge("rdma_probe_setup_seconds",
             "Time from the request to the first posted work request (connection, handshake, "
