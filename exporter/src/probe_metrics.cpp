@@ -107,8 +107,7 @@ void add_validation(FamilyBuilder& out, const Labels& base, const probes::Valida
 // achieved / configured says whether the limiter held (<= 1) and how close it came.
 void add_rate_limit(FamilyBuilder& out, const Labels& base, const probes::ProbeOutcome& outcome,
                     const probes::RateLimit& limit) {
-  const double configured =
-      probes::rate_limit_bytes_per_second(limit, outcome.spec.message_size);
+  const double configured = probes::rate_limit_bytes_per_second(limit, outcome.spec.message_size);
   auto side = [&](const char* name, const std::optional<probes::RateLimiter>& limiter,
                   const std::optional<probes::BandwidthStats>& achieved) {
     const Labels at_side = with(base, {{"side", name}});

@@ -266,6 +266,18 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     }
   }
   channel.send(protocol::Ready{}, deadline);
+  if (spec.bidirectional && spec.operation == Operation::kSend && spec.duration_seconds) {
+    // The responder's duration started at another instant: its last sends may still be coming,
+    // and each needs a receive here until its result says it is done.
+    session.receive_until_peer_finished(
+        RunGuard{deadline,
+                 [&channel, &stop] {
+                   throw_if_cancelled(stop);
+                   channel.check_still_open();
+                 },
+                 [&channel] { return channel.has_pending_message(); },
+                 std::chrono::seconds(spec.timeout_seconds)});
+  }
   const auto result = channel.expect<protocol::Result>(deadline, "the responder's result");
   add_checks(outcome, session.preflight_checks(), result.checks, hello.software_version);
   if (const auto& facts = result.facts) {

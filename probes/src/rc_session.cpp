@@ -84,7 +84,10 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
   unsigned spins = 0;
   ibv_wc wcs[kPollBatch];
   RatePacer pacer = software_pacer();
-  while (total_done < total) {
+  // Bidirectional send: the peer sends as many, and each of its messages needs a receive here
+  // until the last one has arrived.
+  const std::uint64_t expected_receives = receives_while_sending() ? total : 0;
+  while (total_done < total || received_ < expected_receives) {
     for (std::size_t q = 0; q < qps_.size(); ++q) {
       // validate() makes the iterations a multiple of the post list: every list is whole.
       while (sent[q] < per_qp && sent[q] - done[q] + spec_.post_list <= spec_.tx_depth &&
@@ -101,8 +104,11 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
       if (++spins % kSpinsPerClockCheck == 0) {
         check(guard,
               "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
-                  " messages done, " + std::to_string(total_sent - total_done) + " in flight; " +
-                  progress_since(last_progress) + ")",
+                  " messages done, " + std::to_string(total_sent - total_done) + " in flight" +
+                  (expected_receives ? ", " + std::to_string(received_) + " of " +
+                                           std::to_string(expected_receives) + " received"
+                                     : std::string()) +
+                  "; " + progress_since(last_progress) + ")",
               context_.get(), port_number_);
       }
       continue;
@@ -110,6 +116,7 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
     const TimestampNs now = steady_now_ns();
     last_progress = now;
     for (int i = 0; i < n; ++i) {
+      if (took_receive(wcs[i])) continue;
       const auto q = static_cast<std::size_t>(wcs[i].wr_id);
       // Each completion closes the batch up to its signaled message: cq_moderation messages,
       // or what is left of the QP's share at the end.
@@ -195,6 +202,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
     const int n = poll(wcs, kPollBatch);
     if (n > 0) last_progress = steady_now_ns();
     for (int i = 0; i < n; ++i) {
+      if (took_receive(wcs[i])) continue;
       auto& s = state[static_cast<std::size_t>(wcs[i].wr_id)];
       const std::uint64_t batch = s.batches.front();
       s.batches.pop_front();
@@ -210,7 +218,35 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
             context_.get(), port_number_);
     }
   }
+  // The responder knows when the initiator is done (its end-of-run message); the initiator
+  // serves the responder's tail once it has said so itself (initiator.cpp).
+  if (receives_while_sending() && guard.peer_finished) receive_until_peer_finished(guard);
   return window.stats(spec_.message_size);
+}
+
+bool RcSession::receives_while_sending() const {
+  return spec_.bidirectional && spec_.operation == Operation::kSend;
+}
+
+bool RcSession::took_receive(const ibv_wc& wc) {
+  if (!(wc.opcode & IBV_WC_RECV)) return false;
+  ++received_;
+  post_receive(srq_ ? 0 : static_cast<std::size_t>(wc.wr_id));
+  return true;
+}
+
+void RcSession::receive_until_peer_finished(const RunGuard& guard) {
+  ibv_wc wcs[kPollBatch];
+  for (unsigned spins = 1;; ++spins) {
+    const int n = poll(wcs, kPollBatch);
+    for (int i = 0; i < n; ++i) took_receive(wcs[i]);
+    if (spins % kSpinsPerClockCheck == 0) {
+      if (guard.peer_finished()) return;
+      check(guard,
+            "the end of the peer's sends (" + std::to_string(received_) + " messages received)",
+            context_.get(), port_number_);
+    }
+  }
 }
 
 // Ping-pong (perftest's run_iter_lat*): post one message, wait for the answer. For write the

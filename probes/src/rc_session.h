@@ -55,6 +55,10 @@ class RcSession : public RcResources {
   // receives posted. RDMA write and read bandwidth need nothing from the responder's CPU.
   void serve_latency(const RunGuard& guard);
   void serve_send_bandwidth(const RunGuard& guard);
+  // Bidirectional send after this side's own sends have drained: the peer may still be posting
+  // (its duration started at another instant), so its messages keep finding receives until
+  // guard.peer_finished says it is done.
+  void receive_until_peer_finished(const RunGuard& guard);
 
   // Correctness probes (validation_loops.cpp). The receiving side of a validating write run
   // verifies what lands in its slots until the initiator says the run is over.
@@ -72,6 +76,12 @@ class RcSession : public RcResources {
   BandwidthStats run_bandwidth_iterations(const RunGuard& guard);
   void exchange(std::uint64_t iteration, TimestampNs sent_at, const RunGuard& guard);
   BandwidthStats run_bandwidth_duration(const RunGuard& guard);
+  // Whether both sides send (perftest's send_bw -b): the peer's messages then complete on this
+  // side's CQ among its own send completions.
+  bool receives_while_sending() const;
+  // A receive completion among the send completions: counted, and its receive posted again at
+  // once so the peer's next message finds one. False for a send completion.
+  bool took_receive(const ibv_wc& wc);
 
   BandwidthStats run_bandwidth_validated(const RunGuard& guard);
   void serve_send_validated(const RunGuard& guard);
@@ -80,6 +90,8 @@ class RcSession : public RcResources {
 
   ValidationReport validation_;
   std::uint64_t corrupt_every_ = 0;
+  // The peer's messages received by a bidirectional send run.
+  std::uint64_t received_ = 0;
 };
 
 }  // namespace ibprobe::probes

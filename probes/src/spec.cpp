@@ -267,10 +267,6 @@ void check_modes(const ProbeSpec& spec, Violations& out) {
     if (!bandwidth) {
       out.push_back(
           "bidirectional applies to bandwidth probes: a ping-pong already goes both ways");
-    } else if (spec.operation == Operation::kSend) {
-      out.push_back(
-          "bidirectional send is not supported: each side would have to keep receives posted "
-          "for the other while it posts its own sends; use write or read");
     }
     if (spec.validation) {
       out.push_back("bidirectional with validation: the validating loops check one direction");

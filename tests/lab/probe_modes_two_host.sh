@@ -3,14 +3,17 @@
 # The perftest modes of a probe, each shown by an effect only the applied mode produces:
 # - bidirectional (-b): both hosts' NICs send the data volume of their direction (netdev tx
 #   bytes), where a one-way run leaves the responder sending ACKs only; the reported BW is the
-#   sum of both directions; ib_write_bw -b on the same devices beside it;
+#   sum of both directions; ib_write_bw -b on the same devices beside it; send -b the same,
+#   both sides keeping receives posted, ib_send_bw -b beside it;
 # - rate limit: BW within the cap and well under the unlimited run of the same module; pps
 #   caps the message rate; the hardware limiter is refused on rxe, auto falls back to software;
 # - message-size sweep (--sizes, -a): one result per size, each with the packet count of its
 #   size, perftest's 23 sizes for -a;
 # - one-variable sweep (--sweep): every step and the knee; two variables are refused;
 # - a sweep module through the exporter: /probe answers with every step's figures labelled by
-#   step, the async API with the table and the knee.
+#   step, the async API with the table and the knee; a sweep over a pps cap shows the
+#   rate-limit families (configured cap, limiter, achieved BW) following the cap on /probe and
+#   /metrics.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary, IBPROBE_EXPORTER
 # the exporter's.
@@ -79,10 +82,39 @@ sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
     [[ -n $(sed -n 's/^direction responder .*messages=\([1-9][0-9]*\).*/\1/p' <<<"$out") ]] \
         || fail "read_bw -b: the responder's direction moved nothing: $out"
     note "read_bw -b: $(grep -o '^bw_average_MiBps=[0-9.]*' <<<"$out")"
-    local rc=0
-    out=$(run_probe -t send_bw -b -n 100 2>&1) || rc=$?
-    ((rc != 0)) && grep -q 'bidirectional send is not supported' <<<"$out" \
-        || fail "send_bw -b was not refused with the reason: $out"
+    check_bidirectional_send
+}
+
+# send_bw -b: both sides post sends and keep receives posted for the other's, perftest's
+# run_iter_bi; each direction's messages left its sender's NIC, and the reported BW is the sum.
+check_bidirectional_send() {
+    local out a0 b0 a1 b1 ini res theirs perftest_bw
+    a0=$(tx_bytes A) b0=$(tx_bytes B)
+    out=$(run_probe -t send_bw -b -D 6 -s 65536 -u 18) || fail "send_bw -b failed: $out"
+    a1=$(tx_bytes A) b1=$(tx_bytes B)
+    ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
+    res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
+    [[ -n $ini && -n $res ]] || fail "send_bw -b reports no direction figures: $out"
+    check "$((a1 - a0)) >= $res * 65536 and $((b1 - b0)) >= $ini * 65536 and $res > 0 and $ini > 0" \
+        "send_bw -b: responder NIC sent $((a1 - a0)) bytes for $res messages, initiator $((b1 - b0)) for $ini: $out"
+    # Each side received what the other sent: the receive side's hw_counters saw it.
+    grep -Eq 'delta side=local counter=hw_counters/rcvd_pkts status=valid value=[1-9]' <<<"$out" \
+        || fail "send_bw -b: the initiator received nothing: $out"
+    python3 -c "
+import re, sys
+out = sys.argv[1]
+d = [float(x) for x in re.findall(r'^direction \w+ bw_average_MiBps=([0-9.]+)', out, re.M)]
+total = float(re.search(r'^bw_average_MiBps=([0-9.]+)', out, re.M).group(1))
+sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
+        || fail "send_bw -b: BW average is not the sum of both directions: $out"
+    local ours
+    ours=$(grep -Eo '^(bw_average_MiBps|direction \w+ bw_average_MiBps)=?[0-9.=a-zA-Z_ ]*' <<<"$out" | sed 's/ msg_rate.*//' | tr '\n' ' ')
+    out=$(run_probe -t send_bw -b -n 300 -s 65536 --use-srq) || fail "send_bw -b -n 300 --use-srq failed: $out"
+    grep -Eq '^direction responder .*messages=300\b' <<<"$out" && grep -Eq '^direction initiator .*messages=300\b' <<<"$out" \
+        || fail "send_bw -b -n 300 --use-srq: not 300 messages each way: $out"
+    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 -u 18 --report_gbits 2>&1 | tail -n 20)
+    perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
+    note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u 18: BW average ${perftest_bw:-?} Gb/s"
 }
 
 check_rate_limit() {
@@ -184,6 +216,8 @@ check_sweep_through_exporter() {
     cat >"$work/ibprobe.yml" <<'YAML'
 modules:
   sizes: {kind: write_bw, iterations: 200, message_size: [4096, 16384, 65536], timeout: 30s}
+  capped: {kind: write_bw, duration: 4s, margin: 1s, message_size: 4096, cq_moderation: 1,
+           rate_limit: {value: 100, unit: pps}, sweep: {rate_limit: [100, 300]}, timeout: 30s}
 allowed_targets: [10.99.0.0/24]
 YAML
     lab_start_exporters "$EXPORTER" --config.file="$work/ibprobe.yml"
@@ -214,8 +248,42 @@ for s in steps:
 print("async table:", [(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in steps],
       "knee:", sweep["knee"])
 PY
+    check_rate_limit_metrics "$url"
     note "async API sweep: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print([(s["value"], round(s["result"]["bandwidth"]["mebibytes_per_second"], 2)) for s in r["sweep"]["steps"]], "knee", r["sweep"]["knee"])' "$result")"
     rm -rf "$work"
+}
+
+# The rate-limit families follow the module's cap: a sweep over it gives, per step, the cap in
+# bytes per second (pps x 4 KiB), the limiter that enforced it and a BW within it.
+check_rate_limit_metrics() { # EXPORTER_URL
+    local url=$1 metrics last
+    metrics=$(curl -fsS "$url/probe?target=$(lab addr A):9471&module=capped") || fail "/probe of the capped module failed"
+    grep -qx 'probe_success 1' <<<"$metrics" || fail "capped /probe did not succeed: $metrics"
+    last=$(curl -fsS "$url/metrics") || fail "/metrics failed"
+    python3 - "$metrics" "$last" <<'PY' || fail "rate-limit metrics do not follow the cap: $metrics"
+import re, sys
+probe, last = sys.argv[1], sys.argv[2]
+def value(text, name, labels):
+    m = re.search(r'^' + name + r'\{' + labels + r'\} (\S+)$', text, re.M)
+    assert m, f"no {name}{{{labels}}}"
+    return float(m.group(1))
+achieved = []
+for step, pps in ((0, 100), (1, 300)):
+    at = f'step="{step}",side="local"'
+    configured = value(probe, "rdma_probe_rate_limit_configured_bytes_per_second", at)
+    assert configured == pps * 4096, (step, configured)
+    assert value(probe, "rdma_probe_rate_limiter", at + ',limiter="software"') == 1
+    got = value(probe, "rdma_probe_rate_limit_achieved_bytes_per_second", at)
+    # The 2 s window counts whole messages: one more at each edge is 2 x 4 KiB / 2 s.
+    assert 0.5 * configured <= got <= configured * 1.02 + 4096, (step, got, configured)
+    assert got == value(probe, "rdma_probe_bandwidth_bytes_per_second", f'step="{step}"')
+    achieved.append(got)
+    assert value(last, "rdma_probe_rate_limit_configured_bytes_per_second",
+                 r'target="[^"]*",module="capped",' + at) == configured
+assert achieved[1] > 2 * achieved[0], achieved
+print(" ".join(f"{c} pps: {a / 4096:.1f} messages/s" for c, a in zip((100, 300), achieved)))
+PY
+    note "rate-limit metrics: $(grep -E '^rdma_probe_rate_limit' <<<"$metrics" | tr '\n' ' ')"
 }
 
 main() {

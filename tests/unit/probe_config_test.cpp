@@ -543,8 +543,11 @@ TEST(ProbeConfigModesTest, BidirectionalAndRateLimitReachTheSpec) {
   expect_error_at(one_module("    rate_limit: {value: 1, unit: Tbps}\n"), 4,
                   "must be Gbps, MiBps or pps");
   expect_error_at(one_module("    rate_limit: {value: 0}\n"), 4, "above 0");
-  expect_error_at("modules:\n  m:\n    kind: send_bw\n    bidirectional: true\n", 3,
-                  "bidirectional send is not supported");
+  expect_error_at("modules:\n  m:\n    kind: write_lat\n    bidirectional: true\n", 3,
+                  "bidirectional applies to bandwidth probes");
+  const auto send_both_ways =
+      parse_ok("modules:\n  m:\n    kind: send_bw\n    bidirectional: true\n");
+  EXPECT_TRUE(send_both_ways.modules.at("m").spec.bidirectional);
 }
 
 TEST(ProbeConfigModesTest, AListOfSizesIsASweepOverMessageSize) {
