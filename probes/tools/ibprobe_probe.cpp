@@ -286,8 +286,9 @@ int main(int argc, char** argv) {
       ->group("Test faults");
   bool bidirectional = false, all_sizes = false;
   run->add_flag("-b,--bidirectional", bidirectional,
-                "Both sides post at once (bandwidth, write and read); the sum of both directions "
-                "is reported, as perftest's -b");
+                "Both sides post at once (bandwidth: write, read and send, each side keeping "
+                "receives posted for the other's sends); the sum of both directions is reported, "
+                "as perftest's -b");
   run->add_flag("-a,--all", all_sizes,
                 "One run per message size 2 .. 8 MiB, doubling (perftest's -a), each reported");
   std::string sizes, sweep_text;
