@@ -161,6 +161,15 @@ std::uint32_t fill_checked(std::uint8_t* slot, std::uint64_t length, std::size_t
   return static_cast<std::uint32_t>(length);
 }
 
+// Message `sequence` of QP q, `length` bytes of checked payload, posted from its slot of the
+// `slots` the QP cycles through (a slot is reused only once its previous message completed).
+void send_checked(Endpoint& ep, std::size_t q, std::uint64_t sequence, std::size_t slots,
+                  std::uint64_t length = kMessageBytes) {
+  const auto slot = static_cast<std::size_t>(sequence % slots);
+  fill_checked(ep.send_slot(q, slot), length, q, ep.generation(q), sequence);
+  ep.send(q, slot, static_cast<std::uint32_t>(length), ep.wr_id(q, sequence));
+}
+
 // ------------------------------------------------------------------------------- receiving
 
 // The responder's receiver for the payload::fill cases: `expected` messages over the QPs
@@ -258,9 +267,7 @@ ValidationReport duplex(Endpoint& ep, std::uint64_t count, const Guard& guard,
   const std::uint32_t depth = ep.layout().send_slots;
   for (unsigned spins = 1; done < count || checker.report.messages_received < count; ++spins) {
     while (sent < count && sent - done < depth) {
-      const auto slot = static_cast<std::size_t>(sent % depth);
-      fill_checked(ep.send_slot(0, slot), kMessageBytes, 0, ep.generation(0), sent);
-      ep.send(0, slot, kMessageBytes, ep.wr_id(0, sent));
+      send_checked(ep, 0, sent, depth);
       ++sent;
     }
     const int n = ep.poll(wcs, kPollBatch);
@@ -611,9 +618,7 @@ struct Initiator {
     for (unsigned spins = 1; done < count || (!victim && refusal.empty()); ++spins) {
       if (!injected && sent >= count / 2) inject();
       while (sent < count && sent - done < kDepth && (injected || sent < count / 2)) {
-        const auto slot = static_cast<std::size_t>(sent % kDepth);
-        fill_checked(ep.send_slot(1, slot), kMessageBytes, 1, ep.generation(1), sent);
-        ep.send(1, slot, kMessageBytes, ep.wr_id(1, sent));
+        send_checked(ep, 1, sent, kDepth);
         ++sent;
       }
       const int n = ep.poll(wcs, kPollBatch);
@@ -677,9 +682,7 @@ struct Initiator {
     ibv_wc wcs[kPollBatch];
     for (unsigned spins = 1; done < count && !second; ++spins) {
       while ((!loss || resumed) && sent < count && sent - done < kDepth) {
-        const auto slot = static_cast<std::size_t>(sent % kDepth);
-        fill_checked(ep.send_slot(0, slot), kMessageBytes, 0, ep.generation(0), sent);
-        ep.send(0, slot, kMessageBytes, ep.wr_id(0, sent));
+        send_checked(ep, 0, sent, kDepth);
         ++sent;
       }
       const int n = ep.poll(wcs, kPollBatch);
@@ -861,9 +864,7 @@ struct Initiator {
     for (unsigned spins = 1; !failure; ++spins) {
       const bool posting = Clock::now() < stop;
       while (posting && sent - done < depth) {
-        const auto slot = static_cast<std::size_t>(sent % depth);
-        fill_checked(ep.send_slot(0, slot), length, 0, ep.generation(0), sent);
-        ep.send(0, slot, length, ep.wr_id(0, sent));
+        send_checked(ep, 0, sent, depth, length);
         ++sent;
       }
       if (!posting && done == sent) break;
