@@ -20,7 +20,9 @@ lab() { "$LAB_SH" "$@"; }
 # For the tests that run the exporter in the VMs: EXPORTER, the binary, and RUNNER, the rule
 # and dashboard query runner.
 lab_exporter_test() {
+    # shellcheck disable=SC2034  # used by the sourcing test
     EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+    # shellcheck disable=SC2034  # used by the sourcing test
     RUNNER=$LAB_TEST_ROOT/tests/dashboards/run_queries.py
 }
 

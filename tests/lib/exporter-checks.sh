@@ -2,6 +2,7 @@
 # Shared by the end-to-end scripts that run one exporter logging to $work/exporter.log (sourced
 # after scratch.sh): failing with that log's tail, and waiting for a condition.
 
+# shellcheck disable=SC2154  # $work is scratch.sh's
 fail() {
   echo "FAIL: $*" >&2
   tail -n 30 "$work/exporter.log" >&2 || true
