@@ -433,7 +433,11 @@ qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
     # lines; the emulated UART is slow, full info level costs seconds).
     # TSC as clocksource: under TCG the kernel would fall back to HPET, where every
     # clock_gettime() is a trapped MMIO read costing microseconds, which distorts latency probes.
+    # tsc=reliable turns off the watchdog that would catch a wrongly calibrated TSC, so the
+    # frequency is given, not calibrated: a VM booting on a busy host once took the PIT's
+    # reading (407 MHz against the HPET's 2594 MHz) and its clock ran six times too fast.
     local append="console=ttyS0 panic=-1 loglevel=6 clocksource=tsc tsc=reliable"
+    [[ -n $HOST_TSC_KHZ ]] && append+=" tsc_early_khz=$HOST_TSC_KHZ"
     append+=" lab.host=$host lab.mode=$mode"
     append+=" lab.addr=$addr lab.mgmt_mac=$mgmt_mac"
     local user="user,id=u0,restrict=on,net=10.0.2.0/24,ipv6=off"
@@ -519,6 +523,52 @@ wait_until_ready() { # DEADLINE_MS HOST...
             return 1
         fi
         sleep 0.2
+    done
+}
+
+# The host's TSC frequency in kHz, which a TCG guest's TSC runs at (QEMU reads the host's
+# counter for the guest's RDTSC); empty when it cannot be measured (not x86-64, no python3).
+host_tsc_khz() {
+    python3 - 2>/dev/null <<'PY' || true
+import ctypes, mmap, time
+# rdtsc; shl rdx, 32; or rax, rdx; ret
+code = bytes([0x0F, 0x31, 0x48, 0xC1, 0xE2, 0x20, 0x48, 0x09, 0xD0, 0xC3])
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+rdtsc = ctypes.CFUNCTYPE(ctypes.c_uint64)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+rates = []
+for _ in range(5):
+    t0, c0 = time.monotonic_ns(), rdtsc()
+    time.sleep(0.1)
+    c1, t1 = rdtsc(), time.monotonic_ns()
+    rates.append((c1 - c0) * 1e6 / (t1 - t0))
+print(round(sorted(rates)[2]))
+PY
+}
+
+# Every VM's clock runs at the host's rate: a guest whose clock runs fast times everything out
+# early (pings, probes) and sends at a multiple of its configured rates. Guest uptime against
+# host time over 4 s, each read timed by the host; 20 % covers the time an exec takes to start.
+check_clocks() { # HOST...
+    local host t u
+    local -A host0 guest0
+    for host in "$@"; do
+        t=$(now_ms)
+        u=$("$SELF" exec --timeout 30 "$host" -- cat /proc/uptime) || return 1
+        host0[$host]=$(((t + $(now_ms)) / 2))
+        guest0[$host]=${u%% *}
+    done
+    sleep 4
+    for host in "$@"; do
+        t=$(now_ms)
+        u=$("$SELF" exec --timeout 30 "$host" -- cat /proc/uptime) || return 1
+        if ! awk -v h=$((((t + $(now_ms)) / 2) - host0[$host])) -v g0="${guest0[$host]}" -v g1="${u%% *}" \
+            'BEGIN { r = (g1 - g0) * 1000 / h; printf "%.2f\n", r; exit !(r > 0.8 && r < 1.25) }' \
+            >"$RUN_DIR/clock-$host"; then
+            say "error: VM $host's clock runs at $(<"$RUN_DIR/clock-$host") times the host's (TSC calibration, see its console)"
+            console_tail "$host" 10
+            return 1
+        fi
     done
 }
 
@@ -642,6 +692,8 @@ cmd_up() {
     start=$(now_ms)
     local mode_name=$mode-host
     [[ $mode == fabric ]] && mode_name=fabric
+    HOST_TSC_KHZ=$(host_tsc_khz)
+    [[ -n $HOST_TSC_KHZ ]] || say "warning: cannot measure the host's TSC frequency; the VMs calibrate it"
     say "booting VM ${hosts[*]} ($mode_name mode, ${VM_SMP} vCPU, ${VM_MEM} MiB, TCG)"
     for host in "${hosts[@]}"; do
         # shellcheck disable=SC2086  # fwds is a word list
@@ -651,6 +703,10 @@ cmd_up() {
         }
     done
     if ! wait_until_ready $((start + BOOT_TIMEOUT * 1000)) "${hosts[@]}"; then
+        cmd_down >/dev/null 2>&1 || true
+        exit 1
+    fi
+    if ! check_clocks "${hosts[@]}"; then
         cmd_down >/dev/null 2>&1 || true
         exit 1
     fi

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "mesh_fabric_peers.h"
 #include "mesh_peers.h"
 #include "probe_config.h"
 
@@ -17,6 +18,7 @@ void print_plan(const MeshFabric& fabric, std::size_t self,
     nlohmann::ordered_json line;
     if (with_self) line["self"] = fabric.peers()[self].target;
     line["peer"] = fabric.peers()[ping.peer].target;
+    line["peer_tor"] = fabric.peers()[ping.peer].tor;
     line["reason"] = to_string(ping.reason);
     line["rate"] = ping.rate_hz;
     out << line.dump() << '\n';
@@ -38,15 +40,16 @@ int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
   if (!config.mesh_peers_file.empty() || !config.mesh_peers_dns.empty()) {
     mesh.peers_file = config.mesh_peers_file;
     mesh.peers_dns = config.mesh_peers_dns;
+    mesh.peers_fabric.reset();
   }
   if (!config.mesh_self.empty()) mesh.self = config.mesh_self;
   if (!mesh.peers_file.empty() && !mesh.peers_dns.empty()) {
     err << "ibprobe_exporter: --mesh.plan: give either --mesh.peers-file or --mesh.peers-dns\n";
     return 2;
   }
-  if (mesh.peers_file.empty() && mesh.peers_dns.empty()) {
-    err << "ibprobe_exporter: --mesh.plan needs --mesh.peers-file=FILE or "
-           "--mesh.peers-dns=NAME:PORT\n";
+  if (mesh.peers_file.empty() && mesh.peers_dns.empty() && !mesh.peers_fabric) {
+    err << "ibprobe_exporter: --mesh.plan needs --mesh.peers-file=FILE, "
+           "--mesh.peers-dns=NAME:PORT or peers_fabric in --config.file\n";
     return 2;
   }
   if (mesh.self.empty()) {
@@ -54,8 +57,9 @@ int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
     return 2;
   }
   try {
-    const MeshFabric fabric(mesh.peers_file.empty() ? resolve_dns_peers(mesh.peers_dns)
-                                                    : load_file_sd(mesh.peers_file));
+    const MeshFabric fabric(!mesh.peers_file.empty() ? load_file_sd(mesh.peers_file)
+                            : mesh.peers_fabric      ? discover_mesh_peers(*mesh.peers_fabric)
+                                                     : resolve_dns_peers(mesh.peers_dns));
     const auto at =
         config.mesh_at
             ? std::chrono::system_clock::time_point(std::chrono::seconds(*config.mesh_at))

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "mesh_fabric_peers.h"
 #include "mesh_metrics.h"
 #include "mesh_peers.h"
 
@@ -40,10 +41,9 @@ std::string host_of(const std::string& target) {
   return host;
 }
 
-std::vector<MeshPeer> load_peers(const MeshConfig& mesh) {
-  if (!mesh.peers_file.empty()) return load_file_sd(mesh.peers_file);
-  return resolve_dns_peers(mesh.peers_dns);
-}
+// The fabric is rediscovered at most this often for the peer list (as /fabric's default
+// discovery interval): a discovery costs SMPs to every node, a reread of a file nothing.
+constexpr auto kFabricPeersInterval = std::chrono::minutes(5);
 
 struct PlannedPeer {
   std::string target;
@@ -55,6 +55,8 @@ struct PlannedPeer {
 
 struct MeshRunner::State {
   Options options;
+  std::vector<MeshPeer> fabric_peers;  // the last discovery's, for peers_fabric
+  std::optional<Clock::time_point> fabric_discovered_at;
   std::unique_ptr<probes::UdPinger> pinger;
   std::unique_ptr<MeshMetrics> metrics;
   int wake_fd = -1;  // eventfd: the ping thread's poll() returns when the plan or endpoints change
@@ -68,6 +70,17 @@ struct MeshRunner::State {
   std::atomic<std::uint64_t> generation = 0;
   std::thread control_thread;
   std::thread ping_thread;
+
+  std::vector<MeshPeer> load_peers() {
+    const auto& mesh = options.mesh;
+    if (!mesh.peers_file.empty()) return load_file_sd(mesh.peers_file);
+    if (!mesh.peers_fabric) return resolve_dns_peers(mesh.peers_dns);
+    if (!fabric_discovered_at || Clock::now() - *fabric_discovered_at >= kFabricPeersInterval) {
+      fabric_peers = discover_mesh_peers(*mesh.peers_fabric);
+      fabric_discovered_at = Clock::now();
+    }
+    return fabric_peers;
+  }
 
   void wake_pinger() const {
     const std::uint64_t one = 1;
@@ -86,7 +99,7 @@ struct MeshRunner::State {
 
   void replan() {
     try {
-      const MeshFabric fabric(load_peers(options.mesh));
+      const MeshFabric fabric(load_peers());
       const auto self = fabric.find(options.mesh.self);
       if (!self) {
         spdlog::warn("mesh: {} is no longer in the peer list; pinging nobody", options.mesh.self);
@@ -284,11 +297,13 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
   auto& s = *state_;
   s.options = std::move(options);
   const auto& mesh = s.options.mesh;
-  if (mesh.peers_file.empty() == mesh.peers_dns.empty()) {
-    throw std::invalid_argument("mesh: give one of peers_file and peers_dns");
+  if ((mesh.peers_file.empty() ? 0 : 1) + (mesh.peers_dns.empty() ? 0 : 1) +
+          (mesh.peers_fabric ? 1 : 0) !=
+      1) {
+    throw std::invalid_argument("mesh: give one of peers_file, peers_dns and peers_fabric");
   }
   if (mesh.self.empty()) throw std::invalid_argument("mesh: self is not set");
-  const MeshFabric fabric(load_peers(mesh));
+  const MeshFabric fabric(s.load_peers());
   const auto self = fabric.find(mesh.self);
   if (!self) throw std::invalid_argument("mesh: self " + mesh.self + " is not in the peer list");
   s.pinger = std::make_unique<probes::UdPinger>(s.options.local);

@@ -468,13 +468,31 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
 void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(node, "mesh",
-                      {"enabled", "peers_file", "peers_dns", "self", "peer_rate", "host_budget",
-                       "epoch", "host_pairs_per_tor_pair", "min_watchers"});
+                      {"enabled", "peers_file", "peers_dns", "peers_fabric", "self", "peer_rate",
+                       "host_budget", "epoch", "host_pairs_per_tor_pair", "min_watchers"});
   if (node["enabled"]) mesh.enabled = boolean(node["enabled"], "enabled");
   if (node["peers_file"]) mesh.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["peers_dns"]) mesh.peers_dns = scalar(node["peers_dns"], "peers_dns");
-  if (node["peers_file"] && node["peers_dns"]) {
-    fail(node["peers_dns"], "give either peers_file or peers_dns, not both");
+  if (const auto fabric = node["peers_fabric"]) {
+    require_map(fabric, "peers_fabric");
+    reject_unknown_keys(fabric, "peers_fabric", {"exporter_port", "ca", "ca_port"});
+    auto& source = mesh.peers_fabric.emplace();
+    if (fabric["exporter_port"]) {
+      source.exporter_port = std::to_string(
+          unsigned_value(fabric["exporter_port"], "peers_fabric.exporter_port", 65535));
+      if (source.exporter_port == "0") {
+        fail(fabric["exporter_port"], "peers_fabric.exporter_port must be a port, 1 to 65535");
+      }
+    }
+    if (fabric["ca"]) source.ca = scalar(fabric["ca"], "peers_fabric.ca");
+    if (fabric["ca_port"]) {
+      source.ca_port =
+          static_cast<int>(unsigned_value(fabric["ca_port"], "peers_fabric.ca_port", 255));
+    }
+  }
+  if ((node["peers_file"] ? 1 : 0) + (node["peers_dns"] ? 1 : 0) + (node["peers_fabric"] ? 1 : 0) >
+      1) {
+    fail(node, "give one of peers_file, peers_dns and peers_fabric, not several");
   }
   if (node["self"]) mesh.self = scalar(node["self"], "self");
   auto& policy = mesh.policy;

@@ -11,22 +11,9 @@ exporter_bin=$1
 fixture_bin=$2
 # shellcheck source=tests/lib/scratch.sh
 source "$(dirname "$0")/../lib/scratch.sh"
+# shellcheck source=tests/lib/exporter-checks.sh
+source "$(dirname "$0")/../lib/exporter-checks.sh"
 scratch_begin ibprobe-hostile
-
-fail() {
-  echo "FAIL: $*" >&2
-  tail -n 30 "$work/exporter.log" >&2 || true
-  exit 1
-}
-
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
 
 checks=0
 # expect STATUS DESCRIPTION CURL_ARGS...: the request must be answered with STATUS.

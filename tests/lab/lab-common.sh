@@ -5,14 +5,26 @@
 # Environment:
 #   IBPROBE_LAB_SH     lab.sh to use (default: deploy/lab/lab.sh of this tree)
 #   IBPROBE_LAB_STATE  lab state dir (default: $TMPDIR/ibprobe-lab-test)
+#   IBPROBE_EXPORTER   the exporter binary, for the tests that call lab_exporter_test
 
 LAB_TEST_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/lib/scratch.sh
+source "$LAB_TEST_ROOT/tests/lib/scratch.sh"
 LAB_SH=${IBPROBE_LAB_SH:-$LAB_TEST_ROOT/deploy/lab/lab.sh}
 export IBPROBE_LAB_STATE=${IBPROBE_LAB_STATE:-${TMPDIR:-/tmp}/ibprobe-lab-test}
 LAB_STARTED=0
 LAB_TEST_START_MS=0
 
 lab() { "$LAB_SH" "$@"; }
+
+# For the tests that run the exporter in the VMs: EXPORTER, the binary, and RUNNER, the rule
+# and dashboard query runner.
+lab_exporter_test() {
+    # shellcheck disable=SC2034  # used by the sourcing test
+    EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
+    # shellcheck disable=SC2034  # used by the sourcing test
+    RUNNER=$LAB_TEST_ROOT/tests/dashboards/run_queries.py
+}
 
 now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
 
@@ -45,6 +57,17 @@ lab_test_end() {
         note "FAILED (exit $rc); console logs in $IBPROBE_LAB_STATE/logs"
     fi
     exit "$rc"
+}
+
+# Runs COMMAND every second until it succeeds; fails the test after SECONDS.
+wait_for() { # SECONDS DESCRIPTION COMMAND...
+    local limit=$1 what=$2
+    local deadline=$((SECONDS + limit))
+    shift 2
+    until "$@"; do
+        ((SECONDS < deadline)) || fail "$what not within $limit s"
+        sleep 1
+    done
 }
 
 # Boots the lab; the EXIT trap takes it down again.
@@ -177,10 +200,15 @@ lab_start_prometheus() { # CONFIG COUNT
 }
 
 # The exporter configuration of each VM HOST in a mesh lab, DIR/ibprobe-HOST.yml: the mesh on,
-# its peers from DIR/peers.json, a short write_lat module for probes between the hosts.
-lab_write_mesh_configs() { # DIR HOST...
-    local dir=$1 host
+# its peers from DIR/peers.json (each pinged PEER_RATE times a second, default the exporter's),
+# a short write_lat module for probes between the hosts.
+lab_write_mesh_configs() { # DIR [--peer-rate=PEER_RATE] HOST...
+    local dir=$1 host rate=
     shift
+    if [[ $1 == --peer-rate=* ]]; then
+        rate="  peer_rate: ${1#*=}"
+        shift
+    fi
     for host in "$@"; do
         cat >"$dir/ibprobe-$host.yml" <<YAML
 modules:
@@ -192,6 +220,24 @@ mesh:
   enabled: true
   peers_file: $dir/peers.json
   self: "$(lab_target "$host")"
+${rate}
 YAML
     done
+}
+
+# One mesh sample of HOST's exposition towards PEER: FAMILY, with an optional label substring.
+mesh_sample() { # HOST PEER FAMILY [LABEL_SUBSTRING]
+    local body
+    # Whole, then searched: awk leaving early would fail curl's write (and the pipeline).
+    body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
+    awk -v f="$3" -v p="peer=\"$(lab_target "$2")\"" -v l="${4:-}" '
+        index($0, f "{") == 1 && index($0, p) && index($0, l) { print $NF; found = 1; exit }
+        END { exit !found }' <<<"$body"
+}
+
+# Whether HOST has had at least COUNT of its pings to PEER answered.
+answered_at_least() { # HOST PEER COUNT
+    local n
+    n=$(mesh_sample "$1" "$2" rdma_mesh_rtt_seconds_count) || return 1
+    ((${n%.*} >= $3))
 }

@@ -15,15 +15,9 @@
 set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/scratch.sh"
-
-EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
-ROOT=$LAB_TEST_ROOT
-RUNNER=$ROOT/tests/dashboards/run_queries.py
+lab_exporter_test
 # Short windows, so a cut shows in the loss ratio within seconds and restoring clears it soon.
 WINDOW=20s
-
 
 write_configs() {
     cat >"$work/peers.json" <<JSON
@@ -38,31 +32,6 @@ start_exporters() {
         lab_spawn_exporter "$host" "$EXPORTER" --config.file="$work/ibprobe-$host.yml"
     done
     lab_wait_exporters A B
-}
-
-# One mesh sample of HOST's exposition towards PEER: FAMILY with an optional extra label match.
-mesh_sample() { # HOST PEER FAMILY [LABEL_SUBSTRING]
-    local body
-    # Whole, then searched: awk leaving early would fail curl's write (and the pipeline).
-    body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
-    awk -v f="$3" -v p="peer=\"$(lab_target "$2")\"" -v l="${4:-}" '
-        index($0, f "{") == 1 && index($0, p) && index($0, l) { print $NF; found = 1; exit }
-        END { exit !found }' <<<"$body"
-}
-
-wait_for() { # SECONDS DESCRIPTION COMMAND...
-    local deadline=$((SECONDS + $1)) what=$2
-    shift 2
-    until "$@"; do
-        ((SECONDS < deadline)) || fail "$what not within the deadline"
-        sleep 1
-    done
-}
-
-answered_at_least() { # HOST PEER COUNT
-    local n
-    n=$(mesh_sample "$1" "$2" rdma_mesh_rtt_seconds_count) || return 1
-    ((${n%.*} >= $3))
 }
 
 check_pings_flow() {
@@ -86,7 +55,7 @@ check_pings_flow() {
 
 start_prometheus() {
     mkdir -p "$work/rules"
-    python3 "$RUNNER" adapt-rules "$work/rules" "$ROOT"/dashboards/prometheus/ibprobe-mesh.rules.yml \
+    python3 "$RUNNER" adapt-rules "$work/rules" "$LAB_TEST_ROOT"/dashboards/prometheus/ibprobe-mesh.rules.yml \
         --window "$WINDOW" --for 0s
     # `instance` is the host as the peer list names it, so a pair's two ends join in the rules.
     cat >"$work/prometheus.yml" <<YAML

@@ -19,12 +19,7 @@
 set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/scratch.sh"
-
-EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
-ROOT=$LAB_TEST_ROOT
-RUNNER=$ROOT/tests/dashboards/run_queries.py
+lab_exporter_test
 LOSS_PERCENT=${IBPROBE_LAB_LOSS_PERCENT:-2}
 WINDOW=2m
 HOLD=4s
@@ -74,7 +69,7 @@ moved() { # ANSWER SIDE
 
 start_prometheus() {
     mkdir -p "$work/rules"
-    python3 "$RUNNER" adapt-rules "$work/rules" "$ROOT"/dashboards/prometheus/*.rules.yml \
+    python3 "$RUNNER" adapt-rules "$work/rules" "$LAB_TEST_ROOT"/dashboards/prometheus/*.rules.yml \
         --window "$WINDOW" --for "$HOLD"
     cat >"$work/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, evaluation_interval: 1s}

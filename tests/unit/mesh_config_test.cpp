@@ -58,8 +58,36 @@ TEST(MeshConfig, RefusesBadValuesSayingWhere) {
   EXPECT_NE(error_of("  epoch: 0s\n").find("epoch must be at least 1s"), std::string::npos);
   EXPECT_NE(error_of("  host_pairs_per_tor_pair: 0\n").find(">= 1"), std::string::npos);
   EXPECT_NE(error_of("  enabled: sometimes\n").find("enabled"), std::string::npos);
-  EXPECT_NE(error_of("  peers_file: a\n  peers_dns: b:1\n").find("not both"), std::string::npos);
+  EXPECT_NE(error_of("  peers_file: a\n  peers_dns: b:1\n").find("not several"), std::string::npos);
   EXPECT_NE(error_of("  rate: 1\n").find("unknown field 'rate' in mesh"), std::string::npos);
+}
+
+TEST(MeshConfig, ReadsTheFabricPeerSource) {
+  const auto parsed =
+      parse_mesh("  peers_fabric:\n    exporter_port: 9100\n    ca: mlx5_1\n    ca_port: 2\n");
+  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed)) << std::get<std::string>(parsed);
+  const auto& fabric = std::get<ProbeConfig>(parsed).mesh.peers_fabric;
+  ASSERT_TRUE(fabric);
+  EXPECT_EQ(fabric->exporter_port, "9100");
+  EXPECT_EQ(fabric->ca, "mlx5_1");
+  EXPECT_EQ(fabric->ca_port, 2);
+
+  const auto defaults = parse_mesh("  peers_fabric: {}\n");
+  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(defaults)) << std::get<std::string>(defaults);
+  EXPECT_EQ(std::get<ProbeConfig>(defaults).mesh.peers_fabric->exporter_port, "9470");
+  EXPECT_TRUE(std::get<ProbeConfig>(defaults).mesh.peers_fabric->ca.empty());
+}
+
+TEST(MeshConfig, RefusesABadFabricPeerSource) {
+  EXPECT_NE(error_of("  peers_fabric:\n    exporter_port: 0\n").find("1 to 65535"),
+            std::string::npos);
+  EXPECT_NE(error_of("  peers_fabric:\n    exporter_port: 70000\n").find("exporter_port"),
+            std::string::npos);
+  EXPECT_NE(error_of("  peers_fabric:\n    port: 9470\n").find("unknown field 'port'"),
+            std::string::npos);
+  EXPECT_NE(error_of("  peers_fabric: yes\n").find("peers_fabric"), std::string::npos);
+  EXPECT_NE(error_of("  peers_file: a\n  peers_fabric: {}\n").find("not several"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#include "mesh_fabric_peers.h"
+
+#include <cstdio>
+#include <map>
+
+#include "fabric_discovery.h"
+
+namespace ibprobe::exporter {
+namespace {
+
+// As sysfs prints node_guid and /fabric labels switches: "0002:c903:0010:0001".
+std::string guid_text(std::uint64_t guid) {
+  char text[20];
+  std::snprintf(text, sizeof(text), "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
+                static_cast<unsigned>(guid >> 32) & 0xffff,
+                static_cast<unsigned>(guid >> 16) & 0xffff, static_cast<unsigned>(guid) & 0xffff);
+  return text;
+}
+
+}  // namespace
+
+std::vector<MeshPeer> mesh_peers_from_fabric(const collectors::FabricModel& model,
+                                             const std::string& exporter_port) {
+  using collectors::FabricNodeType;
+  std::map<std::string, MeshPeer> by_host;
+  // The model lists nodes by GUID after the switches, so the first CA of a host has its lowest.
+  for (const auto& node : model.nodes) {
+    if (node.type != FabricNodeType::kCa) continue;
+    const auto host = node.description.substr(0, node.description.find_first_of(" \t"));
+    if (host.empty() || by_host.contains(host)) continue;
+    for (const auto& port : node.ports) {
+      if (!port.remote) continue;
+      const auto* leaf = model.find(port.remote->guid);
+      if (!leaf || leaf->type != FabricNodeType::kSwitch) continue;
+      const auto tor = leaf->description.empty() ? guid_text(leaf->guid) : leaf->description;
+      by_host.emplace(host, MeshPeer{host + ":" + exporter_port, tor, "ib"});
+      break;
+    }
+  }
+  std::vector<MeshPeer> peers;
+  peers.reserve(by_host.size());
+  for (auto& [host, peer] : by_host) peers.push_back(std::move(peer));
+  return peers;
+}
+
+std::vector<MeshPeer> discover_mesh_peers(const MeshConfig::FabricPeers& source) {
+  collectors::DiscoveryOptions options;
+  options.ca = source.ca;
+  options.ca_port = source.ca_port;
+  const auto result = collectors::discover_in_child(
+      collectors::discovery_child_command("/proc/self/exe", options), std::chrono::seconds(120));
+  return mesh_peers_from_fabric(result.model, source.exporter_port);
+}
+
+}  // namespace ibprobe::exporter
