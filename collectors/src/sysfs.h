@@ -70,9 +70,13 @@ class SysfsDir {
   // The file's content with surrounding white space removed.
   Read<std::string> read_text(std::string_view name) const;
   Read<std::uint64_t> read_counter(std::string_view name) const;
+  // The same for an attribute the kernel fixes when it registers the device (node_type,
+  // link_layer): read once and remembered for as long as this tree lives. A device that is
+  // re-registered or replaced is a new tree; a failed read is not remembered.
+  Read<std::string> read_static_text(std::string_view name) const;
   // Names in the directory, sorted; listed once and remembered: the attribute files of a
   // registered device do not change.
-  std::vector<std::string> entries() const;
+  const std::vector<std::string>& entries() const;
   // The same, listed again on every call, for directories whose entries do change (device/net).
   std::vector<std::string> current_entries() const;
 
