@@ -12,6 +12,7 @@
 #include <charconv>
 #include <map>
 #include <mutex>
+#include <typeindex>
 
 namespace ibprobe::collectors {
 namespace {
@@ -269,6 +270,7 @@ struct SysfsDir::Node {
   std::map<std::string, UniqueFd, std::less<>> files;
   std::optional<std::vector<std::string>> listing;
   std::map<std::string, std::string, std::less<>> static_texts;
+  std::map<std::type_index, std::shared_ptr<const void>> derived;
 };
 
 SysfsDir::SysfsDir(std::filesystem::path path)
@@ -315,6 +317,15 @@ Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
 
 const std::vector<std::string>& SysfsDir::entries() const {
   return node_->entries();
+}
+
+std::shared_ptr<const void> SysfsDir::derived(const std::type_info& type,
+                                              std::shared_ptr<const void> value) const {
+  std::lock_guard lock(node_->mutex);
+  const auto it = node_->derived.find(type);
+  if (it != node_->derived.end()) return it->second;
+  if (value) node_->derived.emplace(type, value);
+  return value;
 }
 
 Read<std::string> SysfsDir::read_static_text(std::string_view name) const {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 #include "ibprobe/collectors.h"
@@ -77,6 +78,14 @@ class SysfsDir {
   // Names in the directory, sorted; listed once and remembered: the attribute files of a
   // registered device do not change.
   const std::vector<std::string>& entries() const;
+  // `make(entries())`, computed once and kept with the listing (the labels a collector derives
+  // from the file names, say). One value per type T and directory.
+  template <class T, class Make>
+  const T& from_entries(Make make) const {
+    auto kept = derived(typeid(T));
+    if (!kept) kept = derived(typeid(T), std::make_shared<const T>(make(entries())));
+    return *static_cast<const T*>(kept.get());
+  }
   // The same, listed again on every call, for directories whose entries do change (device/net).
   std::vector<std::string> current_entries() const;
 
@@ -90,6 +99,10 @@ class SysfsDir {
  private:
   struct Tree;
   struct Node;
+  // The value kept for `type`, or null; with `value`, keeps it unless one is kept already, and
+  // returns the one kept.
+  std::shared_ptr<const void> derived(const std::type_info& type,
+                                      std::shared_ptr<const void> value = nullptr) const;
   std::shared_ptr<Node> node_;
 };
 
