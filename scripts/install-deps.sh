@@ -12,6 +12,8 @@ build_packages=(
   libibnetdisc-dev libibmad-dev
   libssl-dev libcrypt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # io_uring against pread in tests/bench/pread_benchmark.cpp (not linked by the product)
+  liburing-dev
 )
 test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest strace

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace ibprobe::collectors::exposition {
@@ -32,8 +33,38 @@ void append_value(std::string& out, double value) {
   }
 }
 
+namespace {
+
+// Whether any byte of `value` is a backslash, a double quote or a newline, eight bytes at a time
+// (a zero byte of word ^ broadcast(c) marks c): label values almost never hold one, and this
+// check was the largest single cost of writing a page.
+bool needs_escaping(std::string_view value) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101;
+  constexpr std::uint64_t kHighs = 0x8080808080808080;
+  auto has_zero_byte = [](std::uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; };
+  std::size_t i = 0;
+  for (; i + 8 <= value.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, value.data() + i, 8);
+    if (has_zero_byte(word ^ (kOnes * '\\')) || has_zero_byte(word ^ (kOnes * '"')) ||
+        has_zero_byte(word ^ (kOnes * '\n'))) {
+      return true;
+    }
+  }
+  for (; i < value.size(); ++i) {
+    if (value[i] == '\\' || value[i] == '"' || value[i] == '\n') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 // Label values rarely hold anything to escape: the runs between escapes go in whole.
 void append_escaped(std::string& out, std::string_view value) {
+  if (!needs_escaping(value)) {
+    out.append(value);
+    return;
+  }
   std::size_t run = 0;
   for (std::size_t i = 0; i < value.size(); ++i) {
     const char c = value[i];
@@ -60,6 +91,22 @@ std::string_view type_name(prometheus::MetricType type) {
       return "histogram";
   }
   return "untyped";
+}
+
+void append_family_head(std::string& out, std::string_view name, std::string_view help,
+                        prometheus::MetricType type) {
+  if (!help.empty()) {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += '\n';
+  }
+  out += "# TYPE ";
+  out += name;
+  out += ' ';
+  out += type_name(type);
+  out += '\n';
 }
 
 }  // namespace ibprobe::collectors::exposition

@@ -19,11 +19,41 @@ using prometheus::MetricType;
 
 constexpr std::string_view kLifespanFile = "lifespan";
 
+// What a hw_counters file is exported as: computed once per directory listing, since the names
+// and the table's classes do not change while the device is registered.
+struct HwCounterLabel {
+  std::string counter;  // sanitized, and made unique within the directory
+  std::string_view counter_class;
+};
+using HwCounterLabels = std::vector<HwCounterLabel>;  // in the order of entries()
+
+HwCounterLabels label_hw_counters(const std::vector<std::string>& files) {
+  HwCounterLabels labels;
+  labels.reserve(files.size());
+  std::set<std::string> used_names;
+  for (const auto& file : files) {
+    if (file == kLifespanFile) {
+      labels.emplace_back();
+      continue;
+    }
+    // Unique among every file of the directory, read or not, so that a series keeps its name
+    // when another file of the directory fails to read.
+    std::string counter = sanitize_counter_name(file);
+    for (int suffix = 2; !used_names.insert(counter).second; ++suffix) {
+      counter = sanitize_counter_name(file) + "_" + std::to_string(suffix);
+    }
+    labels.push_back({std::move(counter), to_string(classify_hw_counter(file))});
+  }
+  return labels;
+}
+
 void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
                       std::string_view counter_family, std::string_view lifespan_family,
                       MetricSet& out, ErrorSink& errors) {
-  std::set<std::string> used_names;
-  for (const auto& file : dir.entries()) {
+  const auto& files = dir.entries();
+  const auto& labels = dir.from_entries<HwCounterLabels>(label_hw_counters);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto& file = files[i];
     const auto value = dir.read_counter(file, errors);
     if (!value) continue;
     if (file == kLifespanFile) {
@@ -32,17 +62,13 @@ void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
               MetricType::Gauge, owner, static_cast<double>(*value) / 1000.0);
       continue;
     }
-    std::string counter = sanitize_counter_name(file);
-    for (int suffix = 2; !used_names.insert(counter).second; ++suffix) {
-      counter = sanitize_counter_name(file) + "_" + std::to_string(suffix);
-    }
     out.add(counter_family,
             "Driver hardware counter from hw_counters/, named as the driver names it "
             "(characters outside [A-Za-z0-9_] replaced by _), with its class: informative, "
             "congestion, or an error class (retransmission, sequence_error, ack_timeout, "
             "rnr_nak, rnr_retry_exceeded, remote_error, out_of_buffer).",
             MetricType::Counter, owner,
-            {{"counter", counter}, {"class", to_string(classify_hw_counter(file))}},
+            {{"counter", labels[i].counter}, {"class", labels[i].counter_class}},
             static_cast<double>(*value));
   }
 }

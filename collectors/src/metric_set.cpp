@@ -155,18 +155,7 @@ void MetricSet::append_text(std::string& out) const {
   }
   out.reserve(size);
   for (const auto& f : families_) {
-    if (!f.help.empty()) {
-      out += "# HELP ";
-      out += f.name;
-      out += ' ';
-      out += f.help;
-      out += '\n';
-    }
-    out += "# TYPE ";
-    out += f.name;
-    out += ' ';
-    out += exposition::type_name(f.type);
-    out += '\n';
+    exposition::append_family_head(out, f.name, f.help, f.type);
     for (const auto& sample : f.samples) {
       out += f.name;
       if (sample.labels.size != 0 || sample.extra.size != 0) {

@@ -15,8 +15,17 @@ using prometheus::MetricType;
 
 // Attributes that some drivers simply do not have (rxe has no hca_type or board_id): absence is
 // not an error, anything else is.
-std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink& errors) {
-  auto text = dir.read_text(name);
+// Attributes the kernel sets when it registers the device and never changes are read once per
+// registration (`fixed`): ib_core's node_type (the device's node type) and link_layer (mlx4,
+// the one driver that changes a port's link layer, registers the device anew to do it).
+// hca_type, board_id, fw_ver and numa_node are not: ionic's hca_type is the writable node_desc,
+// mlx5 reports the running firmware after a live firmware update, numa_node is writable.
+enum class Lifetime { kVolatile, kFixedAtRegistration };
+
+std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink& errors,
+                          Lifetime lifetime = Lifetime::kVolatile) {
+  auto text =
+      lifetime == Lifetime::kFixedAtRegistration ? dir.read_static_text(name) : dir.read_text(name);
   if (text) return std::move(*text.value);
   if (text.error != ReadError::kNotFound) errors.record(text.error, dir.path() / name);
   return {};
@@ -45,7 +54,8 @@ void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
            {"fw_ver", read_optional(device.dir, "fw_ver", errors)},
            {"board_id", read_optional(device.dir, "board_id", errors)},
            {"node_guid", read_optional(device.dir, "node_guid", errors)},
-           {"node_type", read_optional(device.dir, "node_type", errors)},
+           {"node_type",
+            read_optional(device.dir, "node_type", errors, Lifetime::kFixedAtRegistration)},
            {"numa_node", read_optional(device.dir, "device/numa_node", errors)}},
           1);
 }
@@ -100,7 +110,8 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
   }
 
   auto info = labels;
-  info.emplace_back("link_layer", read_optional(dir, "link_layer", errors));
+  info.emplace_back("link_layer",
+                    read_optional(dir, "link_layer", errors, Lifetime::kFixedAtRegistration));
   info.emplace_back("netdev", port_netdev(device, dir, errors));
   info.emplace_back("speed", rate.speed);
   out.add("rdma_port_info",

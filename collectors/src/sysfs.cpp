@@ -12,6 +12,7 @@
 #include <charconv>
 #include <map>
 #include <mutex>
+#include <typeindex>
 
 namespace ibprobe::collectors {
 namespace {
@@ -222,14 +223,14 @@ struct SysfsDir::Node {
       std::lock_guard lock(mutex);
       if (const auto it = files.find(name); it != files.end()) file_fd = it->second.get();
     }
-    const std::string file_name(name);
     if (file_fd < 0) {
+      std::string file_name(name);
       auto opened = open_attribute(fd.get(), file_name);
       if (!opened) return {0, errno};
       if (!DescriptorBudget::instance().acquire()) return read_attribute(opened.get(), buffer);
       std::lock_guard lock(mutex);
       // Another thread may have opened the same file meanwhile: keep one, close the other.
-      const auto [it, inserted] = files.try_emplace(file_name, std::move(opened));
+      const auto [it, inserted] = files.try_emplace(std::move(file_name), std::move(opened));
       if (!inserted) DescriptorBudget::instance().release(1);
       file_fd = it->second.get();
     }
@@ -238,15 +239,26 @@ struct SysfsDir::Node {
     // The file behind the kept descriptor is gone. The descriptor stays (another thread may be
     // reading through it) until the tree is dropped; this read goes through a fresh open.
     tree->stale = true;
-    const auto reopened = open_attribute(fd.get(), file_name);
+    const auto reopened = open_attribute(fd.get(), std::string(name));
     if (!reopened) return {0, errno};
     return read_attribute(reopened.get(), buffer);
   }
 
-  std::vector<std::string> entries() {
+  // Set once and never changed after: the reference stays valid for the node's life.
+  const std::vector<std::string>& entries() {
     std::lock_guard lock(mutex);
     if (!listing) listing = sorted_names(fd.get());
     return *listing;
+  }
+
+  std::optional<std::string> remembered(std::string_view name) {
+    std::lock_guard lock(mutex);
+    if (const auto it = static_texts.find(name); it != static_texts.end()) return it->second;
+    return std::nullopt;
+  }
+  void remember(std::string_view name, const std::string& text) {
+    std::lock_guard lock(mutex);
+    static_texts.try_emplace(std::string(name), text);
   }
 
   const UniqueFd fd;
@@ -257,6 +269,8 @@ struct SysfsDir::Node {
   std::map<std::string, std::shared_ptr<Node>, std::less<>> children;
   std::map<std::string, UniqueFd, std::less<>> files;
   std::optional<std::vector<std::string>> listing;
+  std::map<std::string, std::string, std::less<>> static_texts;
+  std::map<std::type_index, std::shared_ptr<const void>> derived;
 };
 
 SysfsDir::SysfsDir(std::filesystem::path path)
@@ -301,8 +315,24 @@ Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
   return parse_counter(std::string_view(buffer, raw.size));
 }
 
-std::vector<std::string> SysfsDir::entries() const {
+const std::vector<std::string>& SysfsDir::entries() const {
   return node_->entries();
+}
+
+std::shared_ptr<const void> SysfsDir::derived(const std::type_info& type,
+                                              std::shared_ptr<const void> value) const {
+  std::lock_guard lock(node_->mutex);
+  const auto it = node_->derived.find(type);
+  if (it != node_->derived.end()) return it->second;
+  if (value) node_->derived.emplace(type, value);
+  return value;
+}
+
+Read<std::string> SysfsDir::read_static_text(std::string_view name) const {
+  if (auto text = node_->remembered(name)) return Read<std::string>::ok(std::move(*text));
+  auto text = read_text(name);
+  if (text) node_->remember(name, *text.value);
+  return text;
 }
 
 std::vector<std::string> SysfsDir::current_entries() const {

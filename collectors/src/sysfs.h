@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 #include "ibprobe/collectors.h"
@@ -70,9 +71,21 @@ class SysfsDir {
   // The file's content with surrounding white space removed.
   Read<std::string> read_text(std::string_view name) const;
   Read<std::uint64_t> read_counter(std::string_view name) const;
+  // The same for an attribute the kernel fixes when it registers the device (node_type,
+  // link_layer): read once and remembered for as long as this tree lives. A device that is
+  // re-registered or replaced is a new tree; a failed read is not remembered.
+  Read<std::string> read_static_text(std::string_view name) const;
   // Names in the directory, sorted; listed once and remembered: the attribute files of a
   // registered device do not change.
-  std::vector<std::string> entries() const;
+  const std::vector<std::string>& entries() const;
+  // `make(entries())`, computed once and kept with the listing (the labels a collector derives
+  // from the file names, say). One value per type T and directory.
+  template <class T, class Make>
+  const T& from_entries(Make make) const {
+    auto kept = derived(typeid(T));
+    if (!kept) kept = derived(typeid(T), std::make_shared<const T>(make(entries())));
+    return *static_cast<const T*>(kept.get());
+  }
   // The same, listed again on every call, for directories whose entries do change (device/net).
   std::vector<std::string> current_entries() const;
 
@@ -86,6 +99,10 @@ class SysfsDir {
  private:
   struct Tree;
   struct Node;
+  // The value kept for `type`, or null; with `value`, keeps it unless one is kept already, and
+  // returns the one kept.
+  std::shared_ptr<const void> derived(const std::type_info& type,
+                                      std::shared_ptr<const void> value = nullptr) const;
   std::shared_ptr<Node> node_;
 };
 

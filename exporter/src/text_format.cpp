@@ -14,8 +14,8 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 using collectors::exposition::append_escaped;
+using collectors::exposition::append_family_head;
 using collectors::exposition::append_value;
-using collectors::exposition::type_name;
 
 template <class Integer>
 void append_integer(std::string& out, Integer value) {
@@ -115,18 +115,7 @@ void append_histogram(std::string& out, const MetricFamily& family, const Client
 }
 
 void append_family(std::string& out, const MetricFamily& family) {
-  if (!family.help.empty()) {
-    out += "# HELP ";
-    out += family.name;
-    out += ' ';
-    out += family.help;
-    out += '\n';
-  }
-  out += "# TYPE ";
-  out += family.name;
-  out += ' ';
-  out += type_name(family.type);
-  out += '\n';
+  append_family_head(out, family.name, family.help, family.type);
   for (const auto& metric : family.metric) {
     switch (family.type) {
       case MetricType::Counter:

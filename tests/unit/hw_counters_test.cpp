@@ -128,6 +128,22 @@ TEST(HwCounters, Hfi1NamesAreSanitizedAndCollisionsKeptApart) {
       0.010);
 }
 
+TEST(HwCounters, CollidingNameKeptWhenTheOtherFileFails) {
+  SysfsTree tree;
+  const auto device = hfi1_device("hfi1_0", 1);
+  tree.add(device);
+  const auto dir = tree.port_dir("hfi1_0", 1) / "hw_counters";
+  tree.write((dir / "DRAM ECC Corr,Bank 0").lexically_relative(tree.root()), "not a number");
+  const auto result = collect("hw_counters", tree.root());
+  ASSERT_EQ(result.errors.size(), 1u);
+  const LabelMap labels{{"device", "hfi1_0"},
+                        {"port", "1"},
+                        {"counter", "DRAM_ECC_Corr_Bank_0_2"},
+                        {"class", "informative"}};
+  EXPECT_EQ(sample(result.families, "rdma_port_hw_stat_total", labels),
+            static_cast<double>(device.ports.at(1).hw_counters->at("DRAM-ECC-Corr Bank 0")));
+}
+
 TEST(HwCounters, BrokenFileCostsOneSeries) {
   SysfsTree tree;
   const auto device = rxe_device("rxe0", "eth0", 3);

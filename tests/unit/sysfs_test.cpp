@@ -62,6 +62,22 @@ TEST(ReadText, ReportsFilesystemFailures) {
 // Root reads everything; dropping the file-system uid (and with it CAP_DAC_OVERRIDE) for this
 // thread makes the kernel refuse a mode-000 file, as sysfs does for unprivileged readers.
 // (Run unprivileged, the owner is refused the mode-000 file just the same.)
+TEST(SysfsDir, FixedAttributeIsReadOncePerTree) {
+  SysfsTree tree;
+  tree.write("link_layer", "InfiniBand\n");
+  const SysfsDir dir(tree.root());
+  EXPECT_EQ(dir.read_static_text("link_layer").value, "InfiniBand");
+  tree.write("link_layer", "Ethernet\n");
+  EXPECT_EQ(dir.read_static_text("link_layer").value, "InfiniBand");
+  EXPECT_EQ(dir.read_text("link_layer").value, "Ethernet");
+  // A device registered anew is a new tree, which reads the file again.
+  EXPECT_EQ(SysfsDir(tree.root()).read_static_text("link_layer").value, "Ethernet");
+  // A failure is not remembered: the next scrape tries again.
+  EXPECT_EQ(dir.read_static_text("node_type").error, ReadError::kNotFound);
+  tree.write("node_type", "1: CA\n");
+  EXPECT_EQ(dir.read_static_text("node_type").value, "1: CA");
+}
+
 TEST(ReadText, ReportsPermissionDenied) {
   SysfsTree tree;
   tree.write("secret", "5");

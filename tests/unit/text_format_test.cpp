@@ -138,6 +138,24 @@ ClientMetric metric(std::vector<prometheus::ClientMetric::Label> labels) {
   return m;
 }
 
+// The writer checks label values for characters to escape eight bytes at a time: each of them at
+// every position of values longer and shorter than a word.
+TEST(TextFormat, EscapesLabelCharactersAtEveryPosition) {
+  MetricFamily family{"escaped", "", MetricType::Gauge, {}};
+  for (const char special : {'\\', '"', '\n'}) {
+    for (std::size_t length = 1; length <= 25; ++length) {
+      for (std::size_t at = 0; at < length; ++at) {
+        std::string value(length, 'x');
+        value[at] = special;
+        family.metric.push_back(metric({{"v", value}}));
+      }
+    }
+  }
+  // Bytes that differ from the specials in one bit, which a wrong word test would take for them.
+  family.metric.push_back(metric({{"v", std::string("\x5d\x23\x0b\xdc\xa2\x8a]#\x0bzzzzzzzz")}}));
+  EXPECT_EQ(exporter::text_format({family}), reference({family}));
+}
+
 TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
   std::vector<double> values = {0,
                                 -0.0,

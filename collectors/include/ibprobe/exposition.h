@@ -18,4 +18,8 @@ void append_escaped(std::string& out, std::string_view value);
 // "counter", "gauge", ... as the TYPE line names it.
 std::string_view type_name(prometheus::MetricType type);
 
+// A family's "# HELP" line (none when `help` is empty) and its "# TYPE" line.
+void append_family_head(std::string& out, std::string_view name, std::string_view help,
+                        prometheus::MetricType type);
+
 }  // namespace ibprobe::collectors::exposition
