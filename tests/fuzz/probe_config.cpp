@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto parsed = parse_probe_config(fuzz::text(data, size));
   const auto* config = std::get_if<ProbeConfig>(&parsed);
   if (!config) {
-    FUZZ_CHECK(!std::get<std::string>(parsed).empty(), "refused without a reason");
+    FUZZ_CHECK(!parsed.error().empty(), "refused without a reason");
     return 0;
   }
   const probes::Limits ceiling;

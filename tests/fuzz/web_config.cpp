@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto parsed = parse_web_config(ibprobe::fuzz::text(data, size), base);
   const auto* config = std::get_if<WebConfig>(&parsed);
   if (!config) {
-    FUZZ_CHECK(!std::get<std::string>(parsed).empty(), "refused without a reason");
+    FUZZ_CHECK(!parsed.error().empty(), "refused without a reason");
     return 0;
   }
   if (config->tls) {
