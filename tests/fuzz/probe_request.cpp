@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto text = ibprobe::fuzz::text(data, size);
 
   const auto pairs = parse_query(text);
-  if (const auto* map = std::get_if<std::map<std::string, std::string>>(&pairs)) {
+  if (const auto* map = (pairs ? &*pairs : nullptr)) {
     FUZZ_CHECK(map->size() <= 16, "%zu parameters accepted", map->size());
     std::string query;
     for (const auto& [name, value] : *map) {
@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const auto query = parse_probe_query(text);
-  if (const auto* params = std::get_if<ProbeParams>(&query)) {
+  if (const auto* params = (query ? &*query : nullptr)) {
     check_params(*params, "query");
     if (params->target.size() * 3 + params->module.size() * 3 < 3000) {
       check_rewritten(*params, true);
@@ -107,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const auto json = parse_probe_json(text);
-  if (const auto* params = std::get_if<ProbeParams>(&json)) {
+  if (const auto* params = (json ? &*json : nullptr)) {
     check_params(*params, "json");
     if (params->target.size() * 3 + params->module.size() * 3 < 3000) {
       check_rewritten(*params, false);
