@@ -37,8 +37,8 @@ build build-tsan -DIBPROBE_TSAN=ON
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L unit
 
 # --- fuzzing: libFuzzer harnesses of every parser (tests/fuzz), a bounded run each -------------
-echo "== fuzz build (clang, libFuzzer + ASan/UBSan): regression inputs, then ${IBPROBE_FUZZ_SECONDS:-20} s per parser"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBPROBE_WERROR=ON \
+echo "== fuzz build (clang 19, libFuzzer + ASan/UBSan): regression inputs, then ${IBPROBE_FUZZ_SECONDS:-20} s per parser"
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIBPROBE_WERROR=ON \
   -DIBPROBE_FUZZ=ON \
   >/dev/null
 cmake --build build-fuzz -j "$jobs" --target ibprobe_fuzz >/dev/null

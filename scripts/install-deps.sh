@@ -19,7 +19,9 @@ test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest strace
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
-  clang libclang-rt-14-dev
+  # clang 19: the first Debian 12 clang whose C++20 concepts level lets libstdc++ 12 offer
+  # std::expected; the fuzz build needs its libFuzzer runtime.
+  clang-19 libclang-rt-19-dev
   # the Debian package (cpack: dpkg-shlibdeps, file) and the scrape benchmark's system calls
   dpkg-dev file strace
   # The simulated InfiniBand fabric of the fabric tests, its SM, and the reference tools.

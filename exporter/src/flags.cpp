@@ -246,11 +246,11 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   }
   if (!config.web_config_file.empty()) {
     auto web = load_web_config(config.web_config_file);
-    if (const auto* error = std::get_if<std::string>(&web)) {
-      std::cerr << "ibprobe_exporter: --web.config.file: " << *error << "\n";
+    if (!web) {
+      std::cerr << "ibprobe_exporter: --web.config.file: " << web.error() << "\n";
       return 2;
     }
-    config.web_config = std::make_shared<const WebConfig>(std::get<WebConfig>(std::move(web)));
+    config.web_config = std::make_shared<const WebConfig>(*std::move(web));
   }
   if (remote_pma > 0 && remote_targets.empty()) {
     std::cerr << "ibprobe_exporter: --collector.remote_pma needs at least one "

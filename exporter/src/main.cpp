@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
         local ? local->device + " port " + std::to_string(local->port) : "nowhere");
     int signal = 0;
     while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
-      if (const auto error = probe_service.reload()) {
-        spdlog::error("reload refused, the previous configuration stays: {}", *error);
+      if (const auto reloaded = probe_service.reload(); !reloaded) {
+        spdlog::error("reload refused, the previous configuration stays: {}", reloaded.error());
       } else {
         spdlog::info("configuration reloaded from {}", config.config_file);
       }

@@ -31,11 +31,11 @@ int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
   MeshConfig mesh;
   if (!config.config_file.empty()) {
     auto loaded = load_probe_config(config.config_file);
-    if (const auto* error = std::get_if<std::string>(&loaded)) {
-      err << "ibprobe_exporter: --config.file: " << *error << "\n";
+    if (!loaded) {
+      err << "ibprobe_exporter: --config.file: " << loaded.error() << "\n";
       return 2;
     }
-    mesh = std::get<ProbeConfig>(loaded).mesh;
+    mesh = loaded.value().mesh;
   }
   if (!config.mesh_peers_file.empty() || !config.mesh_peers_dns.empty()) {
     mesh.peers_file = config.mesh_peers_file;

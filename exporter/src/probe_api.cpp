@@ -49,6 +49,15 @@ HttpResponse text_error(int status, const std::string& message,
   return response;
 }
 
+// A refused request as /probe answers it (text, as blackbox_exporter does) and as the API does.
+HttpResponse text_error(const Refusal& refusal) {
+  return text_error(refusal.status, refusal.message, refusal.retry_after_seconds);
+}
+
+HttpResponse json_error(const Refusal& refusal) {
+  return json_error(refusal.status, refusal.code, refusal.message, refusal.retry_after_seconds);
+}
+
 double unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
@@ -301,8 +310,8 @@ nlohmann::json run_to_json(const ProbeRun& run) {
 
 HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   const auto parsed = parse_probe_query(request.query);
-  if (const auto* error = std::get_if<std::string>(&parsed)) return text_error(400, *error);
-  const auto& params = std::get<ProbeParams>(parsed);
+  if (!parsed) return text_error(400, parsed.error());
+  const auto& params = parsed.value();
   std::optional<double> timeout = params.timeout_seconds;
   if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
       header != request.headers.end()) {
@@ -317,10 +326,8 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   const WaitingSlot slot(*this);
   if (!slot) return text_error(503, kTooManyWaiting, kWaitingRetryAfterSeconds);
   const auto finished = service_.run(params.target, params.module, timeout, request.client_stop());
-  if (const auto* refusal = std::get_if<Refusal>(&finished)) {
-    return text_error(refusal->status, refusal->message, refusal->retry_after_seconds);
-  }
-  const auto& run = std::get<ProbeRun>(finished);
+  if (!finished) return text_error(finished.error());
+  const auto& run = finished.value();
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
   response.body = text_format(probe_run_families(run, false));
@@ -334,16 +341,13 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
 
 HttpResponse ProbeApi::start(const HttpRequest& request) const {
   const auto parsed = parse_probe_json(request.body);
-  if (const auto* error = std::get_if<std::string>(&parsed)) {
-    return json_error(400, "bad_request", *error);
+  if (!parsed) {
+    return json_error(400, "bad_request", parsed.error());
   }
-  const auto& params = std::get<ProbeParams>(parsed);
+  const auto& params = parsed.value();
   const auto submitted = service_.submit(params.target, params.module, params.timeout_seconds);
-  if (const auto* refusal = std::get_if<Refusal>(&submitted)) {
-    return json_error(refusal->status, refusal->code, refusal->message,
-                      refusal->retry_after_seconds);
-  }
-  const auto id = std::to_string(std::get<std::uint64_t>(submitted));
+  if (!submitted) return json_error(submitted.error());
+  const auto id = std::to_string(submitted.value());
   auto response =
       json_response(202, {{"id", id}, {"state", "queued"}, {"href", "/api/v1/probes/" + id}});
   response.headers.emplace_back("Location", "/api/v1/probes/" + id);
@@ -352,11 +356,11 @@ HttpResponse ProbeApi::start(const HttpRequest& request) const {
 
 HttpResponse ProbeApi::list(const HttpRequest& request) const {
   const auto query = parse_query(request.query);
-  if (const auto* error = std::get_if<std::string>(&query)) {
-    return json_error(400, "bad_request", *error);
+  if (!query) {
+    return json_error(400, "bad_request", query.error());
   }
   std::size_t limit = kDefaultListLimit;
-  for (const auto& [name, value] : std::get<0>(query)) {
+  for (const auto& [name, value] : query.value()) {
     if (name != "limit") return json_error(400, "bad_request", "unknown parameter '" + name + "'");
     const auto parsed = parse_id(value);
     if (!parsed || *parsed == 0 || *parsed > 4096) {
@@ -373,11 +377,11 @@ HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text)
   const auto id = parse_id(id_text);
   if (!id) return json_error(400, "bad_request", "probe id must be a number");
   const auto query = parse_query(request.query);
-  if (const auto* error = std::get_if<std::string>(&query)) {
-    return json_error(400, "bad_request", *error);
+  if (!query) {
+    return json_error(400, "bad_request", query.error());
   }
   double wait = 0;
-  for (const auto& [name, value] : std::get<0>(query)) {
+  for (const auto& [name, value] : query.value()) {
     if (name != "wait") return json_error(400, "bad_request", "unknown parameter '" + name + "'");
     const auto parsed = parse_wait_seconds(value);
     if (!parsed || *parsed > kMaxApiWaitSeconds) {
@@ -407,7 +411,9 @@ HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text)
 }
 
 HttpResponse ProbeApi::reload() const {
-  if (const auto error = service_.reload()) return json_error(400, "invalid_config", *error);
+  if (const auto reloaded = service_.reload(); !reloaded) {
+    return json_error(400, "invalid_config", reloaded.error());
+  }
   json modules = json::array();
   for (const auto& [name, _] : service_.config()->modules) modules.push_back(name);
   return json_response(200, {{"status", "reloaded"}, {"modules", std::move(modules)}});

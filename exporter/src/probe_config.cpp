@@ -522,13 +522,12 @@ void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
 
 void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
   auto parsed = TargetAllowlist::parse(config.allowed_targets);
-  if (auto* error = std::get_if<std::string>(&parsed)) {
-    if (node) fail(*node, "allowed_targets: " + *error);
-    throw ConfigError{"allowed_targets: " + *error};
+  if (!parsed) {
+    if (node) fail(*node, "allowed_targets: " + parsed.error());
+    throw ConfigError{"allowed_targets: " + parsed.error()};
   }
   if (!config.allowed_targets.empty()) {
-    config.allowlist =
-        std::make_shared<const TargetAllowlist>(std::get<TargetAllowlist>(std::move(parsed)));
+    config.allowlist = std::make_shared<const TargetAllowlist>(*std::move(parsed));
   }
 }
 
@@ -543,10 +542,11 @@ ProbeConfig default_probe_config() {
   return config;
 }
 
-std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml) {
+std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view yaml) {
   try {
     const YAML::Node root = YAML::Load(std::string(yaml));
-    if (root.IsNull()) return std::string("the file is empty: it needs a modules section");
+    if (root.IsNull())
+      return std::unexpected(std::string("the file is empty: it needs a modules section"));
     require_map(root, "the file");
     reject_unknown_keys(root, "the file",
                         {"modules", "allowed_targets", "scheduler", "limits", "mesh"});
@@ -570,28 +570,28 @@ std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml)
         config.allowed_targets.push_back(scalar(target, "allowed_targets"));
         // Checked one by one so the error names the entry's own line.
         const auto parsed = TargetAllowlist::parse({config.allowed_targets.back()});
-        if (const auto* error = std::get_if<std::string>(&parsed)) {
-          fail(target, "allowed_targets: " + *error);
+        if (!parsed) {
+          fail(target, "allowed_targets: " + parsed.error());
         }
       }
       set_allowlist(config, &targets);
     }
     return config;
   } catch (const ConfigError& e) {
-    return e.message;
+    return std::unexpected(e.message);
   } catch (const YAML::Exception& e) {
     // yaml-cpp's own text already says "yaml-cpp: error at line L, column C: ..."
-    return std::string(e.what());
+    return std::unexpected(std::string(e.what()));
   }
 }
 
-std::variant<ProbeConfig, std::string> load_probe_config(const std::string& path) {
+std::expected<ProbeConfig, std::string> load_probe_config(const std::string& path) {
   std::ifstream file(path);
-  if (!file) return "cannot read " + path;
+  if (!file) return std::unexpected("cannot read " + path);
   std::ostringstream text;
   text << file.rdbuf();
   auto parsed = parse_probe_config(text.str());
-  if (auto* error = std::get_if<std::string>(&parsed)) return path + ": " + *error;
+  if (!parsed) return std::unexpected(path + ": " + parsed.error());
   return parsed;
 }
 

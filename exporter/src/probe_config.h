@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <expected>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "ibprobe/probes.h"
@@ -55,9 +55,9 @@ ProbeConfig default_probe_config();
 
 // Parses the YAML text of a configuration file. On error, the text says where (line and column
 // of the offending node) and why; nothing of a rejected file is used.
-std::variant<ProbeConfig, std::string> parse_probe_config(std::string_view yaml);
+std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view yaml);
 
 // Reads and parses a file; errors name the file.
-std::variant<ProbeConfig, std::string> load_probe_config(const std::string& path);
+std::expected<ProbeConfig, std::string> load_probe_config(const std::string& path);
 
 }  // namespace ibprobe::exporter

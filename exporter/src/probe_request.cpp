@@ -1,9 +1,8 @@
 #include "probe_request.h"
 
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace ibprobe::exporter {
@@ -42,8 +41,7 @@ std::optional<std::string> url_decode(std::string_view text) {
 std::optional<double> parse_seconds_number(std::string_view text) {
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
-      value < 0) {
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value < 0) {
     return std::nullopt;
   }
   return value;
@@ -56,23 +54,27 @@ bool printable(const std::string& value) {
   return true;
 }
 
-std::variant<ProbeParams, std::string> check(ProbeParams params) {
+std::expected<ProbeParams, std::string> check(ProbeParams params) {
   for (const auto* value : {&params.target, &params.module}) {
     if (value->size() > kMaxValueBytes) {
-      return "a parameter is longer than " + std::to_string(kMaxValueBytes) + " bytes";
+      return std::unexpected("a parameter is longer than " + std::to_string(kMaxValueBytes) +
+                             " bytes");
     }
-    if (!printable(*value)) return std::string("parameters must not hold control characters");
+    if (!printable(*value))
+      return std::unexpected(std::string("parameters must not hold control characters"));
   }
-  if (params.target.empty()) return std::string("target is missing: give target=HOST:PORT");
-  if (params.module.empty()) return std::string("module is missing: give module=NAME");
+  if (params.target.empty())
+    return std::unexpected(std::string("target is missing: give target=HOST:PORT"));
+  if (params.module.empty())
+    return std::unexpected(std::string("module is missing: give module=NAME"));
   return params;
 }
 
 }  // namespace
 
-std::variant<std::map<std::string, std::string>, std::string> parse_query(std::string_view query) {
+std::expected<std::map<std::string, std::string>, std::string> parse_query(std::string_view query) {
   if (query.size() > kMaxQueryBytes) {
-    return "query string longer than " + std::to_string(kMaxQueryBytes) + " bytes";
+    return std::unexpected("query string longer than " + std::to_string(kMaxQueryBytes) + " bytes");
   }
   std::map<std::string, std::string> out;
   std::size_t start = 0;
@@ -83,45 +85,48 @@ std::variant<std::map<std::string, std::string>, std::string> parse_query(std::s
     if (pair.empty()) continue;
     const auto equals = pair.find('=');
     const auto name = url_decode(pair.substr(0, equals));
-    const auto value =
-        url_decode(equals == std::string_view::npos ? "" : pair.substr(equals + 1));
-    if (!name || !value) return std::string("malformed %-escape in the query string");
-    if (name->empty()) return std::string("query parameter without a name");
+    const auto value = url_decode(equals == std::string_view::npos ? "" : pair.substr(equals + 1));
+    if (!name || !value)
+      return std::unexpected(std::string("malformed %-escape in the query string"));
+    if (name->empty()) return std::unexpected(std::string("query parameter without a name"));
     if (out.size() >= kMaxParameters) {
-      return "more than " + std::to_string(kMaxParameters) + " query parameters";
+      return std::unexpected("more than " + std::to_string(kMaxParameters) + " query parameters");
     }
     if (!out.emplace(*name, *value).second) {
-      return "parameter '" + *name + "' is given more than once";
+      return std::unexpected("parameter '" + *name + "' is given more than once");
     }
   }
   return out;
 }
 
-std::variant<ProbeParams, std::string> parse_probe_query(std::string_view query) {
+std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query) {
   auto parsed = parse_query(query);
-  if (auto* error = std::get_if<std::string>(&parsed)) return *error;
+  if (!parsed) return std::unexpected(parsed.error());
   ProbeParams params;
-  for (const auto& [name, value] : std::get<0>(parsed)) {
+  for (const auto& [name, value] : parsed.value()) {
     if (name == "target") {
       params.target = value;
     } else if (name == "module") {
       params.module = value;
     } else if (name == "debug") {
-      if (value != "true" && value != "false") return "debug must be true or false";
+      if (value != "true" && value != "false")
+        return std::unexpected("debug must be true or false");
       params.debug = value == "true";
     } else if (name == "timeout") {
       params.timeout_seconds = parse_wait_seconds(value);
-      if (!params.timeout_seconds) return "timeout '" + value + "' is not a duration";
+      if (!params.timeout_seconds)
+        return std::unexpected("timeout '" + value + "' is not a duration");
     } else {
-      return "unknown parameter '" + name + "' (known: target, module, debug, timeout)";
+      return std::unexpected("unknown parameter '" + name +
+                             "' (known: target, module, debug, timeout)");
     }
   }
   return check(std::move(params));
 }
 
-std::variant<ProbeParams, std::string> parse_probe_json(std::string_view body) {
+std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body) {
   if (body.size() > kMaxBodyBytes) {
-    return "request body longer than " + std::to_string(kMaxBodyBytes) + " bytes";
+    return std::unexpected("request body longer than " + std::to_string(kMaxBodyBytes) + " bytes");
   }
   // nlohmann keeps the last of repeated keys; like a repeated query parameter, refuse them.
   std::set<std::string> seen;
@@ -136,21 +141,22 @@ std::variant<ProbeParams, std::string> parse_probe_json(std::string_view body) {
         return true;
       },
       false);
-  if (json.is_discarded()) return std::string("the body is not valid JSON");
-  if (!repeated.empty()) return "field '" + repeated + "' is given more than once";
-  if (!json.is_object()) return std::string("the body must be a JSON object");
+  if (json.is_discarded()) return std::unexpected(std::string("the body is not valid JSON"));
+  if (!repeated.empty()) return std::unexpected("field '" + repeated + "' is given more than once");
+  if (!json.is_object()) return std::unexpected(std::string("the body must be a JSON object"));
   ProbeParams params;
   for (const auto& [name, value] : json.items()) {
     if (name == "target" || name == "module") {
-      if (!value.is_string()) return name + " must be a string";
+      if (!value.is_string()) return std::unexpected(name + " must be a string");
       (name == "target" ? params.target : params.module) = value.get<std::string>();
     } else if (name == "timeout_seconds") {
       if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-        return std::string("timeout_seconds must be a non-negative number");
+        return std::unexpected(std::string("timeout_seconds must be a non-negative number"));
       }
       params.timeout_seconds = value.get<double>();
     } else {
-      return "unknown field '" + name + "' (known: target, module, timeout_seconds)";
+      return std::unexpected("unknown field '" + name +
+                             "' (known: target, module, timeout_seconds)");
     }
   }
   return check(std::move(params));

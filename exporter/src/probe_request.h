@@ -3,11 +3,11 @@
 // reason, never ignored.
 #pragma once
 
+#include <expected>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 
 namespace ibprobe::exporter {
 
@@ -20,13 +20,13 @@ struct ProbeParams {
 
 // application/x-www-form-urlencoded pairs, %XX and '+' decoded. Refuses malformed escapes,
 // repeated or empty names, and more than a few kilobytes or parameters.
-std::variant<std::map<std::string, std::string>, std::string> parse_query(std::string_view query);
+std::expected<std::map<std::string, std::string>, std::string> parse_query(std::string_view query);
 
 // /probe?target=HOST:PORT&module=NAME[&debug=true][&timeout=SECONDS]
-std::variant<ProbeParams, std::string> parse_probe_query(std::string_view query);
+std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query);
 
 // {"target": "HOST:PORT", "module": "NAME", "timeout_seconds": 30}
-std::variant<ProbeParams, std::string> parse_probe_json(std::string_view body);
+std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body);
 
 // A wait bound such as "30s", "500ms" or "2" (seconds) as the API's ?wait= takes it.
 std::optional<double> parse_wait_seconds(std::string_view text);

@@ -71,8 +71,8 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
     return response;
   }
   const auto parsed = parse_query(request.query);
-  if (const auto* error = std::get_if<std::string>(&parsed)) return text(400, *error + "\n");
-  const auto& params = std::get<std::map<std::string, std::string>>(parsed);
+  if (!parsed) return text(400, parsed.error() + "\n");
+  const auto& params = parsed.value();
   for (const auto& [name, value] : params) {
     if (name != "target") return text(400, "unknown parameter '" + name + "' (only target)\n");
   }

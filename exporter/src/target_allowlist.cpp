@@ -88,7 +88,7 @@ std::string to_text(const Address& address) {
 
 }  // namespace
 
-std::variant<TargetAllowlist, std::string> TargetAllowlist::parse(
+std::expected<TargetAllowlist, std::string> TargetAllowlist::parse(
     const std::vector<std::string>& entries) {
   TargetAllowlist list;
   for (const auto& entry : entries) {
@@ -103,8 +103,9 @@ std::variant<TargetAllowlist, std::string> TargetAllowlist::parse(
             std::from_chars(digits.data(), digits.data() + digits.size(), prefix);
         if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
             prefix < 0 || prefix > width) {
-          return "allowed target '" + entry + "': the prefix length must be a number from 0 to " +
-                 std::to_string(width);
+          return std::unexpected("allowed target '" + entry +
+                                 "': the prefix length must be a number from 0 to " +
+                                 std::to_string(width));
         }
       }
       const int mapped_prefix = address->second ? prefix + 96 : prefix;
@@ -116,23 +117,25 @@ std::variant<TargetAllowlist, std::string> TargetAllowlist::parse(
       // A set host bit is most likely a typo for a narrower network; refusing it is safer than
       // silently widening what may be probed.
       if (network != address->first) {
-        return "allowed target '" + entry + "' has bits set past its /" + std::to_string(prefix) +
-               " prefix; the network is " + to_text(network) + "/" + std::to_string(prefix);
+        return std::unexpected("allowed target '" + entry + "' has bits set past its /" +
+                               std::to_string(prefix) + " prefix; the network is " +
+                               to_text(network) + "/" + std::to_string(prefix));
       }
       list.networks_.push_back(
           {network, mapped_prefix, is_mapped_v4(network) && mapped_prefix >= 96});
       continue;
     }
     if (slash != std::string::npos) {
-      return "allowed target '" + entry + "' is not a CIDR: '" + entry.substr(0, slash) +
-             "' is not an IPv4 or IPv6 address";
+      return std::unexpected("allowed target '" + entry + "' is not a CIDR: '" +
+                             entry.substr(0, slash) + "' is not an IPv4 or IPv6 address");
     }
     std::string name = lower(entry);
     if (name.ends_with('.')) name.pop_back();
     const bool wildcard = name.starts_with("*.");
     if (!valid_hostname(wildcard ? name.substr(2) : name)) {
-      return "allowed target '" + entry +
-             "' is neither a CIDR, an address, a host name nor a *.domain wildcard";
+      return std::unexpected(
+          "allowed target '" + entry +
+          "' is neither a CIDR, an address, a host name nor a *.domain wildcard");
     }
     list.names_.push_back({wildcard ? name.substr(1) : name, wildcard});
   }
@@ -154,44 +157,47 @@ bool TargetAllowlist::matches_name(const std::string& name) const {
   });
 }
 
-std::optional<std::string> TargetAllowlist::refuse(const std::string& host) const {
-  return refuse(host, resolve_host);
+std::expected<void, std::string> TargetAllowlist::admit(const std::string& host) const {
+  return admit(host, resolve_host);
 }
 
-std::optional<std::string> TargetAllowlist::refuse(const std::string& host,
-                                                   const Resolver& resolve) const {
-  if (allows_everything()) return std::nullopt;
+std::expected<void, std::string> TargetAllowlist::admit(const std::string& host,
+                                                        const Resolver& resolve) const {
+  if (allows_everything()) return {};
   if (const auto address = parse_address(host)) {
-    if (in_networks(address->first)) return std::nullopt;
-    return "target " + host + " is not in an allowed network";
+    if (in_networks(address->first)) return {};
+    return std::unexpected("target " + host + " is not in an allowed network");
   }
   std::string name = lower(host);
   if (name.ends_with('.')) name.pop_back();
-  if (!valid_hostname(name)) return "target '" + host + "' is not a valid host name or address";
-  if (matches_name(name)) return std::nullopt;
-  if (networks_.empty()) return "target " + host + " is not an allowed host name";
-  auto resolved = resolve(name);
-  if (const auto* reason = std::get_if<std::string>(&resolved)) {
-    return "target " + host + " is not an allowed host name and does not resolve: " + *reason;
+  if (!valid_hostname(name)) {
+    return std::unexpected("target '" + host + "' is not a valid host name or address");
   }
-  const auto& addresses = std::get<std::vector<Address>>(resolved);
-  if (addresses.empty()) return "target " + host + " resolves to no address";
-  for (const auto& address : addresses) {
+  if (matches_name(name)) return {};
+  if (networks_.empty()) return std::unexpected("target " + host + " is not an allowed host name");
+  const auto addresses = resolve(name);
+  if (!addresses) {
+    return std::unexpected(
+        "target " + host +
+        " is not an allowed host name and does not resolve: " + addresses.error());
+  }
+  if (addresses->empty()) return std::unexpected("target " + host + " resolves to no address");
+  for (const auto& address : *addresses) {
     if (!in_networks(address)) {
-      return "target " + host + " resolves to " + to_text(address) +
-             ", which is not in an allowed network";
+      return std::unexpected("target " + host + " resolves to " + to_text(address) +
+                             ", which is not in an allowed network");
     }
   }
-  return std::nullopt;
+  return {};
 }
 
-std::variant<std::vector<Address>, std::string> resolve_host(const std::string& name) {
+std::expected<std::vector<Address>, std::string> resolve_host(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found); rc != 0) {
-    return std::string(gai_strerror(rc));
+    return std::unexpected(std::string(gai_strerror(rc)));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
   std::vector<Address> out;

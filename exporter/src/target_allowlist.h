@@ -5,10 +5,10 @@
 
 #include <array>
 #include <cstdint>
+#include <expected>
 #include <functional>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace ibprobe::exporter {
@@ -19,20 +19,20 @@ class TargetAllowlist {
   using Address = std::array<std::uint8_t, 16>;
   // The addresses a name resolves to, or why it does not resolve.
   using Resolver =
-      std::function<std::variant<std::vector<Address>, std::string>(const std::string&)>;
+      std::function<std::expected<std::vector<Address>, std::string>(const std::string&)>;
 
   // Each entry: "10.0.0.0/8", "fd00::/8", "192.0.2.7" (one address), "node1.example.com", or
   // "*.ib.example.com" (any name under that domain). An empty list allows every target. Returns
   // the reason for the first entry that is none of these.
-  static std::variant<TargetAllowlist, std::string> parse(const std::vector<std::string>& entries);
+  static std::expected<TargetAllowlist, std::string> parse(const std::vector<std::string>& entries);
 
-  // Why `host` (a name, an IPv4 address, or an IPv6 address with or without brackets) may not be
-  // probed; nothing when it may. A name is allowed when it matches a name entry, or when every
-  // address it resolves to lies in an allowed CIDR (so a name cannot smuggle in one address that
-  // is not); it is resolved with getaddrinfo.
-  std::optional<std::string> refuse(const std::string& host) const;
+  // Nothing when `host` (a name, an IPv4 address, or an IPv6 address with or without brackets)
+  // may be probed, else why it may not. A name is allowed when it matches a name entry, or when
+  // every address it resolves to lies in an allowed CIDR (so a name cannot smuggle in one address
+  // that is not); it is resolved with getaddrinfo.
+  std::expected<void, std::string> admit(const std::string& host) const;
   // The same with the name resolution supplied.
-  std::optional<std::string> refuse(const std::string& host, const Resolver& resolve) const;
+  std::expected<void, std::string> admit(const std::string& host, const Resolver& resolve) const;
 
   bool allows_everything() const { return networks_.empty() && names_.empty(); }
 
@@ -55,7 +55,7 @@ class TargetAllowlist {
 };
 
 // getaddrinfo's answer for `name`, as the allowlist compares addresses.
-std::variant<std::vector<TargetAllowlist::Address>, std::string> resolve_host(
+std::expected<std::vector<TargetAllowlist::Address>, std::string> resolve_host(
     const std::string& name);
 
 }  // namespace ibprobe::exporter

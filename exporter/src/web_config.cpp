@@ -188,26 +188,26 @@ WebConfig parse(const YAML::Node& root, const std::filesystem::path& base,
   return config;
 }
 
-std::variant<WebConfig, std::string> parse_with_tokens_file(
+std::expected<WebConfig, std::string> parse_with_tokens_file(
     std::string_view text, const std::filesystem::path& base,
     std::optional<std::filesystem::path>& tokens_file) {
   try {
     const YAML::Node root = YAML::Load(std::string(text));
     return parse(root, base, tokens_file);
   } catch (const ConfigError& e) {
-    return e.message;
+    return std::unexpected(e.message);
   } catch (const YAML::Exception& e) {
-    return "line " + std::to_string(e.mark.line + 1) + ": " + e.msg;
+    return std::unexpected("line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
 }
 
-std::optional<std::string> read_file(const std::filesystem::path& path, std::string& out) {
+// The file's bytes, or why it cannot be read.
+std::expected<std::string, std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return path.string() + ": " + std::strerror(errno);
+  if (!in) return std::unexpected(path.string() + ": " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
-  out = text.str();
-  return std::nullopt;
+  return text.str();
 }
 
 std::string digest(const std::string& hash, std::string_view secret) {
@@ -261,22 +261,22 @@ std::optional<std::string_view> credentials(std::string_view header, std::string
 
 }  // namespace
 
-std::variant<WebConfig, std::string> parse_web_config(std::string_view text,
-                                                      const std::filesystem::path& base_dir) {
+std::expected<WebConfig, std::string> parse_web_config(std::string_view text,
+                                                       const std::filesystem::path& base_dir) {
   std::optional<std::filesystem::path> tokens_file;
   auto parsed = parse_with_tokens_file(text, base_dir, tokens_file);
-  if (tokens_file && std::holds_alternative<WebConfig>(parsed)) {
-    auto& config = std::get<WebConfig>(parsed);
-    std::string tokens;
-    if (const auto error = read_file(*tokens_file, tokens)) return "bearer_tokens_file " + *error;
-    std::istringstream lines(tokens);
+  if (tokens_file && parsed.has_value()) {
+    auto& config = parsed.value();
+    const auto tokens = read_file(*tokens_file);
+    if (!tokens) return std::unexpected("bearer_tokens_file " + tokens.error());
+    std::istringstream lines(*tokens);
     std::string line;
     for (int number = 1; std::getline(lines, line); ++number) {
       if (line.ends_with('\r')) line.pop_back();
       if (line.empty() || line.starts_with('#')) continue;
       if (!is_bcrypt(line)) {
-        return "bearer_tokens_file " + tokens_file->string() + ": line " + std::to_string(number) +
-               ": not a bcrypt hash";
+        return std::unexpected("bearer_tokens_file " + tokens_file->string() + ": line " +
+                               std::to_string(number) + ": not a bcrypt hash");
       }
       config.bearer_token_hashes.push_back(line);
     }
@@ -284,20 +284,19 @@ std::variant<WebConfig, std::string> parse_web_config(std::string_view text,
   return parsed;
 }
 
-std::variant<WebConfig, std::string> load_web_config(const std::filesystem::path& path) {
-  std::string text;
-  if (const auto error = read_file(path, text)) return "web config " + *error;
-  auto parsed = parse_web_config(text, path.parent_path());
-  if (auto* error = std::get_if<std::string>(&parsed))
-    return "web config " + path.string() + ": " + *error;
-  const auto& config = std::get<WebConfig>(parsed);
+std::expected<WebConfig, std::string> load_web_config(const std::filesystem::path& path) {
+  const auto text = read_file(path);
+  if (!text) return std::unexpected("web config " + text.error());
+  auto parsed = parse_web_config(*text, path.parent_path());
+  if (!parsed) return std::unexpected("web config " + path.string() + ": " + parsed.error());
+  const auto& config = parsed.value();
   if (config.tls) {
     for (const auto& file :
          {config.tls->cert_file, config.tls->key_file, config.tls->client_ca_file}) {
       if (file.empty()) continue;
-      std::string ignored;
-      if (const auto error = read_file(file, ignored))
-        return "web config " + path.string() + ": " + *error;
+      if (const auto readable = read_file(file); !readable) {
+        return std::unexpected("web config " + path.string() + ": " + readable.error());
+      }
     }
   }
   return parsed;

@@ -3,6 +3,7 @@
 // bearer tokens and paths that are served without authentication.
 #pragma once
 
+#include <expected>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -12,7 +13,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
-#include <variant>
 #include <vector>
 
 namespace ibprobe::exporter {
@@ -47,12 +47,12 @@ struct WebConfig {
 // Parses the YAML text of a web config file. Relative file names in it are resolved against
 // `base_dir` (the file's directory), as exporter-toolkit does. On error, the text names the line
 // and the reason; unknown keys are errors.
-std::variant<WebConfig, std::string> parse_web_config(std::string_view text,
-                                                      const std::filesystem::path& base_dir = {});
+std::expected<WebConfig, std::string> parse_web_config(std::string_view text,
+                                                       const std::filesystem::path& base_dir = {});
 
 // Reads, parses and checks a web config file: the files it names must be readable. Errors name
 // the file.
-std::variant<WebConfig, std::string> load_web_config(const std::filesystem::path& path);
+std::expected<WebConfig, std::string> load_web_config(const std::filesystem::path& path);
 
 // True when `secret` hashes to `hash` (bcrypt through libxcrypt's crypt_rn). Compares in
 // constant time; false for a malformed hash.

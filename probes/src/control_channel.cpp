@@ -217,17 +217,18 @@ protocol::Message ControlChannel::receive(Deadline deadline) {
   std::uint8_t header_bytes[protocol::kHeaderSize];
   read_exactly(header_bytes, sizeof(header_bytes), deadline);
   const auto header = protocol::decode_header(header_bytes);
-  if (const auto* error = std::get_if<protocol::DecodeError>(&header)) {
-    throw ProbeFailure("bad frame from " + peer_ + ": " + error->message, FailureKind::kProtocol);
+  if (!header) {
+    throw ProbeFailure("bad frame from " + peer_ + ": " + header.error().message,
+                       FailureKind::kProtocol);
   }
-  const auto& parsed = std::get<protocol::FrameHeader>(header);
-  std::vector<std::uint8_t> body(parsed.body_length);
+  std::vector<std::uint8_t> body(header->body_length);
   read_exactly(body.data(), body.size(), deadline);
-  auto message = protocol::decode_body(parsed, body);
-  if (const auto* error = std::get_if<protocol::DecodeError>(&message)) {
-    throw ProbeFailure("bad message from " + peer_ + ": " + error->message, FailureKind::kProtocol);
+  auto message = protocol::decode_body(*header, body);
+  if (!message) {
+    throw ProbeFailure("bad message from " + peer_ + ": " + message.error().message,
+                       FailureKind::kProtocol);
   }
-  return std::get<protocol::Message>(std::move(message));
+  return std::move(*message);
 }
 
 void ControlChannel::check_still_open() const {

@@ -53,6 +53,12 @@ Bytes hmac(std::string_view secret, const Bytes& message) {
   return out;
 }
 
+std::unexpected<protocol::Error> unproven() {
+  return std::unexpected(
+      protocol::Error{protocol::ErrorCode::kUnauthorized,
+                      "the initiator could not prove it holds the shared secret"});
+}
+
 }  // namespace
 
 Bytes nonce() {
@@ -168,14 +174,14 @@ std::optional<Bytes> InitiatorAuth::authenticator(const protocol::Hello& respond
   return initiator_proof(secret_, *nonce_, *responder_hello.challenge, request);
 }
 
-std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
+std::expected<protocol::Hello, protocol::Error> ResponderAuth::answer(
     const protocol::Hello& initiator_hello, const std::string& software_version) {
   protocol::Hello hello{protocol::kProtocolVersion, software_version, std::nullopt, std::nullopt};
   if (secret_.empty()) return hello;
   if (!initiator_hello.challenge) {
-    return protocol::Error{protocol::ErrorCode::kUnauthorized,
-                           "this responder requires peer authentication: the initiator needs the "
-                           "shared secret"};
+    return std::unexpected(protocol::Error{
+        protocol::ErrorCode::kUnauthorized,
+        "this responder requires peer authentication: the initiator needs the shared secret"});
   }
   initiator_nonce_ = *initiator_hello.challenge;
   responder_nonce_ = nonce();
@@ -184,35 +190,34 @@ std::variant<protocol::Hello, protocol::Error> ResponderAuth::answer(
   return hello;
 }
 
-std::optional<protocol::Error> ResponderAuth::check(const protocol::ProbeRequest& request) const {
-  if (secret_.empty()) return std::nullopt;
+std::expected<void, protocol::Error> ResponderAuth::check(
+    const protocol::ProbeRequest& request) const {
+  if (secret_.empty()) return {};
   if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request.spec),
                  request.authenticator)) {
-    return std::nullopt;
+    return {};
   }
-  return protocol::Error{protocol::ErrorCode::kUnauthorized,
-                         "the initiator could not prove it holds the shared secret"};
+  return unproven();
 }
 
-std::optional<protocol::Error> ResponderAuth::check(
+std::expected<void, protocol::Error> ResponderAuth::check(
     const protocol::MeshAddressRequest& request) const {
-  if (secret_.empty()) return std::nullopt;
+  if (secret_.empty()) return {};
   if (same_proof(initiator_mesh_proof(secret_, initiator_nonce_, responder_nonce_),
                  request.authenticator)) {
-    return std::nullopt;
+    return {};
   }
-  return protocol::Error{protocol::ErrorCode::kUnauthorized,
-                         "the initiator could not prove it holds the shared secret"};
+  return unproven();
 }
 
-std::optional<protocol::Error> ResponderAuth::check(const protocol::VerifyRequest& request) const {
-  if (secret_.empty()) return std::nullopt;
+std::expected<void, protocol::Error> ResponderAuth::check(
+    const protocol::VerifyRequest& request) const {
+  if (secret_.empty()) return {};
   if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request),
                  request.authenticator)) {
-    return std::nullopt;
+    return {};
   }
-  return protocol::Error{protocol::ErrorCode::kUnauthorized,
-                         "the initiator could not prove it holds the shared secret"};
+  return unproven();
 }
 
 }  // namespace ibprobe::probes::peer_auth

@@ -11,11 +11,11 @@
 #pragma once
 
 #include <cstddef>
+#include <expected>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
@@ -80,12 +80,12 @@ class ResponderAuth {
   explicit ResponderAuth(std::string secret) : secret_(std::move(secret)) {}
   // The Hello answering the initiator's, or the Error refusing an initiator that brought no
   // challenge when a secret is required.
-  std::variant<protocol::Hello, protocol::Error> answer(const protocol::Hello& initiator_hello,
-                                                        const std::string& software_version);
-  // The Error refusing a request whose authenticator does not prove the secret for this spec.
-  std::optional<protocol::Error> check(const protocol::ProbeRequest& request) const;
-  std::optional<protocol::Error> check(const protocol::MeshAddressRequest& request) const;
-  std::optional<protocol::Error> check(const protocol::VerifyRequest& request) const;
+  std::expected<protocol::Hello, protocol::Error> answer(const protocol::Hello& initiator_hello,
+                                                         const std::string& software_version);
+  // Nothing when the request's authenticator proves the secret for it, else the Error refusing it.
+  std::expected<void, protocol::Error> check(const protocol::ProbeRequest& request) const;
+  std::expected<void, protocol::Error> check(const protocol::MeshAddressRequest& request) const;
+  std::expected<void, protocol::Error> check(const protocol::VerifyRequest& request) const;
 
  private:
   std::string secret_;

@@ -705,59 +705,63 @@ Bytes encode(const Message& message) {
   return frame;
 }
 
-std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_t> bytes,
-                                                     std::uint32_t max_body) {
+std::expected<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_t> bytes,
+                                                      std::uint32_t max_body) {
   if (bytes.size() < kHeaderSize) {
-    return DecodeError{DecodeErrorKind::kTruncated,
-                       "frame header needs " + std::to_string(kHeaderSize) + " bytes, got " +
-                           std::to_string(bytes.size())};
+    return std::unexpected(DecodeError{DecodeErrorKind::kTruncated,
+                                       "frame header needs " + std::to_string(kHeaderSize) +
+                                           " bytes, got " + std::to_string(bytes.size())});
   }
   if (!std::equal(kMagic.begin(), kMagic.end(), bytes.begin())) {
-    return DecodeError{DecodeErrorKind::kBadMagic, "not an ibprobe control frame (bad magic)"};
+    return std::unexpected(
+        DecodeError{DecodeErrorKind::kBadMagic, "not an ibprobe control frame (bad magic)"});
   }
   FrameHeader header;
   header.version = get_u16(bytes.subspan(4));
   if (header.version != kProtocolVersion) {
-    return DecodeError{DecodeErrorKind::kUnsupportedVersion,
-                       "peer speaks protocol version " + std::to_string(header.version) +
-                           ", this build speaks " + std::to_string(kProtocolVersion)};
+    return std::unexpected(DecodeError{DecodeErrorKind::kUnsupportedVersion,
+                                       "peer speaks protocol version " +
+                                           std::to_string(header.version) + ", this build speaks " +
+                                           std::to_string(kProtocolVersion)});
   }
   const std::uint16_t type = get_u16(bytes.subspan(6));
   if (type < static_cast<std::uint16_t>(MessageType::kHello) ||
       type > static_cast<std::uint16_t>(MessageType::kVerifyStep)) {
-    return DecodeError{DecodeErrorKind::kUnknownType,
-                       "unknown message type " + std::to_string(type)};
+    return std::unexpected(
+        DecodeError{DecodeErrorKind::kUnknownType, "unknown message type " + std::to_string(type)});
   }
   header.type = static_cast<MessageType>(type);
   header.body_length = get_u32(bytes.subspan(8));
   if (header.body_length > max_body) {
-    return DecodeError{DecodeErrorKind::kOversized,
-                       "frame announces a " + std::to_string(header.body_length) +
-                           "-byte body, more than the " + std::to_string(max_body) + "-byte limit"};
+    return std::unexpected(DecodeError{DecodeErrorKind::kOversized,
+                                       "frame announces a " + std::to_string(header.body_length) +
+                                           "-byte body, more than the " + std::to_string(max_body) +
+                                           "-byte limit"});
   }
   return header;
 }
 
-std::variant<Message, DecodeError> decode_body(const FrameHeader& header,
-                                               std::span<const std::uint8_t> body) {
+std::expected<Message, DecodeError> decode_body(const FrameHeader& header,
+                                                std::span<const std::uint8_t> body) {
   if (body.size() != header.body_length) {
-    return DecodeError{body.size() < header.body_length ? DecodeErrorKind::kTruncated
-                                                        : DecodeErrorKind::kTrailingBytes,
-                       "frame announces a " + std::to_string(header.body_length) +
-                           "-byte body, got " + std::to_string(body.size()) + " bytes"};
+    return std::unexpected(
+        DecodeError{body.size() < header.body_length ? DecodeErrorKind::kTruncated
+                                                     : DecodeErrorKind::kTrailingBytes,
+                    "frame announces a " + std::to_string(header.body_length) + "-byte body, got " +
+                        std::to_string(body.size()) + " bytes"});
   }
   try {
     return message_from(header, parse_json(body));
   } catch (const Failure& failure) {
-    return DecodeError{failure.kind, failure.message};
+    return std::unexpected(DecodeError{failure.kind, failure.message});
   }
 }
 
-std::variant<Message, DecodeError> decode(std::span<const std::uint8_t> frame,
-                                          std::uint32_t max_body) {
-  auto header = decode_header(frame, max_body);
-  if (const auto* error = std::get_if<DecodeError>(&header)) return *error;
-  return decode_body(std::get<FrameHeader>(header), frame.subspan(kHeaderSize));
+std::expected<Message, DecodeError> decode(std::span<const std::uint8_t> frame,
+                                           std::uint32_t max_body) {
+  const auto header = decode_header(frame, max_body);
+  if (!header) return std::unexpected(header.error());
+  return decode_body(*header, frame.subspan(kHeaderSize));
 }
 
 }  // namespace ibprobe::probes::protocol

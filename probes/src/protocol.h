@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <expected>
 #include <optional>
 #include <span>
 #include <string>
@@ -236,15 +237,15 @@ struct FrameHeader {
 
 // First step of reading a frame: `bytes` holds at least the header. A transport reads
 // kHeaderSize bytes, calls this, and only then reads body_length more.
-std::variant<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_t> bytes,
-                                                     std::uint32_t max_body = kMaxBodyBytes);
+std::expected<FrameHeader, DecodeError> decode_header(std::span<const std::uint8_t> bytes,
+                                                      std::uint32_t max_body = kMaxBodyBytes);
 
 // Second step: `body` holds exactly header.body_length bytes.
-std::variant<Message, DecodeError> decode_body(const FrameHeader& header,
-                                               std::span<const std::uint8_t> body);
+std::expected<Message, DecodeError> decode_body(const FrameHeader& header,
+                                                std::span<const std::uint8_t> body);
 
 // Both steps on one complete frame.
-std::variant<Message, DecodeError> decode(std::span<const std::uint8_t> frame,
-                                          std::uint32_t max_body = kMaxBodyBytes);
+std::expected<Message, DecodeError> decode(std::span<const std::uint8_t> frame,
+                                           std::uint32_t max_body = kMaxBodyBytes);
 
 }  // namespace ibprobe::probes::protocol

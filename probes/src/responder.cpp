@@ -51,13 +51,8 @@ void log_validation(const std::string& peer, const ValidationReport& v) {
 }
 
 // The mesh address exchange, answered on the connection that asked: nothing is allocated.
-void answer_mesh_address(ControlChannel& channel, const peer_auth::ResponderAuth& auth,
-                         const protocol::MeshAddressRequest& request,
-                         const std::optional<MeshEndpoint>& endpoint, Clock::time_point deadline) {
-  if (const auto refusal = auth.check(request)) {
-    channel.send(*refusal, deadline);
-    return;
-  }
+void answer_mesh_address(ControlChannel& channel, const std::optional<MeshEndpoint>& endpoint,
+                         Clock::time_point deadline) {
   if (!endpoint) {
     channel.send(protocol::Error{protocol::ErrorCode::kBadRequest,
                                  "the mesh is off on this exporter: no pings answered here"},
@@ -67,6 +62,51 @@ void answer_mesh_address(ControlChannel& channel, const peer_auth::ResponderAuth
   channel.send(protocol::MeshAddress{endpoint->gid, endpoint->lid, endpoint->qpn, endpoint->qkey,
                                      endpoint->gid_family},
                deadline);
+}
+
+// One probe run, start to end; the session's verbs resources go with the stack frame.
+void serve_probe(ControlChannel& channel, const protocol::ProbeRequest& request,
+                 const LocalPort& local, const Limits& limits, Clock::time_point hello_deadline) {
+  auto problems = validate(request.spec);
+  const auto over_limits = check_limits(request.spec, limits);
+  problems.insert(problems.end(), over_limits.begin(), over_limits.end());
+  if (!problems.empty()) {
+    channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))}, hello_deadline);
+    return;
+  }
+  // The initiator's whole run is bounded by the same timeout: setup, run and result here.
+  const auto deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
+  RcSession session(local, request.spec, Side::kResponder);
+  channel.send(protocol::ProbeAccept{}, deadline);
+  channel.send(session.local_endpoints(), deadline);
+  session.connect(channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs"));
+  protocol::Result result;
+  result.before = snapshot_after_lifespan(local);
+  channel.send(protocol::Ready{}, deadline);
+
+  const RunGuard guard{deadline, [&channel] { channel.check_still_open(); },
+                       [&channel] { return channel.has_pending_message(); },
+                       std::chrono::seconds(request.spec.timeout_seconds)};
+  if (request.spec.bidirectional) {
+    // Both sides post (perftest's -b): this side measures its own direction as the
+    // initiator measures its.
+    result.bandwidth = session.run_bandwidth(guard);
+  } else if (request.spec.test == TestKind::kLatency) {
+    session.serve_latency(guard);
+  } else if (request.spec.operation == Operation::kSend) {
+    session.serve_send_bandwidth(guard);
+  } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
+    session.serve_write_validation(guard);
+  }
+  channel.expect<protocol::Ready>(deadline, "the end of the run");
+  result.after = snapshot_after_lifespan(local);
+  result.checks = session.preflight_checks();
+  result.facts = session.facts();
+  if (request.spec.validation) {
+    result.validation = session.validation();
+    log_validation(channel.peer(), result.validation.value());
+  }
+  channel.send(result, deadline);
 }
 
 }  // namespace
@@ -165,8 +205,8 @@ void Responder::refuse_busy(int fd) {
   }
 }
 
-// One run, start to end. Whatever goes wrong is told to the initiator as an Error when the
-// connection still stands; the session's verbs resources go with the stack frame.
+// One connection: the handshake, then the handler of the request it brings. Whatever goes wrong
+// is told to the initiator as an Error when the connection still stands.
 void Responder::handle(int fd) {
   ControlChannel channel(fd, stop_signal_.get());
   // Published for the destructor while the run lasts; withdrawn before the channel closes fd.
@@ -192,69 +232,29 @@ void Responder::handle(int fd) {
     // Strangers are turned away here, before anything is allocated for them.
     peer_auth::ResponderAuth auth(options_.shared_secret);
     const auto answer = auth.answer(hello, kSoftwareVersion);
-    std::visit([&](const auto& message) { channel.send(message, hello_deadline); }, answer);
-    if (std::holds_alternative<protocol::Error>(answer)) return;
-    auto message = channel.receive(hello_deadline);
-    if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&message)) {
-      answer_mesh_address(channel, auth, *mesh, options_.mesh_endpoint, hello_deadline);
+    if (!answer) {
+      channel.send(answer.error(), hello_deadline);
       return;
     }
-    if (const auto* verify_request = std::get_if<protocol::VerifyRequest>(&message)) {
-      if (const auto refusal = auth.check(*verify_request)) {
-        channel.send(*refusal, hello_deadline);
-        return;
+    channel.send(*answer, hello_deadline);
+    const auto message = channel.receive(hello_deadline);
+    // Every kind of request proves the secret for itself before its handler sees it.
+    const auto proven = [&](const auto& request) {
+      const auto checked = auth.check(request);
+      if (!checked) channel.send(checked.error(), hello_deadline);
+      return checked.has_value();
+    };
+    if (const auto* probe = std::get_if<protocol::ProbeRequest>(&message)) {
+      if (proven(*probe)) serve_probe(channel, *probe, local_, options_.limits, hello_deadline);
+    } else if (const auto* verify = std::get_if<protocol::VerifyRequest>(&message)) {
+      if (proven(*verify)) {
+        verify::serve_verify(channel, *verify, local_, options_.limits, hello_deadline);
       }
-      verify::serve_verify(channel, *verify_request, local_, options_.limits, hello_deadline);
-      return;
+    } else if (const auto* mesh = std::get_if<protocol::MeshAddressRequest>(&message)) {
+      if (proven(*mesh)) answer_mesh_address(channel, options_.mesh_endpoint, hello_deadline);
+    } else {
+      channel.fail_unexpected(message, "the probe request");
     }
-    const auto* probe_request = std::get_if<protocol::ProbeRequest>(&message);
-    if (!probe_request) channel.fail_unexpected(message, "the probe request");
-    const auto& request = *probe_request;
-    if (const auto refusal = auth.check(request)) {
-      channel.send(*refusal, hello_deadline);
-      return;
-    }
-    auto problems = validate(request.spec);
-    const auto over_limits = check_limits(request.spec, options_.limits);
-    problems.insert(problems.end(), over_limits.begin(), over_limits.end());
-    if (!problems.empty()) {
-      channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))},
-                   hello_deadline);
-      return;
-    }
-    // The initiator's whole run is bounded by the same timeout: setup, run and result here.
-    const auto deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
-    RcSession session(local_, request.spec, Side::kResponder);
-    channel.send(protocol::ProbeAccept{}, deadline);
-    channel.send(session.local_endpoints(), deadline);
-    session.connect(channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs"));
-    protocol::Result result;
-    result.before = snapshot_after_lifespan(local_);
-    channel.send(protocol::Ready{}, deadline);
-
-    const RunGuard guard{deadline, [&channel] { channel.check_still_open(); },
-                         [&channel] { return channel.has_pending_message(); },
-                         std::chrono::seconds(request.spec.timeout_seconds)};
-    if (request.spec.bidirectional) {
-      // Both sides post (perftest's -b): this side measures its own direction as the
-      // initiator measures its.
-      result.bandwidth = session.run_bandwidth(guard);
-    } else if (request.spec.test == TestKind::kLatency) {
-      session.serve_latency(guard);
-    } else if (request.spec.operation == Operation::kSend) {
-      session.serve_send_bandwidth(guard);
-    } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
-      session.serve_write_validation(guard);
-    }
-    channel.expect<protocol::Ready>(deadline, "the end of the run");
-    result.after = snapshot_after_lifespan(local_);
-    result.checks = session.preflight_checks();
-    result.facts = session.facts();
-    if (request.spec.validation) {
-      result.validation = session.validation();
-      log_validation(channel.peer(), result.validation.value());
-    }
-    channel.send(result, deadline);
   } catch (const std::exception& e) {
     try {
       channel.send(protocol::Error{error_code_for(e), e.what()},

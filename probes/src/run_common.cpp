@@ -30,11 +30,11 @@ void throw_if_cancelled(const StopSignal& stop) {
 std::vector<IpAddress> addresses_to_connect(const std::string& host, const std::string& port,
                                             const RunOptions& options) {
   if (!options.resolved) return ControlChannel::resolve(host, port);
-  if (const auto* reason = std::get_if<std::string>(&*options.resolved)) {
-    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + *reason,
+  if (!*options.resolved) {
+    throw ProbeFailure("cannot resolve " + host + ":" + port + ": " + options.resolved->error(),
                        FailureKind::kUnreachable);
   }
-  return std::get<std::vector<IpAddress>>(*options.resolved);
+  return **options.resolved;
 }
 
 Greeting greet(const std::string& host, const std::string& port,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer harness of tests/fuzz for a bounded time.
 # Usage: tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET
-#   BUILD_DIR: configured with CC=clang CXX=clang++ -DIBPROBE_FUZZ=ON and the ibprobe_fuzz
+#   BUILD_DIR: configured with CC=clang-19 CXX=clang++-19 -DIBPROBE_FUZZ=ON and the ibprobe_fuzz
 #   target built. For each harness <target>.cpp: first every file of regressions/<target>/ must
 #   run clean, then fuzz_<target> mutates a scratch copy of corpus/<target>/ plus the regression
 #   inputs for SECONDS_PER_TARGET. A crash, sanitizer report, failed property, leak or slow input

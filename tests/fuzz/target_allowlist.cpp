@@ -13,8 +13,8 @@ namespace {
 
 using namespace ibprobe::exporter;
 
-std::variant<std::vector<TargetAllowlist::Address>, std::string> no_dns(const std::string&) {
-  return std::string("no resolver in this test");
+std::expected<std::vector<TargetAllowlist::Address>, std::string> no_dns(const std::string&) {
+  return std::unexpected(std::string("no resolver in this test"));
 }
 
 }  // namespace
@@ -28,20 +28,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     text.remove_prefix(std::min(end + 1, text.size()));
   }
   const auto parsed = TargetAllowlist::parse(entries);
-  const auto* list = std::get_if<TargetAllowlist>(&parsed);
-  if (!list) return 0;
+  if (!parsed) return 0;
+  const TargetAllowlist* list = &*parsed;
   FUZZ_CHECK(list->allows_everything() == entries.empty(), "%zu entries, allows everything: %d",
              entries.size(), list->allows_everything());
   for (const auto& entry : entries) {
     std::string host = entry.substr(0, entry.find('/'));
     if (host.starts_with("*.")) host = "fuzz" + host.substr(1);
-    const auto refused = list->refuse(host, no_dns);
-    FUZZ_CHECK(!refused, "entry '%s' does not allow '%s': %s", entry.c_str(), host.c_str(),
-               refused->c_str());
+    const auto admitted = list->admit(host, no_dns);
+    FUZZ_CHECK(admitted.has_value(), "entry '%s' does not allow '%s': %s", entry.c_str(),
+               host.c_str(), admitted.error().c_str());
   }
   // Any other host, resolved by a resolver that knows nothing: refused, never a crash.
   for (const auto& host : {std::string(text), std::string("fuzz.invalid"), std::string("::1")}) {
-    (void)list->refuse(host, no_dns);
+    (void)list->admit(host, no_dns);
   }
   return 0;
 }

@@ -161,8 +161,8 @@ class Pki {
     std::ofstream(path) << "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
                         << tls_lines << rest;
     auto loaded = exporter::load_web_config(path);
-    if (const auto* error = std::get_if<std::string>(&loaded)) throw std::runtime_error(*error);
-    return std::get<WebConfig>(loaded);
+    if (!loaded) throw std::runtime_error(loaded.error());
+    return loaded.value();
   }
 
  private:

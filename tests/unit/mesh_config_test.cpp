@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <variant>
+#include <expected>
 
 #include "probe_config.h"
 
@@ -12,24 +12,24 @@ using exporter::ProbeConfig;
 
 const std::string kModules = "modules:\n  lat:\n    kind: write_lat\n";
 
-std::variant<ProbeConfig, std::string> parse_mesh(const std::string& mesh) {
+std::expected<ProbeConfig, std::string> parse_mesh(const std::string& mesh) {
   return parse_probe_config(kModules + "mesh:\n" + mesh);
 }
 
 std::string error_of(const std::string& mesh) {
   auto parsed = parse_mesh(mesh);
-  if (const auto* error = std::get_if<std::string>(&parsed)) return *error;
+  if (!parsed) return parsed.error();
   ADD_FAILURE() << "accepted: " << mesh;
   return "";
 }
 
 TEST(MeshConfig, DefaultsAreOnePingPerSecondPerPeerAndAHundredPerHost) {
   const auto parsed = parse_probe_config(kModules);
-  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed));
-  EXPECT_FALSE(std::get<ProbeConfig>(parsed).mesh.enabled);
-  EXPECT_TRUE(std::get<ProbeConfig>(parsed).mesh.peers_file.empty());
-  EXPECT_DOUBLE_EQ(std::get<ProbeConfig>(parsed).mesh.policy.peer_rate_hz, 1.0);
-  EXPECT_DOUBLE_EQ(std::get<ProbeConfig>(parsed).mesh.policy.host_budget_hz, 100.0);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_FALSE(parsed.value().mesh.enabled);
+  EXPECT_TRUE(parsed.value().mesh.peers_file.empty());
+  EXPECT_DOUBLE_EQ(parsed.value().mesh.policy.peer_rate_hz, 1.0);
+  EXPECT_DOUBLE_EQ(parsed.value().mesh.policy.host_budget_hz, 100.0);
 }
 
 TEST(MeshConfig, ReadsEveryField) {
@@ -37,8 +37,8 @@ TEST(MeshConfig, ReadsEveryField) {
       "  enabled: true\n  peers_file: /etc/ibprobe/peers.json\n  self: a:9470\n"
       "  peer_rate: 0.5\n  host_budget: 40\n  epoch: 5m\n  host_pairs_per_tor_pair: 3\n"
       "  min_watchers: 4\n");
-  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed)) << std::get<std::string>(parsed);
-  const auto& mesh = std::get<ProbeConfig>(parsed).mesh;
+  ASSERT_TRUE(parsed.has_value()) << parsed.error();
+  const auto& mesh = parsed.value().mesh;
   EXPECT_TRUE(mesh.enabled);
   EXPECT_EQ(mesh.peers_file, "/etc/ibprobe/peers.json");
   EXPECT_EQ(mesh.self, "a:9470");

@@ -92,7 +92,7 @@ TEST(ResolveOnce, TheAllowlistAndTheConnectSeeTheSameAddresses) {
   options.config_file = config_path.string();
   options.resolve =
       [&resolutions](
-          const std::string&) -> std::variant<std::vector<probes::IpAddress>, std::string> {
+          const std::string&) -> std::expected<std::vector<probes::IpAddress>, std::string> {
     return std::vector{mapped(++resolutions == 1 ? 1 : 2)};
   };
   exporter::ProbeService service(std::move(options));
@@ -100,8 +100,8 @@ TEST(ResolveOnce, TheAllowlistAndTheConnectSeeTheSameAddresses) {
 
   const auto submitted =
       service.submit("peer.example.invalid:" + std::to_string(allowed->port()), "bw", {});
-  ASSERT_TRUE(std::holds_alternative<std::uint64_t>(submitted));
-  const auto run = service.get(std::get<std::uint64_t>(submitted), 20s);
+  ASSERT_TRUE(submitted.has_value());
+  const auto run = service.get(submitted.value(), 20s);
   ASSERT_TRUE(run);
   ASSERT_EQ(run->state, exporter::RunState::kFailed);  // the listener hangs up at once
   EXPECT_EQ(resolutions, 1) << "the name was resolved more than once";

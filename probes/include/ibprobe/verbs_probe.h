@@ -14,7 +14,6 @@
 #include <string>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "ibprobe/mesh_endpoint.h"
@@ -112,7 +111,7 @@ struct RunOptions {
   // The responder's host as the caller resolved it once (its allowlist checked exactly these
   // addresses): the run connects to them and to nothing else, or fails as unreachable with the
   // reason it did not resolve. Unset: the host is resolved here.
-  std::optional<std::variant<std::vector<IpAddress>, std::string>> resolved;
+  std::optional<Resolution> resolved;
   // TEST-ONLY fault switch, for proving that validation really checks: flip one payload byte of
   // every n-th message after its checksum was computed (0: off). Set by the ibprobe_probe tool
   // only; the exporter's configuration and HTTP API have no way to reach it.

@@ -63,10 +63,10 @@ protocol::Message read_frame(int fd) {
   Bytes header(protocol::kHeaderSize);
   EXPECT_EQ(::recv(fd, header.data(), header.size(), MSG_WAITALL),
             static_cast<ssize_t>(header.size()));
-  const auto parsed = std::get<protocol::FrameHeader>(protocol::decode_header(header));
+  const auto parsed = protocol::decode_header(header).value();
   Bytes body(parsed.body_length);
   EXPECT_EQ(::recv(fd, body.data(), body.size(), MSG_WAITALL), static_cast<ssize_t>(body.size()));
-  return std::get<protocol::Message>(protocol::decode_body(parsed, body));
+  return protocol::decode_body(parsed, body).value();
 }
 
 void handshake(int fd) {
@@ -99,8 +99,7 @@ Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = quick_sp
     failure.what = e.what();
     failure.kind = "not a ProbeFailure";
   }
-  failure.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  failure.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return failure;
 }
 

@@ -28,20 +28,20 @@ Bytes frame(MessageType type, const std::string& body, std::uint16_t version = k
 
 Message round_trip(const Message& message) {
   const auto decoded = decode(encode(message));
-  if (const auto* error = std::get_if<DecodeError>(&decoded)) {
-    ADD_FAILURE() << error->message;
+  if (!decoded) {
+    ADD_FAILURE() << decoded.error().message;
     return message;
   }
-  return std::get<Message>(decoded);
+  return *decoded;
 }
 
 DecodeError decode_error(const Bytes& bytes) {
   const auto decoded = decode(bytes);
-  if (!std::holds_alternative<DecodeError>(decoded)) {
+  if (decoded) {
     ADD_FAILURE() << "decoded without error";
     return {DecodeErrorKind::kMalformed, ""};
   }
-  return std::get<DecodeError>(decoded);
+  return decoded.error();
 }
 
 // A ProbeRequest body with one spec field replaced by `value` (raw JSON text).
@@ -286,24 +286,24 @@ TEST(ProtocolDecode, OversizedLengthIsRefusedFromTheHeaderAlone) {
   header[10] = 0xFF;
   header[11] = 0xFF;
   const auto decoded = decode_header(header);
-  ASSERT_TRUE(std::holds_alternative<DecodeError>(decoded));
-  EXPECT_EQ(std::get<DecodeError>(decoded).kind, DecodeErrorKind::kOversized);
-  EXPECT_THAT(std::get<DecodeError>(decoded).message, HasSubstr("4294967295-byte body"));
+  ASSERT_FALSE(decoded.has_value());
+  EXPECT_EQ(decoded.error().kind, DecodeErrorKind::kOversized);
+  EXPECT_THAT(decoded.error().message, HasSubstr("4294967295-byte body"));
   // A caller may set a tighter limit.
   const auto tight = decode(encode(ProbeReject{"a reason"}), 8);
-  ASSERT_TRUE(std::holds_alternative<DecodeError>(tight));
-  EXPECT_EQ(std::get<DecodeError>(tight).kind, DecodeErrorKind::kOversized);
+  ASSERT_FALSE(tight.has_value());
+  EXPECT_EQ(tight.error().kind, DecodeErrorKind::kOversized);
 }
 
 TEST(ProtocolDecode, HeaderThenBodyInTwoSteps) {
   const Bytes bytes = encode(ProbeReject{"busy"});
   const auto header = decode_header(std::span(bytes).first(kHeaderSize));
-  ASSERT_TRUE(std::holds_alternative<FrameHeader>(header));
-  const FrameHeader& parsed = std::get<FrameHeader>(header);
+  ASSERT_TRUE(header.has_value());
+  const FrameHeader& parsed = *header;
   EXPECT_EQ(parsed.type, MessageType::kProbeReject);
   EXPECT_EQ(parsed.body_length, bytes.size() - kHeaderSize);
   const auto message = decode_body(parsed, std::span(bytes).subspan(kHeaderSize));
-  EXPECT_EQ(std::get<ProbeReject>(std::get<Message>(message)).reason, "busy");
+  EXPECT_EQ(std::get<ProbeReject>(message.value()).reason, "busy");
 }
 
 TEST(ProtocolDecode, MalformedJson) {
@@ -375,8 +375,8 @@ TEST(ProtocolDecode, OutOfRangeSpecNumbers) {
 TEST(ProtocolDecode, SpecSemanticsAreLeftToValidate) {
   // The codec checks representability only; validate() explains what is wrong with it.
   const auto decoded = decode(frame(MessageType::kProbeRequest, request_with("mtu", "3000")));
-  ASSERT_TRUE(std::holds_alternative<Message>(decoded));
-  const auto& spec = std::get<ProbeRequest>(std::get<Message>(decoded)).spec;
+  ASSERT_TRUE(decoded.has_value());
+  const auto& spec = std::get<ProbeRequest>(*decoded).spec;
   EXPECT_EQ(spec.mtu, 3000u);
   EXPECT_THAT(validate(spec), ::testing::ElementsAre(HasSubstr("mtu 3000 is not an IB MTU")));
 }
@@ -449,8 +449,8 @@ TEST(ProtocolDecode, UnknownErrorCode) {
 
 TEST(ProtocolDecode, UnknownFieldsAreIgnoredForForwardCompatibility) {
   const auto decoded = decode(frame(MessageType::kProbeReject, R"({"reason":"r","hint":42})"));
-  ASSERT_TRUE(std::holds_alternative<Message>(decoded));
-  EXPECT_EQ(std::get<ProbeReject>(std::get<Message>(decoded)).reason, "r");
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(std::get<ProbeReject>(*decoded).reason, "r");
 }
 
 TEST(ProtocolRoundTrip, MeshAddressExchange) {

@@ -1,0 +1,262 @@
+#include "run_queue.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace ibprobe::exporter {
+
+RunQueue::RunQueue(Options options, Runner runner, ProbeHistory& history)
+    : options_(std::move(options)), runner_(std::move(runner)), history_(history) {
+  worker_ = std::thread([this] { work(); });
+}
+
+RunQueue::~RunQueue() {
+  shutdown();
+}
+
+std::expected<std::uint64_t, Refusal> RunQueue::submit(Job job) {
+  auto queued = queue(std::move(job));
+  if (!queued) return std::unexpected(std::move(queued).error());
+  return (*queued)->run.id;
+}
+
+std::expected<std::shared_ptr<RunQueue::Entry>, Refusal> RunQueue::queue(Job job) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) {
+    return std::unexpected(Refusal{503, "shutting_down", "the exporter is shutting down", 5});
+  }
+  if (!options_.local) {
+    return std::unexpected(
+        Refusal{503,
+                "no_probe_port",
+                "this host has no ACTIVE RDMA port to probe from (see --probe.device)",
+                {}});
+  }
+  // waiting_ also holds, for a moment, the run the worker is about to start: with nothing running
+  // its head is not waiting, so queue_length 0 still lets one run through.
+  if (waiting_.size() + (running_ ? 1 : 0) > job.queue_length) {
+    // The queue drains at one run per module timeout at worst.
+    const int retry = static_cast<int>(job.resolved.spec.timeout_seconds);
+    return std::unexpected(Refusal{429, "queue_full",
+                                   std::to_string(waiting_.size()) +
+                                       " probes are already waiting (queue_length " +
+                                       std::to_string(job.queue_length) + ")",
+                                   retry});
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->run.id = next_id_++;
+  entry->run.target = job.target;
+  entry->run.module = job.module;
+  entry->run.resolved = job.resolved;
+  entry->run.submitted = std::chrono::system_clock::now();
+  entry->job = std::move(job);
+  active_.emplace(entry->run.id, entry);
+  waiting_.push_back(entry);
+  changed_.notify_all();
+  return entry;
+}
+
+std::expected<ProbeRun, Refusal> RunQueue::run(Job job, std::stop_token stop) {
+  // Beyond the deadline, a run that was told to stop has this long to say it has.
+  constexpr auto kStopGrace = std::chrono::seconds(15);
+  const auto deadline = *job.deadline;
+  auto queued = queue(std::move(job));
+  if (!queued) return std::unexpected(std::move(queued).error());
+  const auto entry = *std::move(queued);
+  const auto finished = [&entry] { return entry->run.done(); };
+  std::unique_lock lock(mutex_);
+  if (!changed_.wait_until(lock, stop, deadline, finished)) {
+    if (stop.stop_requested()) {
+      stop_run(entry, "cancelled", "the client went away before the probe finished", lock);
+    } else {
+      stop_run(entry, "timeout", "the probe did not finish within its timeout", lock);
+    }
+    changed_.wait_until(lock, std::chrono::steady_clock::now() + kStopGrace, finished);
+  }
+  ProbeRun run = entry->run;
+  if (!finished()) {
+    // Still going after the stop and its grace: answer for it now; it ends on its own.
+    run.outcome.reset();
+    run.sweep.reset();
+    run.failure_reason = "timeout";
+    run.failure = "the probe did not stop within 15 s of its deadline";
+  }
+  return run;
+}
+
+std::optional<ProbeRun> RunQueue::get(std::uint64_t id, std::chrono::milliseconds wait,
+                                      std::stop_token stop) const {
+  std::unique_lock lock(mutex_);
+  const auto found = active_.find(id);
+  if (found == active_.end()) return std::nullopt;
+  // Held here, so the run stays readable once it has moved to the history.
+  const auto entry = found->second;
+  changed_.wait_until(lock, stop, std::chrono::steady_clock::now() + wait,
+                      [&entry] { return entry->run.done(); });
+  return entry->run;
+}
+
+void RunQueue::abandon(std::uint64_t id, const std::string& reason) {
+  std::unique_lock lock(mutex_);
+  const auto found = active_.find(id);
+  if (found == active_.end()) return;
+  stop_run(found->second, "timeout", reason, lock);
+}
+
+std::vector<ProbeRun> RunQueue::active() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ProbeRun> out;
+  for (const auto& [_, entry] : active_) out.push_back(entry->run);
+  return out;
+}
+
+void RunQueue::stop_run(const std::shared_ptr<Entry>& entry, std::string reason, std::string text,
+                        std::unique_lock<std::mutex>& lock) {
+  if (entry->run.state == RunState::kQueued) {
+    std::erase(waiting_, entry);
+    entry->run.failure_reason = std::move(reason);
+    entry->run.failure = std::move(text);
+    finish(entry, lock);
+  } else if (entry->run.state == RunState::kRunning && !entry->stop.stop_requested()) {
+    entry->stop_reason = std::move(reason);
+    entry->stop_text = std::move(text);
+    entry->stop.request_stop();
+  }
+}
+
+void RunQueue::shutdown() {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+    if (running_) {
+      stop_run(running_, "cancelled", "the probe was cancelled: this exporter is shutting down",
+               lock);
+    }
+    while (!waiting_.empty()) {
+      auto entry = waiting_.front();
+      waiting_.pop_front();
+      entry->run.failure_reason = "cancelled";
+      entry->run.failure = "the exporter is shutting down; the probe never started";
+      finish(entry, lock);
+    }
+    changed_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void RunQueue::finish(const std::shared_ptr<Entry>& entry, std::unique_lock<std::mutex>&) {
+  auto& run = entry->run;
+  run.finished = std::chrono::system_clock::now();
+  run.state = run.succeeded() ? RunState::kSucceeded : RunState::kFailed;
+  // In the history before it leaves the queue: a reader finds the run in one or the other.
+  history_.add(run);
+  active_.erase(run.id);
+  changed_.notify_all();
+}
+
+void RunQueue::work() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+    if (stopping_) return;
+    auto entry = waiting_.front();
+    waiting_.pop_front();
+    running_ = entry;
+    auto& run = entry->run;
+    run.state = RunState::kRunning;
+    run.started = std::chrono::system_clock::now();
+    changed_.notify_all();
+    lock.unlock();
+
+    // The run itself goes without the lock: /metrics and the API keep answering meanwhile.
+    std::optional<probes::ProbeOutcome> outcome;
+    std::optional<probes::SweepOutcome> sweep;
+    std::string reason, failure;
+    const auto start = std::chrono::steady_clock::now();
+    execute(*entry, outcome, sweep, reason, failure);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    lock.lock();
+    run.duration_seconds = seconds;
+    run.outcome = std::move(outcome);
+    run.sweep = std::move(sweep);
+    if (!run.succeeded()) {
+      // A stop asked for by this service (a waiter's deadline passed, its client went away,
+      // shutdown) says why in its own words.
+      const bool stopped = !entry->stop_reason.empty() && reason == "cancelled";
+      run.failure_reason = stopped ? entry->stop_reason : reason;
+      run.failure = stopped ? entry->stop_text : failure;
+      spdlog::info("probe id={} target={} module={} failed reason={}: {}", run.id, run.target,
+                   run.module, run.failure_reason, run.failure);
+    } else {
+      spdlog::debug("probe id={} target={} module={} succeeded in {:.3f} s", run.id, run.target,
+                    run.module, seconds);
+    }
+    running_.reset();
+    finish(entry, lock);
+  }
+}
+
+// The one place where a run's exceptions become its failure class and text.
+void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcome,
+                       std::optional<probes::SweepOutcome>& sweep, std::string& reason,
+                       std::string& failure) {
+  const auto& job = entry.job;
+  const auto& module = job.resolved;
+  const auto deadline = job.deadline.value_or(std::chrono::steady_clock::now() + job.budget);
+  try {
+    // A peer's run on our responder holds the port; ours waits for it rather than failing.
+    const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
+    if (!held) {
+      if (entry.stop.stop_requested()) {
+        throw probes::ProbeFailure("cancelled while a peer's probe held the port",
+                                   probes::FailureKind::kCancelled);
+      }
+      throw probes::ProbeFailure("timed out: a peer's probe held the port until the deadline",
+                                 probes::FailureKind::kTimeout);
+    }
+    probes::RunOptions run_options;
+    run_options.fabric_ports = module.fabric_ports;
+    run_options.shared_secret = options_.shared_secret;
+    run_options.deadline = deadline;
+    run_options.stop = entry.stop.get_token();
+    run_options.resolved = job.addresses;
+    run_options.verify_cases = module.verify_cases;
+    run_options.verify_options = module.verify_options;
+    const auto& local = *options_.local;
+    if (module.sweep) {
+      // The gate stays held from the first step to the last: no other run comes between
+      // two steps that should differ in one variable only.
+      sweep = probes::run_sweep(*module.sweep, [&](const probes::ProbeSpec& spec) {
+        // Each step within its own timeout, and all of them within the sweep's deadline.
+        auto step_options = run_options;
+        step_options.deadline = std::min(deadline, std::chrono::steady_clock::now() +
+                                                       std::chrono::seconds(spec.timeout_seconds));
+        return runner_(local, job.host, job.port, spec, step_options);
+      });
+      if (!sweep->complete()) {
+        const auto& last = sweep->steps.back();
+        reason = to_string(last.failure);
+        failure = fmt::format("step {} ({}={}): {}", sweep->steps.size() - 1,
+                              probes::to_string(sweep->sweep.variable), last.value, last.error);
+      }
+    } else {
+      outcome = runner_(local, job.host, job.port, module.spec, run_options);
+    }
+  } catch (const probes::ProbeFailure& e) {
+    reason = to_string(e.kind());
+    failure = e.what();
+  } catch (const std::invalid_argument& e) {
+    reason = "rejected";
+    failure = e.what();
+  } catch (const std::exception& e) {
+    reason = "internal";
+    failure = e.what();
+  }
+}
+
+}  // namespace ibprobe::exporter
