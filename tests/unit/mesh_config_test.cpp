@@ -65,17 +65,17 @@ TEST(MeshConfig, RefusesBadValuesSayingWhere) {
 TEST(MeshConfig, ReadsTheFabricPeerSource) {
   const auto parsed =
       parse_mesh("  peers_fabric:\n    exporter_port: 9100\n    ca: mlx5_1\n    ca_port: 2\n");
-  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(parsed)) << std::get<std::string>(parsed);
-  const auto& fabric = std::get<ProbeConfig>(parsed).mesh.peers_fabric;
+  ASSERT_TRUE(parsed.has_value()) << parsed.error();
+  const auto& fabric = parsed.value().mesh.peers_fabric;
   ASSERT_TRUE(fabric);
   EXPECT_EQ(fabric->exporter_port, "9100");
   EXPECT_EQ(fabric->ca, "mlx5_1");
   EXPECT_EQ(fabric->ca_port, 2);
 
   const auto defaults = parse_mesh("  peers_fabric: {}\n");
-  ASSERT_TRUE(std::holds_alternative<ProbeConfig>(defaults)) << std::get<std::string>(defaults);
-  EXPECT_EQ(std::get<ProbeConfig>(defaults).mesh.peers_fabric->exporter_port, "9470");
-  EXPECT_TRUE(std::get<ProbeConfig>(defaults).mesh.peers_fabric->ca.empty());
+  ASSERT_TRUE(defaults.has_value()) << defaults.error();
+  EXPECT_EQ(defaults.value().mesh.peers_fabric->exporter_port, "9470");
+  EXPECT_TRUE(defaults.value().mesh.peers_fabric->ca.empty());
 }
 
 TEST(MeshConfig, RefusesABadFabricPeerSource) {
