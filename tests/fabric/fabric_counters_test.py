@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
+from simfabric import check, failures  # noqa: E402
 
 SPINES, LEAVES, HCAS, PORTS = 4, 16, 300, 32
 # Settable error counters of ibsim's PerformanceSet and the exporter's counter label, width.
@@ -32,15 +33,6 @@ ERROR_COUNTERS = [
 # MAD traffic itself counts in the data counters of the ports it crosses: at most this many
 # 4-octet words per port over the whole test (a few thousand MADs of 64 words and less).
 MAD_TRAFFIC_WORDS = 2_000_000
-
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-        print("FAIL", message, flush=True)
-    return condition
 
 
 def series(samples, name, **labels):

@@ -16,18 +16,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
+from simfabric import check, failures  # noqa: E402
 
 SPINES, LEAVES, HCAS, PORTS = 2, 4, 16, 12
 DEADLINE_SECONDS = 1
 PAUSE_SECONDS = 6
-
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-    print(("ok   " if condition else "FAIL ") + message)
 
 
 def metric(base, name):

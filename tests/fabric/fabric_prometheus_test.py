@@ -20,20 +20,12 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
+from simfabric import check, failures  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "../..")
 RUNNER = os.path.join(ROOT, "tests/dashboards/run_queries.py")
 SPINES, LEAVES, HCAS, PORTS = 2, 10, 40, 12
-
-failures = []
-
-
-def check(condition, message):
-    print(("ok   " if condition else "FAIL ") + message, flush=True)
-    if not condition:
-        failures.append(message)
-    return condition
 
 
 def api(base, path, **params):

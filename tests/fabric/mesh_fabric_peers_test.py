@@ -16,18 +16,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
+from simfabric import check, failures  # noqa: E402
 
 SPINES, LEAVES, HCAS, PORTS = 2, 3, 10, 8
 EXPORTER_PORT = 9100
-
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-        print("FAIL", message, flush=True)
-    return condition
 
 
 def leaf_of_each_host(ibnetdiscover_output):

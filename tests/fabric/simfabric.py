@@ -46,6 +46,17 @@ class Topology:
 FULL_RATE = "w=8 s=4"
 
 
+# Every check of a test run is reported, and the run fails at its end if any did.
+failures = []
+
+
+def check(condition, message):
+    print(("ok   " if condition else "FAIL ") + message, flush=True)
+    if not condition:
+        failures.append(message)
+    return condition
+
+
 def fat_tree(spines, leaves, hcas, ports_per_switch, full_rate_every=0):
     """Two-level fat tree: every leaf has one uplink to every spine (leaf ports after its hosts,
     spine port N to leaf N) and the HCAs spread evenly over the leaves. The first HCA comes first
