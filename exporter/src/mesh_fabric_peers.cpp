@@ -43,7 +43,7 @@ std::vector<MeshPeer> mesh_peers_from_fabric(const collectors::FabricModel& mode
   return peers;
 }
 
-std::vector<MeshPeer> discover_mesh_peers(const MeshConfig::FabricPeers& source) {
+std::vector<MeshPeer> discover_mesh_peers(const MeshFabricPeers& source) {
   collectors::DiscoveryOptions options;
   options.ca = source.ca;
   options.ca_port = source.ca_port;

@@ -26,6 +26,6 @@ std::vector<MeshPeer> mesh_peers_from_fabric(const collectors::FabricModel& mode
 // Discovers the fabric from `source`'s local port (in a child process of this executable, as
 // /fabric does, within 120 s) and returns its peers. Throws std::runtime_error saying why when
 // discovery fails.
-std::vector<MeshPeer> discover_mesh_peers(const MeshConfig::FabricPeers& source);
+std::vector<MeshPeer> discover_mesh_peers(const MeshFabricPeers& source);
 
 }  // namespace ibprobe::exporter
