@@ -1,24 +1,11 @@
 #include "mesh_fabric_peers.h"
 
-#include <cstdio>
 #include <map>
 
 #include "fabric_discovery.h"
+#include "remote_pma_internal.h"
 
 namespace ibprobe::exporter {
-namespace {
-
-// As sysfs prints node_guid and /fabric labels switches: "0002:c903:0010:0001".
-std::string guid_text(std::uint64_t guid) {
-  char text[20];
-  std::snprintf(text, sizeof(text), "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48),
-                static_cast<unsigned>(guid >> 32) & 0xffff,
-                static_cast<unsigned>(guid >> 16) & 0xffff, static_cast<unsigned>(guid) & 0xffff);
-  return text;
-}
-
-}  // namespace
-
 std::vector<MeshPeer> mesh_peers_from_fabric(const collectors::FabricModel& model,
                                              const std::string& exporter_port) {
   using collectors::FabricNodeType;
@@ -32,7 +19,8 @@ std::vector<MeshPeer> mesh_peers_from_fabric(const collectors::FabricModel& mode
       if (!port.remote) continue;
       const auto* leaf = model.find(port.remote->guid);
       if (!leaf || leaf->type != FabricNodeType::kSwitch) continue;
-      const auto tor = leaf->description.empty() ? guid_text(leaf->guid) : leaf->description;
+      const auto tor =
+          leaf->description.empty() ? collectors::format_guid(leaf->guid) : leaf->description;
       by_host.emplace(host, MeshPeer{host + ":" + exporter_port, tor, "ib"});
       break;
     }
