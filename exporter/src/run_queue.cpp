@@ -81,7 +81,8 @@ std::expected<ProbeRun, Refusal> RunQueue::run(Job job, std::stop_token stop) {
     run.outcome.reset();
     run.sweep.reset();
     run.failure_reason = "timeout";
-    run.failure = "the probe did not stop within 15 s of its deadline";
+    run.failure =
+        fmt::format("the probe did not stop within {} s of its deadline", kStopGrace.count());
   }
   return run;
 }
