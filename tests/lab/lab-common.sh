@@ -174,6 +174,14 @@ lab_perftest_pair() { # SERVER CLIENT TOOL ARGS...
     echo "$out"
 }
 
+# The ACK timeout the lab's bandwidth probes run with. A VM's vCPU descheduled on a loaded host
+# can leave an RC window unacknowledged longer than perftest's 67 ms (-u 14); rxe then resends
+# the window (go-back-N: completer_retry_err, and the peer's duplicate_request, rise), and its
+# responder has been traced (dynamic debug of rxe_resp.c) rejecting the length of a packet after
+# such a resend (ERR_LENGTH, answered "remote invalid request"), which fails the run. 1 s
+# (-u 18) outlasts those pauses; what the tests check stays the same.
+LAB_QP_TIMEOUT=18
+
 positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }
 
 # perftest prints a header row, then the figures.

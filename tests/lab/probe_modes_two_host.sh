@@ -53,11 +53,9 @@ check_bidirectional() {
         "one-way run: the responder sent $one_way_peer bytes against $one_way_local: $out"
     a0=$a1 b0=$b1
     # Both directions double the load of an emulated link that already drains a 128 x 64 KiB
-    # window slower than perftest's 67 ms ACK timeout: at -u 14 rxe retransmitted (go-back-N,
-    # completer_retry_err and the peer's duplicate_request rising) until a write failed with
-    # "remote invalid request". A 1 s ACK timeout (-u 18) for both tools, as the lab's other
-    # duration runs; the checks stay the same.
-    out=$(run_probe -t write_bw -b -D 6 -s 65536 -u 18) || fail "write_bw -b failed: $out"
+    # window slower than perftest's 67 ms ACK timeout: both tools run with the lab's
+    # LAB_QP_TIMEOUT (lab-common.sh says why); the checks stay the same.
+    out=$(run_probe -t write_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "write_bw -b failed: $out"
     a1=$(tx_bytes A) b1=$(tx_bytes B)
     ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
     res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
@@ -74,11 +72,11 @@ total = float(re.search(r'^bw_average_MiBps=([0-9.]+)', out, re.M).group(1))
 print(f'{total:.2f} {d[0]:.2f} {d[1]:.2f}')
 sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
         || fail "write_bw -b: BW average is not the sum of both directions: $out"
-    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 -u 18 --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT" --report_gbits 2>&1 | tail -n 20)
     local perftest_bw
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
-    note "write_bw -b: sum/initiator/responder MiB/s $sum; NIC tx responder $((a1 - a0)) B (one-way run: $one_way_peer B), initiator $((b1 - b0)) B; ib_write_bw -b -D 6 -u 18: BW average ${perftest_bw:-?} Gb/s"
-    out=$(run_probe -t read_bw -b -D 6 -s 65536 -u 18) || fail "read_bw -b failed: $out"
+    note "write_bw -b: sum/initiator/responder MiB/s $sum; NIC tx responder $((a1 - a0)) B (one-way run: $one_way_peer B), initiator $((b1 - b0)) B; ib_write_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
+    out=$(run_probe -t read_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "read_bw -b failed: $out"
     [[ -n $(sed -n 's/^direction responder .*messages=\([1-9][0-9]*\).*/\1/p' <<<"$out") ]] \
         || fail "read_bw -b: the responder's direction moved nothing: $out"
     note "read_bw -b: $(grep -o '^bw_average_MiBps=[0-9.]*' <<<"$out")"
@@ -90,7 +88,7 @@ sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
 check_bidirectional_send() {
     local out a0 b0 a1 b1 ini res theirs perftest_bw
     a0=$(tx_bytes A) b0=$(tx_bytes B)
-    out=$(run_probe -t send_bw -b -D 6 -s 65536 -u 18) || fail "send_bw -b failed: $out"
+    out=$(run_probe -t send_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "send_bw -b failed: $out"
     a1=$(tx_bytes A) b1=$(tx_bytes B)
     ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
     res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
@@ -112,9 +110,9 @@ sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
     out=$(run_probe -t send_bw -b -n 300 -s 65536 --use-srq) || fail "send_bw -b -n 300 --use-srq failed: $out"
     grep -Eq '^direction responder .*messages=300\b' <<<"$out" && grep -Eq '^direction initiator .*messages=300\b' <<<"$out" \
         || fail "send_bw -b -n 300 --use-srq: not 300 messages each way: $out"
-    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 -u 18 --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT" --report_gbits 2>&1 | tail -n 20)
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
-    note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u 18: BW average ${perftest_bw:-?} Gb/s"
+    note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }
 
 check_rate_limit() {

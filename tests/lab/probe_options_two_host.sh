@@ -31,7 +31,8 @@ expect_field() { # OUTPUT NAME VALUE WHAT
 }
 
 run_probe() { # ARGS...
-    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
+    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -u "$LAB_QP_TIMEOUT" "$@" \
+        "$(lab addr A):$RESPONDER_PORT"
 }
 
 # rxe rings its doorbell with one 32-byte IB_USER_VERBS_CMD_POST_SEND (28, octal \34) write per

@@ -32,7 +32,8 @@ start_responder() {
 }
 
 run_probe() { # TEST ARGS...
-    lab exec --timeout 150 B -- "$PROBE" run -d rxe0 -t "$@" "$(lab addr A):$RESPONDER_PORT" 2>&1
+    lab exec --timeout 150 B -- "$PROBE" run -d rxe0 -u "$LAB_QP_TIMEOUT" -t "$@" \
+        "$(lab addr A):$RESPONDER_PORT" 2>&1
 }
 
 field() { # OUTPUT NAME
