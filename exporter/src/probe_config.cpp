@@ -385,21 +385,25 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
     }
   }
   module.sweep = parse_sweep(node, what);
-  std::vector<probes::ProbeSpec> steps = {spec};
-  if (module.sweep) {
-    module.sweep->base = spec;
-    if (const auto problems = probes::validate(*module.sweep); !problems.empty()) {
-      fail(node["sweep"] ? node["sweep"] : node["message_size"],
-           what + " is not a valid sweep: " + fmt::to_string(fmt::join(problems, "; ")));
+  const auto invalid_probe = [&](const probes::SpecViolations& violations) {
+    fail(node, what + " is not a valid probe: " + violations.message());
+  };
+  if (!module.sweep) {
+    if (const auto valid = probes::validate_within(spec, limits); !valid) {
+      invalid_probe(valid.error());
     }
-    steps = probes::sweep_steps(*module.sweep);
+    return module;
   }
-  for (const auto& step : steps) {
-    auto problems = probes::validate(step);
-    const auto over = probes::check_limits(step, limits);
-    problems.insert(problems.end(), over.begin(), over.end());
-    if (!problems.empty())
-      fail(node, what + " is not a valid probe: " + fmt::to_string(fmt::join(problems, "; ")));
+  module.sweep->base = spec;
+  const auto sweep = probes::validate(*module.sweep);
+  if (!sweep) {
+    fail(node["sweep"] ? node["sweep"] : node["message_size"],
+         what + " is not a valid sweep: " + sweep.error().message());
+  }
+  for (const auto& step : sweep->steps()) {
+    if (const auto fits = probes::check_limits(step.spec(), limits); !fits) {
+      invalid_probe(fits.error());
+    }
   }
   return module;
 }

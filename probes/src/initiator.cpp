@@ -132,7 +132,8 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
 }  // namespace
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec, const RunOptions& options) {
+                       const ValidSpec& valid, const RunOptions& options) {
+  const ProbeSpec& spec = valid.spec();
   if (!options.verify_cases.empty()) {
     ProbeOutcome outcome;
     outcome.spec = spec;
@@ -155,9 +156,6 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     return outcome;
   }
   const auto& fabric_ports = options.fabric_ports;
-  if (const auto problems = validate(spec); !problems.empty()) {
-    throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
-  }
   // Before the handshake: a bad port must not cost the peer its setup.
   collectors::RemotePmaOptions fabric;
   for (const auto& text : fabric_ports) {

@@ -469,16 +469,24 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!sweeps.empty()) {
-      const SweepSpec sweep{spec, sweeps.front().first, sweeps.front().second, knee_threshold};
-      if (const auto problems = validate(sweep); !problems.empty()) {
-        for (const auto& problem : problems) std::cerr << "ibprobe_probe: " << problem << "\n";
+      const auto sweep =
+          validate(SweepSpec{spec, sweeps.front().first, sweeps.front().second, knee_threshold});
+      if (!sweep) {
+        for (const auto& problem : sweep.error().problems) {
+          std::cerr << "ibprobe_probe: " << problem << "\n";
+        }
         return 2;
       }
-      const auto outcome = run_sweep(local, host, port, sweep, options);
+      const auto outcome = run_sweep(local, host, port, *sweep, options);
       print(outcome);
       return outcome.complete() ? 0 : 1;
     }
-    const auto outcome = run_probe(local, host, port, spec, options);
+    const auto valid = validate(spec);
+    if (!valid) {
+      std::cerr << "ibprobe_probe: invalid probe: " << valid.error().message() << "\n";
+      return 1;
+    }
+    const auto outcome = run_probe(local, host, port, *valid, options);
     print(outcome);
     // A validating run that found errors is a failed check, whatever its throughput.
     if (outcome.validation && outcome.validation->errors > 0) return 3;
