@@ -280,12 +280,10 @@ ProbeModule parse_verify_module(const std::string& what, const YAML::Node& node,
   if (node["soak_size"]) o.soak_message_size = unsigned_value(node["soak_size"], "soak_size");
   if (node["timeout"]) o.case_timeout_seconds = seconds(node["timeout"], "timeout");
   module.spec.timeout_seconds = o.case_timeout_seconds;
-  auto problems = probes::verify::validate(o, module.verify_cases);
-  if (problems.empty()) problems = probes::verify::check_limits(module.verify_cases, o, limits);
-  if (!problems.empty()) {
-    fail(node,
-         what + " is not a valid verify module: " + fmt::to_string(fmt::join(problems, "; ")));
-  }
+  const auto plan = probes::verify::validate(o, module.verify_cases);
+  const auto fits =
+      plan ? probes::verify::check_limits(*plan, limits) : std::unexpected(plan.error());
+  if (!fits) fail(node, what + " is not a valid verify module: " + fits.error().message());
   return module;
 }
 

@@ -372,16 +372,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*verify_command) {
-      const auto cases = verify::select_cases(case_names);
-      if (const auto problems = verify::validate(verify_options, cases); !problems.empty()) {
-        for (const auto& p : problems) std::cerr << "ibprobe_probe: verify: " << p << "\n";
+      const auto plan = verify::validate(verify_options, verify::select_cases(case_names));
+      if (!plan) {
+        for (const auto& p : plan.error().problems) {
+          std::cerr << "ibprobe_probe: verify: " << p << "\n";
+        }
         return 2;
       }
       const auto [host, port] = split_address(verify_peer);
       RunOptions run_options;
       run_options.shared_secret = secret;
-      const auto results =
-          verify::run_verify(local, host, port, cases, verify_options, run_options);
+      const auto results = verify::run_verify(local, host, port, *plan, run_options);
       std::fputs(verify::format_table(results).c_str(), stdout);
       // A failed case fails the suite; a skipped one does not pass it either, but says why.
       for (const auto& r : results) {
