@@ -61,13 +61,13 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
     const auto value = hw_dir.read_counter(name);
     if (!value) continue;
     if (name == "lifespan") {
-      snapshot.hw_counters_lifespan = std::chrono::milliseconds(*value.value);
+      snapshot.hw_counters_lifespan = std::chrono::milliseconds(*value);
       continue;
     }
     const HwCounterClass hw_class = classify_hw_counter(name);
     snapshot.counters.emplace(
         std::string(kHwPrefix) + name,
-        CounterReading{*value.value, 64, 1, is_error_class(hw_class), to_string(hw_class)});
+        CounterReading{*value, 64, 1, is_error_class(hw_class), to_string(hw_class)});
   }
   return snapshot;
 }

@@ -33,20 +33,24 @@ class Socket {
   int fd_;
 };
 
-// One SIOCETHTOOL request; 0 or the errno.
-int ethtool_ioctl(const Socket& socket, const std::string& netdev, void* command) {
+std::error_code system_error(int errno_value) {
+  return {errno_value, std::system_category()};
+}
+
+// One SIOCETHTOOL request; no error or the errno.
+std::error_code ethtool_ioctl(const Socket& socket, const std::string& netdev, void* command) {
   ifreq request{};
-  if (netdev.size() >= sizeof(request.ifr_name)) return ENODEV;
+  if (netdev.size() >= sizeof(request.ifr_name)) return system_error(ENODEV);
   std::memcpy(request.ifr_name, netdev.data(), netdev.size());
   request.ifr_data = static_cast<char*>(command);
-  return ::ioctl(socket.fd(), SIOCETHTOOL, &request) == 0 ? 0 : errno;
+  return ::ioctl(socket.fd(), SIOCETHTOOL, &request) == 0 ? std::error_code() : system_error(errno);
 }
 
 class IoctlEthtoolSource final : public EthtoolSource {
  public:
   EthtoolRead statistics(const std::string& netdev) const override {
     const Socket socket;
-    if (socket.fd() < 0) return errno;
+    if (socket.fd() < 0) return std::unexpected(system_error(errno));
     // ethtool_sset_info ends in a flexible array: one u32 follows for the one set asked.
     alignas(ethtool_sset_info)
         std::array<std::uint8_t, sizeof(ethtool_sset_info) + sizeof(std::uint32_t)>
@@ -54,7 +58,7 @@ class IoctlEthtoolSource final : public EthtoolSource {
     auto* set_info = reinterpret_cast<ethtool_sset_info*>(set_buffer.data());
     set_info->cmd = ETHTOOL_GSSET_INFO;
     set_info->sset_mask = std::uint64_t{1} << ETH_SS_STATS;
-    if (const int error = ethtool_ioctl(socket, netdev, set_info)) return error;
+    if (const auto error = ethtool_ioctl(socket, netdev, set_info)) return std::unexpected(error);
     const std::uint32_t count = set_info->sset_mask ? set_info->data[0] : 0;
     if (count == 0) return EthtoolStatistics{};
 
@@ -63,13 +67,13 @@ class IoctlEthtoolSource final : public EthtoolSource {
     gstrings->cmd = ETHTOOL_GSTRINGS;
     gstrings->string_set = ETH_SS_STATS;
     gstrings->len = count;
-    if (const int error = ethtool_ioctl(socket, netdev, gstrings)) return error;
+    if (const auto error = ethtool_ioctl(socket, netdev, gstrings)) return std::unexpected(error);
 
     std::vector<std::uint8_t> values(sizeof(ethtool_stats) + count * sizeof(std::uint64_t));
     auto* stats = reinterpret_cast<ethtool_stats*>(values.data());
     stats->cmd = ETHTOOL_GSTATS;
     stats->n_stats = count;
-    if (const int error = ethtool_ioctl(socket, netdev, stats)) return error;
+    if (const auto error = ethtool_ioctl(socket, netdev, stats)) return std::unexpected(error);
     // The driver may have changed its set between the calls (a queue added): take what both
     // answers cover.
     const std::uint32_t n = std::min({count, gstrings->len, stats->n_stats});
@@ -91,7 +95,7 @@ bool contains(std::string_view text, std::string_view part) {
 std::string roce_netdev(const Device& device, const std::string& port) {
   const SysfsDir ndevs(device.dir, "ports/" + port + "/gid_attrs/ndevs");
   auto ndev = ndevs.read_text("0");
-  return ndev ? std::move(*ndev.value) : std::string();
+  return ndev ? std::move(*ndev) : std::string();
 }
 
 class EthtoolCollector final : public Collector {
@@ -106,14 +110,14 @@ class EthtoolCollector final : public Collector {
       const std::string netdev = roce_netdev(device, port);
       if (netdev.empty()) continue;
       const auto read = source_->statistics(netdev);
-      if (const int* error = std::get_if<int>(&read)) {
-        errors.record(
-            classify_errno(*error),
-            "netdev " + netdev + " (SIOCETHTOOL ETHTOOL_GSTATS: " + std::strerror(*error) + ")");
+      if (!read) {
+        const int error = read.error().value();
+        errors.record(classify_errno(error), "netdev " + netdev + " (SIOCETHTOOL ETHTOOL_GSTATS: " +
+                                                 std::strerror(error) + ")");
         continue;
       }
       std::set<std::string> used;
-      for (const auto& [stat, value] : std::get<EthtoolStatistics>(read)) {
+      for (const auto& [stat, value] : *read) {
         if (!all_statistics_ && !is_roce_ethtool_statistic(stat)) continue;
         // Some drivers repeat a name; a repeated series would make the page invalid.
         std::string label = stat;

@@ -15,9 +15,9 @@ bool is_unset_gid(std::string_view gid) {
 std::optional<std::string> read_gid_attr(const SysfsDir& dir, const std::string& index,
                                          ErrorSink& errors) {
   auto text = dir.read_text(index);
-  if (text) return std::move(text.value);
-  if (text.error != ReadError::kInvalid && text.error != ReadError::kNotFound) {
-    errors.record(text.error, dir.path() / index);
+  if (text) return std::move(*text);
+  if (text.error() != ReadError::kInvalid && text.error() != ReadError::kNotFound) {
+    errors.record(text.error(), dir.path() / index);
   }
   return std::nullopt;
 }

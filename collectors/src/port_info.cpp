@@ -26,8 +26,8 @@ std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink&
                           Lifetime lifetime = Lifetime::kVolatile) {
   auto text =
       lifetime == Lifetime::kFixedAtRegistration ? dir.read_static_text(name) : dir.read_text(name);
-  if (text) return std::move(*text.value);
-  if (text.error != ReadError::kNotFound) errors.record(text.error, dir.path() / name);
+  if (text) return std::move(*text);
+  if (text.error() != ReadError::kNotFound) errors.record(text.error(), dir.path() / name);
   return {};
 }
 
@@ -35,10 +35,10 @@ std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink&
 std::string port_netdev(const Device& device, const SysfsDir& port_dir, ErrorSink& errors) {
   const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
   auto ndev = ndevs.read_text("0");
-  if (ndev) return std::move(*ndev.value);
+  if (ndev) return std::move(*ndev);
   // EINVAL means "GID 0 has no netdev" (InfiniBand ports); ENOENT, no GID attributes at all.
-  if (ndev.error != ReadError::kInvalid && ndev.error != ReadError::kNotFound) {
-    errors.record(ndev.error, ndevs.path() / "0");
+  if (ndev.error() != ReadError::kInvalid && ndev.error() != ReadError::kNotFound) {
+    errors.record(ndev.error(), ndevs.path() / "0");
   }
   // Listed on every scrape: netdevs come, go and get renamed while the device stays.
   const auto netdevs = SysfsDir(device.dir, "device/net").current_entries();

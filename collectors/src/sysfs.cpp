@@ -93,10 +93,9 @@ class DescriptorBudget {
   std::atomic<long> available_;
 };
 
-template <class T>
-Read<T> attribute_failure(const RawRead& raw) {
-  if (raw.error != 0) return Read<T>::fail(classify_errno(raw.error));
-  return Read<T>::fail(ReadError::kMalformed);
+std::unexpected<ReadError> attribute_failure(const RawRead& raw) {
+  if (raw.error != 0) return std::unexpected(classify_errno(raw.error));
+  return std::unexpected(ReadError::kMalformed);
 }
 
 }  // namespace
@@ -151,17 +150,17 @@ ReadError classify_errno(int err) {
 
 Read<std::uint64_t> parse_counter(std::string_view text) {
   text = trim(text);
-  if (text.starts_with("N/A")) return Read<std::uint64_t>::fail(ReadError::kNoPma);
+  if (text.starts_with("N/A")) return std::unexpected(ReadError::kNoPma);
   if (text.empty() ||
       !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return Read<std::uint64_t>::fail(ReadError::kMalformed);
+    return std::unexpected(ReadError::kMalformed);
   }
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) {
-    return Read<std::uint64_t>::fail(ReadError::kMalformed);
+    return std::unexpected(ReadError::kMalformed);
   }
-  return Read<std::uint64_t>::ok(value);
+  return value;
 }
 
 std::vector<DirectoryEntry> read_directory(int fd) {
@@ -300,18 +299,18 @@ bool SysfsDir::stale() const {
 }
 
 Read<std::string> SysfsDir::read_text(std::string_view name) const {
-  if (!is_open()) return Read<std::string>::fail(ReadError::kNotFound);
+  if (!is_open()) return std::unexpected(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::string>(raw);
-  return Read<std::string>::ok(std::string(trim(std::string_view(buffer, raw.size))));
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return std::string(trim(std::string_view(buffer, raw.size)));
 }
 
 Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
-  if (!is_open()) return Read<std::uint64_t>::fail(ReadError::kNotFound);
+  if (!is_open()) return std::unexpected(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure<std::uint64_t>(raw);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
   return parse_counter(std::string_view(buffer, raw.size));
 }
 
@@ -329,9 +328,9 @@ std::shared_ptr<const void> SysfsDir::derived(const std::type_info& type,
 }
 
 Read<std::string> SysfsDir::read_static_text(std::string_view name) const {
-  if (auto text = node_->remembered(name)) return Read<std::string>::ok(std::move(*text));
+  if (auto text = node_->remembered(name)) return std::move(*text);
   auto text = read_text(name);
-  if (text) node_->remember(name, *text.value);
+  if (text) node_->remember(name, *text);
   return text;
 }
 
@@ -342,20 +341,20 @@ std::vector<std::string> SysfsDir::current_entries() const {
 std::optional<std::string> SysfsDir::read_text(std::string_view name, ErrorSink& errors) const {
   auto text = read_text(name);
   if (!text) {
-    errors.record(text.error, path() / name);
+    errors.record(text.error(), path() / name);
     return std::nullopt;
   }
-  return std::move(text.value);
+  return std::move(*text);
 }
 
 std::optional<std::uint64_t> SysfsDir::read_counter(std::string_view name,
                                                     ErrorSink& errors) const {
   auto value = read_counter(name);
   if (!value) {
-    errors.record(value.error, path() / name);
+    errors.record(value.error(), path() / name);
     return std::nullopt;
   }
-  return value.value;
+  return *value;
 }
 
 Read<std::string> read_text(const std::filesystem::path& file) {

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <expected>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -26,15 +27,9 @@
 
 namespace ibprobe::collectors {
 
+// One attribute's value, or why it could not be had.
 template <class T>
-struct Read {
-  std::optional<T> value;
-  ReadError error = ReadError::kIo;
-
-  static Read ok(T v) { return Read{std::move(v), ReadError::kIo}; }
-  static Read fail(ReadError e) { return Read{std::nullopt, e}; }
-  explicit operator bool() const { return value.has_value(); }
-};
+using Read = std::expected<T, ReadError>;
 
 ReadError classify_errno(int err);
 

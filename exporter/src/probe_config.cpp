@@ -280,12 +280,10 @@ ProbeModule parse_verify_module(const std::string& what, const YAML::Node& node,
   if (node["soak_size"]) o.soak_message_size = unsigned_value(node["soak_size"], "soak_size");
   if (node["timeout"]) o.case_timeout_seconds = seconds(node["timeout"], "timeout");
   module.spec.timeout_seconds = o.case_timeout_seconds;
-  auto problems = probes::verify::validate(o, module.verify_cases);
-  if (problems.empty()) problems = probes::verify::check_limits(module.verify_cases, o, limits);
-  if (!problems.empty()) {
-    fail(node,
-         what + " is not a valid verify module: " + fmt::to_string(fmt::join(problems, "; ")));
-  }
+  const auto plan = probes::verify::validate(o, module.verify_cases);
+  const auto fits =
+      plan ? probes::verify::check_limits(*plan, limits) : std::unexpected(plan.error());
+  if (!fits) fail(node, what + " is not a valid verify module: " + fits.error().message());
   return module;
 }
 
@@ -385,21 +383,25 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
     }
   }
   module.sweep = parse_sweep(node, what);
-  std::vector<probes::ProbeSpec> steps = {spec};
-  if (module.sweep) {
-    module.sweep->base = spec;
-    if (const auto problems = probes::validate(*module.sweep); !problems.empty()) {
-      fail(node["sweep"] ? node["sweep"] : node["message_size"],
-           what + " is not a valid sweep: " + fmt::to_string(fmt::join(problems, "; ")));
+  const auto invalid_probe = [&](const probes::SpecViolations& violations) {
+    fail(node, what + " is not a valid probe: " + violations.message());
+  };
+  if (!module.sweep) {
+    if (const auto valid = probes::validate_within(spec, limits); !valid) {
+      invalid_probe(valid.error());
     }
-    steps = probes::sweep_steps(*module.sweep);
+    return module;
   }
-  for (const auto& step : steps) {
-    auto problems = probes::validate(step);
-    const auto over = probes::check_limits(step, limits);
-    problems.insert(problems.end(), over.begin(), over.end());
-    if (!problems.empty())
-      fail(node, what + " is not a valid probe: " + fmt::to_string(fmt::join(problems, "; ")));
+  module.sweep->base = spec;
+  const auto sweep = probes::validate(*module.sweep);
+  if (!sweep) {
+    fail(node["sweep"] ? node["sweep"] : node["message_size"],
+         what + " is not a valid sweep: " + sweep.error().message());
+  }
+  for (const auto& step : sweep->steps()) {
+    if (const auto fits = probes::check_limits(step.spec(), limits); !fits) {
+      invalid_probe(fits.error());
+    }
   }
   return module;
 }

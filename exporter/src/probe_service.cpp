@@ -120,13 +120,13 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(const std::string& targe
   if (target.empty()) return refuse(400, "missing_target", "target parameter is missing");
   const auto parsed = parse_target(target);
   if (!parsed) return refuse(400, "bad_target", parsed.error());
-  RunQueue::Job job;
+  std::optional<probes::Resolution> addresses;
   // Resolved once: the addresses the allowlist judges are the ones the run connects to.
   if (config->allowlist) {
     if (const auto admitted = config->allowlist->admit(parsed->first,
                                                        [&](const std::string& name) {
-                                                         job.addresses = resolve_(name);
-                                                         return *job.addresses;
+                                                         addresses = resolve_(name);
+                                                         return *addresses;
                                                        });
         !admitted) {
       return refuse(403, "target_not_allowed", admitted.error());
@@ -142,28 +142,36 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(const std::string& targe
     resolved.spec.timeout_seconds = whole;
     // A sweep's steps each get at most the whole; the waiter's deadline ends the sweep.
     if (resolved.sweep) resolved.sweep->base.timeout_seconds = whole;
-    if (const auto problems = probes::validate(resolved.spec); !problems.empty()) {
-      return refuse(400, "timeout_too_short",
-                    "a timeout of " + std::to_string(whole) + " s does not fit module '" +
-                        module_name + "': " + fmt::to_string(fmt::join(problems, "; ")));
-    }
   }
+  // The spec the run gets: the module's as loaded, or with this request's timeout a new one.
+  auto spec = probes::validate(resolved.spec);
+  if (timeout_seconds && !spec) {
+    return refuse(400, "timeout_too_short",
+                  "a timeout of " + std::to_string(resolved.spec.timeout_seconds) +
+                      " s does not fit module '" + module_name + "': " + spec.error().message());
+  }
+  auto sweep = resolved.sweep ? std::optional(probes::validate(*resolved.sweep)) : std::nullopt;
   const auto budget = budget_seconds(module->second);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   if (deadline_from_now) {
-    job.deadline = submitted + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                   std::chrono::duration<double>(
-                                       timeout_seconds ? std::min<double>(*timeout_seconds, budget)
-                                                       : static_cast<double>(budget)));
+    deadline = submitted + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(
+                                   timeout_seconds ? std::min<double>(*timeout_seconds, budget)
+                                                   : static_cast<double>(budget)));
   }
-  job.target = target;
-  job.host = parsed->first;
-  job.port = parsed->second;
-  job.module = module_name;
   // The budget of the run's own module as it runs: the timeout applied.
-  job.budget = std::chrono::seconds(budget_seconds(resolved));
-  job.resolved = std::move(resolved);
-  job.queue_length = config->queue_length;
-  return job;
+  const auto run_budget = std::chrono::seconds(budget_seconds(resolved));
+  return RunQueue::Job{.target = target,
+                       .host = parsed->first,
+                       .port = parsed->second,
+                       .module = module_name,
+                       .resolved = std::move(resolved),
+                       .spec = std::move(spec),
+                       .sweep = std::move(sweep),
+                       .addresses = std::move(addresses),
+                       .deadline = deadline,
+                       .budget = run_budget,
+                       .queue_length = config->queue_length};
 }
 
 std::expected<std::uint64_t, Refusal> ProbeService::submit(const std::string& target,

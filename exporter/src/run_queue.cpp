@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ibprobe::exporter {
 
@@ -45,13 +46,12 @@ std::expected<std::shared_ptr<RunQueue::Entry>, Refusal> RunQueue::queue(Job job
                                        std::to_string(job.queue_length) + ")",
                                    retry});
   }
-  auto entry = std::make_shared<Entry>();
+  auto entry = std::make_shared<Entry>(ProbeRun{}, std::move(job));
   entry->run.id = next_id_++;
-  entry->run.target = job.target;
-  entry->run.module = job.module;
-  entry->run.resolved = job.resolved;
+  entry->run.target = entry->job.target;
+  entry->run.module = entry->job.module;
+  entry->run.resolved = entry->job.resolved;
   entry->run.submitted = std::chrono::system_clock::now();
-  entry->job = std::move(job);
   active_.emplace(entry->run.id, entry);
   waiting_.push_back(entry);
   changed_.notify_all();
@@ -229,14 +229,18 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
     run_options.verify_cases = module.verify_cases;
     run_options.verify_options = module.verify_options;
     const auto& local = *options_.local;
-    if (module.sweep) {
+    if (job.sweep) {
+      const auto& valid_sweep = *job.sweep;
+      if (!valid_sweep) {
+        throw std::invalid_argument("invalid sweep: " + valid_sweep.error().message());
+      }
       // The gate stays held from the first step to the last: no other run comes between
       // two steps that should differ in one variable only.
-      sweep = probes::run_sweep(*module.sweep, [&](const probes::ProbeSpec& spec) {
+      sweep = probes::run_sweep(*valid_sweep, [&](const probes::ValidSpec& spec) {
         // Each step within its own timeout, and all of them within the sweep's deadline.
         auto step_options = run_options;
         step_options.deadline = std::min(deadline, std::chrono::steady_clock::now() +
-                                                       std::chrono::seconds(spec.timeout_seconds));
+                                                       std::chrono::seconds(spec->timeout_seconds));
         return runner_(local, job.host, job.port, spec, step_options);
       });
       if (!sweep->complete()) {
@@ -246,7 +250,8 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
                               probes::to_string(sweep->sweep.variable), last.value, last.error);
       }
     } else {
-      outcome = runner_(local, job.host, job.port, module.spec, run_options);
+      if (!job.spec) throw std::invalid_argument("invalid probe: " + job.spec.error().message());
+      outcome = runner_(local, job.host, job.port, *job.spec, run_options);
     }
   } catch (const probes::ProbeFailure& e) {
     reason = to_string(e.kind());

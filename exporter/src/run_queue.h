@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "ibprobe/sweep.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_history.h"
 #include "probe_run.h"
@@ -28,7 +29,7 @@ class RunQueue {
  public:
   using Runner = std::function<probes::ProbeOutcome(
       const probes::LocalPort&, const std::string& host, const std::string& port,
-      const probes::ProbeSpec&, const probes::RunOptions&)>;
+      const probes::ValidSpec&, const probes::RunOptions&)>;
 
   struct Options {
     std::optional<probes::LocalPort> local;  // unset: this host has no port to probe from
@@ -44,6 +45,10 @@ class RunQueue {
     std::string port;
     std::string module;
     ProbeModule resolved;  // the module with this run's timeout applied
+    // What runs, validated when the job was made: the resolved module's spec, and for a sweep
+    // module its sweep with every step. A violation is the run's failure ("rejected").
+    std::expected<probes::ValidSpec, probes::SpecViolations> spec;
+    std::optional<std::expected<probes::ValidSweep, probes::SpecViolations>> sweep;
     // The host's addresses as the allowlist resolved them, or why they did not resolve; unset
     // when the allowlist needed none, and the run resolves the host.
     std::optional<probes::Resolution> addresses;

@@ -132,16 +132,19 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
 }  // namespace
 
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec, const RunOptions& options) {
+                       const ValidSpec& valid, const RunOptions& options) {
+  const ProbeSpec& spec = valid.spec();
   if (!options.verify_cases.empty()) {
     ProbeOutcome outcome;
     outcome.spec = spec;
     outcome.peer = host + ":" + port;
+    // The module's options with this run's timeout: a new plan, checked before anything runs.
     auto verify_options = options.verify_options;
     verify_options.case_timeout_seconds = spec.timeout_seconds;
+    const auto plan = verify::validate(verify_options, options.verify_cases);
+    if (!plan) throw std::invalid_argument("invalid verify options: " + plan.error().message());
     const auto start = Clock::now();
-    outcome.verify_results =
-        verify::run_verify(local, host, port, options.verify_cases, verify_options, options);
+    outcome.verify_results = verify::run_verify(local, host, port, *plan, options);
     outcome.window_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     int passed = 0, failed = 0, skipped = 0;
     for (const auto& r : outcome.verify_results) {
@@ -155,9 +158,6 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
     return outcome;
   }
   const auto& fabric_ports = options.fabric_ports;
-  if (const auto problems = validate(spec); !problems.empty()) {
-    throw std::invalid_argument("invalid probe: " + fmt::to_string(fmt::join(problems, "; ")));
-  }
   // Before the handshake: a bad port must not cost the peer its setup.
   collectors::RemotePmaOptions fabric;
   for (const auto& text : fabric_ports) {

@@ -65,18 +65,11 @@ void answer_mesh_address(ControlChannel& channel, const std::optional<MeshEndpoi
 }
 
 // One probe run, start to end; the session's verbs resources go with the stack frame.
-void serve_probe(ControlChannel& channel, const protocol::ProbeRequest& request,
-                 const LocalPort& local, const Limits& limits, Clock::time_point hello_deadline) {
-  auto problems = validate(request.spec);
-  const auto over_limits = check_limits(request.spec, limits);
-  problems.insert(problems.end(), over_limits.begin(), over_limits.end());
-  if (!problems.empty()) {
-    channel.send(protocol::ProbeReject{fmt::to_string(fmt::join(problems, "; "))}, hello_deadline);
-    return;
-  }
+void serve_accepted(ControlChannel& channel, const ValidSpec& valid, const LocalPort& local) {
+  const ProbeSpec& spec = valid.spec();
   // The initiator's whole run is bounded by the same timeout: setup, run and result here.
-  const auto deadline = Clock::now() + std::chrono::seconds(request.spec.timeout_seconds);
-  RcSession session(local, request.spec, Side::kResponder);
+  const auto deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);
+  RcSession session(local, spec, Side::kResponder);
   channel.send(protocol::ProbeAccept{}, deadline);
   channel.send(session.local_endpoints(), deadline);
   session.connect(channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs"));
@@ -86,27 +79,39 @@ void serve_probe(ControlChannel& channel, const protocol::ProbeRequest& request,
 
   const RunGuard guard{deadline, [&channel] { channel.check_still_open(); },
                        [&channel] { return channel.has_pending_message(); },
-                       std::chrono::seconds(request.spec.timeout_seconds)};
-  if (request.spec.bidirectional) {
+                       std::chrono::seconds(spec.timeout_seconds)};
+  if (spec.bidirectional) {
     // Both sides post (perftest's -b): this side measures its own direction as the
     // initiator measures its.
     result.bandwidth = session.run_bandwidth(guard);
-  } else if (request.spec.test == TestKind::kLatency) {
+  } else if (spec.test == TestKind::kLatency) {
     session.serve_latency(guard);
-  } else if (request.spec.operation == Operation::kSend) {
+  } else if (spec.operation == Operation::kSend) {
     session.serve_send_bandwidth(guard);
-  } else if (request.spec.validation && request.spec.operation == Operation::kWrite) {
+  } else if (spec.validation && spec.operation == Operation::kWrite) {
     session.serve_write_validation(guard);
   }
   channel.expect<protocol::Ready>(deadline, "the end of the run");
   result.after = snapshot_after_lifespan(local);
   result.checks = session.preflight_checks();
   result.facts = session.facts();
-  if (request.spec.validation) {
+  if (spec.validation) {
     result.validation = session.validation();
     log_validation(channel.peer(), result.validation.value());
   }
   channel.send(result, deadline);
+}
+
+// A peer's spec enters here: checked against this side's rules and its own limits before
+// anything is allocated for it.
+void serve_probe(ControlChannel& channel, const protocol::ProbeRequest& request,
+                 const LocalPort& local, const Limits& limits, Clock::time_point hello_deadline) {
+  const auto valid = validate_within(request.spec, limits);
+  if (!valid) {
+    channel.send(protocol::ProbeReject{valid.error().message()}, hello_deadline);
+    return;
+  }
+  serve_accepted(channel, *valid, local);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "ibprobe/probes.h"
 
@@ -457,7 +458,13 @@ std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t ven
   return operation == Operation::kWrite ? kPerftestInlineWrite : kPerftestInlineSendRc;
 }
 
-std::vector<std::string> validate(const ProbeSpec& spec) {
+std::string SpecViolations::message() const {
+  std::string joined;
+  for (const auto& problem : problems) joined += (joined.empty() ? "" : "; ") + problem;
+  return joined;
+}
+
+std::expected<ValidSpec, SpecViolations> validate(ProbeSpec spec) {
   Violations out;
   check_run_length(spec, out);
   check_queues(spec, out);
@@ -466,10 +473,11 @@ std::vector<std::string> validate(const ProbeSpec& spec) {
   check_numa(spec, out);
   check_validation(spec, out);
   check_modes(spec, out);
-  return out;
+  if (!out.empty()) return std::unexpected(SpecViolations{std::move(out)});
+  return ValidSpec(std::move(spec));
 }
 
-std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limits) {
+std::expected<void, SpecViolations> check_limits(const ProbeSpec& spec, const Limits& limits) {
   Violations out;
   if (spec.message_size > limits.max_message_size) {
     out.push_back(field("message_size", spec.message_size) + ": above this responder's limit of " +
@@ -510,7 +518,20 @@ std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limit
                   " bytes exceed this responder's limit of " +
                   std::to_string(limits.max_total_buffer_bytes) + " bytes");
   }
-  return out;
+  if (!out.empty()) return std::unexpected(SpecViolations{std::move(out)});
+  return {};
+}
+
+std::expected<ValidSpec, SpecViolations> validate_within(ProbeSpec spec, const Limits& limits) {
+  auto fits = check_limits(spec, limits);
+  auto valid = validate(std::move(spec));
+  if (valid && fits) return valid;
+  SpecViolations all = valid ? SpecViolations{} : std::move(valid).error();
+  if (!fits) {
+    auto& over = fits.error().problems;
+    all.problems.insert(all.problems.end(), over.begin(), over.end());
+  }
+  return std::unexpected(std::move(all));
 }
 
 }  // namespace ibprobe::probes

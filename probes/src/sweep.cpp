@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 
 namespace ibprobe::probes {
 namespace {
@@ -96,7 +95,7 @@ std::vector<double> perftest_all_sizes() {
   return sizes;
 }
 
-std::vector<std::string> validate(const SweepSpec& sweep) {
+std::expected<ValidSweep, SpecViolations> validate(SweepSpec sweep) {
   std::vector<std::string> out;
   const auto name = std::string(to_string(sweep.variable));
   if (sweep.values.size() < 2) {
@@ -111,10 +110,11 @@ std::vector<std::string> validate(const SweepSpec& sweep) {
   if (sweep.variable == SweepVariable::kRateLimit && !sweep.base.rate_limit) {
     out.push_back("a sweep over rate_limit needs the module's rate limit unit and limiter");
   }
-  if (!out.empty()) return out;
+  if (!out.empty()) return std::unexpected(SpecViolations{std::move(out)});
   const double max = sweep.variable == SweepVariable::kMessageSize
                          ? static_cast<double>(std::numeric_limits<std::uint64_t>::max())
                          : static_cast<double>(std::numeric_limits<std::uint32_t>::max());
+  std::vector<ValidSpec> steps;
   for (std::size_t i = 0; i < sweep.values.size(); ++i) {
     const double value = sweep.values[i];
     const std::string step = fmt::format("step {} ({}={})", i, name, value);
@@ -125,22 +125,15 @@ std::vector<std::string> validate(const SweepSpec& sweep) {
     }
     ProbeSpec spec = sweep.base;
     apply(spec, sweep.variable, value);
-    for (const auto& problem : probes::validate(spec)) out.push_back(step + ": " + problem);
+    auto valid = probes::validate(std::move(spec));
+    if (valid) {
+      steps.push_back(*std::move(valid));
+      continue;
+    }
+    for (const auto& problem : valid.error().problems) out.push_back(step + ": " + problem);
   }
-  return out;
-}
-
-std::vector<ProbeSpec> sweep_steps(const SweepSpec& sweep) {
-  if (const auto problems = validate(sweep); !problems.empty()) {
-    throw std::invalid_argument("invalid sweep: " + fmt::to_string(fmt::join(problems, "; ")));
-  }
-  std::vector<ProbeSpec> steps;
-  for (const double value : sweep.values) {
-    ProbeSpec spec = sweep.base;
-    apply(spec, sweep.variable, value);
-    steps.push_back(spec);
-  }
-  return steps;
+  if (!out.empty()) return std::unexpected(SpecViolations{std::move(out)});
+  return ValidSweep(std::move(sweep), std::move(steps));
 }
 
 std::optional<std::size_t> find_knee(std::span<const double> bandwidth_averages, double threshold) {

@@ -11,19 +11,19 @@ bool SweepOutcome::complete() const {
 }
 
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
-                       const SweepSpec& sweep, const RunOptions& options) {
+                       const ValidSweep& sweep, const RunOptions& options) {
   return run_sweep(
-      sweep, [&](const ProbeSpec& spec) { return run_probe(local, host, port, spec, options); });
+      sweep, [&](const ValidSpec& spec) { return run_probe(local, host, port, spec, options); });
 }
 
-SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step) {
-  const auto specs = sweep_steps(sweep);
+SweepOutcome run_sweep(const ValidSweep& sweep, const StepRunner& run_step) {
+  const auto& specs = sweep.steps();
   SweepOutcome result;
-  result.sweep = sweep;
+  result.sweep = sweep.sweep();
   std::vector<double> averages;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     SweepStepOutcome step;
-    step.value = sweep.values[i];
+    step.value = sweep.sweep().values[i];
     try {
       step.outcome = run_step(specs[i]);
       if (const auto& bw = step.outcome->bandwidth) averages.push_back(bw->bytes_per_second);
@@ -43,8 +43,8 @@ SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step) {
     if (failed) break;
   }
   // Over the steps that succeeded: they all came before any failure.
-  if (sweep.base.test == TestKind::kBandwidth) {
-    result.knee = find_knee(averages, sweep.knee_threshold);
+  if (sweep.sweep().base.test == TestKind::kBandwidth) {
+    result.knee = find_knee(averages, sweep.sweep().knee_threshold);
   }
   return result;
 }

@@ -477,7 +477,7 @@ std::vector<std::string> check_request(const protocol::VerifyRequest& request,
     problems.push_back("unknown verify case '" + request.case_name + "'");
     return problems;
   }
-  problems = validate(request.spec);
+  if (auto valid = validate(request.spec); !valid) problems = std::move(valid).error().problems;
   if (request.spec.operation != Operation::kSend || request.spec.test != TestKind::kBandwidth) {
     problems.push_back("a verify case runs send/receive");
   }
@@ -505,8 +505,10 @@ std::vector<std::string> check_request(const protocol::VerifyRequest& request,
   if (*id != Case::kSoak && request.spec.duration_seconds) {
     problems.push_back("only the soak runs for a duration");
   }
-  const auto over = check_limits(request.spec, bound);
-  problems.insert(problems.end(), over.begin(), over.end());
+  if (const auto fits = check_limits(request.spec, bound); !fits) {
+    const auto& over = fits.error().problems;
+    problems.insert(problems.end(), over.begin(), over.end());
+  }
   return problems;
 }
 

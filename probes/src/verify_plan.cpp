@@ -90,7 +90,7 @@ std::vector<Case> select_cases(const std::vector<std::string>& names) {
   return cases;
 }
 
-std::vector<std::string> validate(const Options& o, const std::vector<Case>& cases) {
+std::expected<ValidPlan, SpecViolations> validate(Options o, std::vector<Case> cases) {
   const bool rebuilds =
       cases.empty() || std::find(cases.begin(), cases.end(), Case::kQpRebuild) != cases.end();
   // One row per option: its value, the range it must fall in, and the message when it does not.
@@ -131,7 +131,8 @@ std::vector<std::string> validate(const Options& o, const std::vector<Case>& cas
       problems.push_back(bound.message);
     }
   }
-  return problems;
+  if (!problems.empty()) return std::unexpected(SpecViolations{std::move(problems)});
+  return ValidPlan(o, std::move(cases));
 }
 
 SizeSequence::SizeSequence(std::uint64_t seed, std::uint64_t max, bool fixed)

@@ -44,16 +44,13 @@ CaseResult run_one(Case id, const LocalPort& local, const std::string& host,
 }  // namespace
 
 std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& host,
-                                   const std::string& port, const std::vector<Case>& cases,
-                                   const Options& options, const RunOptions& run_options) {
-  if (const auto problems = validate(options, cases); !problems.empty()) {
-    throw std::invalid_argument("invalid verify options: " +
-                                fmt::to_string(fmt::join(problems, "; ")));
-  }
+                                   const std::string& port, const ValidPlan& plan,
+                                   const RunOptions& run_options) {
+  const auto& options = plan.options();
   const StopSignal stop(run_options.stop);
   const auto addresses = addresses_to_connect(host, port, run_options);
   std::vector<CaseResult> results;
-  for (const auto id : cases) {
+  for (const auto id : plan.cases()) {
     throw_if_cancelled(stop);
     const auto start = Clock::now();
     CaseResult result{id, Verdict::kFail, 0, {}};
@@ -71,15 +68,15 @@ std::vector<CaseResult> run_verify(const LocalPort& local, const std::string& ho
   return results;
 }
 
-std::vector<std::string> check_limits(const std::vector<Case>& cases, const Options& options,
-                                      const Limits& limits) {
+std::expected<void, SpecViolations> check_limits(const ValidPlan& plan, const Limits& limits) {
   std::vector<std::string> problems;
-  for (const auto id : cases) {
-    for (const auto& problem : check_request(request_for(id, options), limits)) {
+  for (const auto id : plan.cases()) {
+    for (const auto& problem : check_request(request_for(id, plan.options()), limits)) {
       problems.push_back(std::string(info(id).name) + ": " + problem);
     }
   }
-  return problems;
+  if (!problems.empty()) return std::unexpected(SpecViolations{std::move(problems)});
+  return {};
 }
 
 void serve_verify(ControlChannel& channel, const protocol::VerifyRequest& request,

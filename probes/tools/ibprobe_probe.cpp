@@ -372,16 +372,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*verify_command) {
-      const auto cases = verify::select_cases(case_names);
-      if (const auto problems = verify::validate(verify_options, cases); !problems.empty()) {
-        for (const auto& p : problems) std::cerr << "ibprobe_probe: verify: " << p << "\n";
+      const auto plan = verify::validate(verify_options, verify::select_cases(case_names));
+      if (!plan) {
+        for (const auto& p : plan.error().problems) {
+          std::cerr << "ibprobe_probe: verify: " << p << "\n";
+        }
         return 2;
       }
       const auto [host, port] = split_address(verify_peer);
       RunOptions run_options;
       run_options.shared_secret = secret;
-      const auto results =
-          verify::run_verify(local, host, port, cases, verify_options, run_options);
+      const auto results = verify::run_verify(local, host, port, *plan, run_options);
       std::fputs(verify::format_table(results).c_str(), stdout);
       // A failed case fails the suite; a skipped one does not pass it either, but says why.
       for (const auto& r : results) {
@@ -469,16 +470,24 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!sweeps.empty()) {
-      const SweepSpec sweep{spec, sweeps.front().first, sweeps.front().second, knee_threshold};
-      if (const auto problems = validate(sweep); !problems.empty()) {
-        for (const auto& problem : problems) std::cerr << "ibprobe_probe: " << problem << "\n";
+      const auto sweep =
+          validate(SweepSpec{spec, sweeps.front().first, sweeps.front().second, knee_threshold});
+      if (!sweep) {
+        for (const auto& problem : sweep.error().problems) {
+          std::cerr << "ibprobe_probe: " << problem << "\n";
+        }
         return 2;
       }
-      const auto outcome = run_sweep(local, host, port, sweep, options);
+      const auto outcome = run_sweep(local, host, port, *sweep, options);
       print(outcome);
       return outcome.complete() ? 0 : 1;
     }
-    const auto outcome = run_probe(local, host, port, spec, options);
+    const auto valid = validate(spec);
+    if (!valid) {
+      std::cerr << "ibprobe_probe: invalid probe: " << valid.error().message() << "\n";
+      return 1;
+    }
+    const auto outcome = run_probe(local, host, port, *valid, options);
     print(outcome);
     // A validating run that found errors is a failed check, whatever its throughput.
     if (outcome.validation && outcome.validation->errors > 0) return 3;

@@ -1,8 +1,8 @@
 // The control protocol decoder: every byte string a peer can send. A frame that decodes must
 // re-encode to a frame that decodes to the same message, and the encoder's own output must be a
 // fixed point; the two-step decode (header, then body) must agree with the one-step decode; and
-// what a hostile peer gets through decode goes on into the code that consumes it (validate and
-// check_limits for a spec, counter deltas and the link reading for a Result).
+// what a hostile peer gets through decode goes on into the code that consumes it (validate_within,
+// the responder's check of a spec, counter deltas and the link reading for a Result).
 #include <cmath>
 #include <expected>
 #include <stdexcept>
@@ -70,8 +70,7 @@ void check_bounds(const Message& message) {
 // What the peer's message feeds downstream must hold up to any decoded value.
 void consume(const Message& message) {
   if (const auto* request = std::get_if<ProbeRequest>(&message)) {
-    (void)validate(request->spec);
-    (void)check_limits(request->spec, Limits{});
+    (void)validate_within(request->spec, Limits{});
   }
   if (const auto* result = std::get_if<Result>(&message)) {
     const auto deltas = counter_deltas(result->before, result->after);

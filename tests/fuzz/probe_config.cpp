@@ -30,12 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
              "limits widened past the built-in ceiling");
   FUZZ_CHECK(!config->modules.empty(), "accepted without modules");
   for (const auto& [name, module] : config->modules) {
-    const auto problems = probes::validate(module.spec);
-    FUZZ_CHECK(problems.empty(), "module %s accepted but invalid: %s", name.c_str(),
-               problems.front().c_str());
-    const auto over = probes::check_limits(module.spec, limits);
-    FUZZ_CHECK(over.empty(), "module %s accepted over the limits: %s", name.c_str(),
-               over.front().c_str());
+    const auto valid = probes::validate(module.spec);
+    FUZZ_CHECK(valid.has_value(), "module %s accepted but invalid: %s", name.c_str(),
+               valid.error().message().c_str());
+    const auto fits = probes::check_limits(module.spec, limits);
+    FUZZ_CHECK(fits.has_value(), "module %s accepted over the limits: %s", name.c_str(),
+               fits.error().message().c_str());
   }
   FUZZ_CHECK(
       config->queue_length <= 64 && config->history_length >= 1 && config->history_length <= 4096,

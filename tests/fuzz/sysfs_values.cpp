@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "collectors_internal.h"
@@ -69,13 +70,14 @@ std::optional<unsigned> reference_hex(std::string_view text) {
 void check_counter(std::string_view text, const Read<std::uint64_t>& parsed) {
   const auto trimmed = trim(text);
   if (trimmed.starts_with("N/A")) {
-    FUZZ_CHECK(!parsed && parsed.error == ReadError::kNoPma, "N/A value not reported as no_pma");
+    FUZZ_CHECK(!parsed && parsed.error() == ReadError::kNoPma, "N/A value not reported as no_pma");
     return;
   }
   const auto expected = reference_decimal(trimmed);
-  FUZZ_CHECK(parsed.value == expected, "counter '%.*s' parsed as %s", static_cast<int>(text.size()),
-             text.data(), parsed ? std::to_string(*parsed.value).c_str() : "error");
-  if (!parsed) FUZZ_CHECK(parsed.error == ReadError::kMalformed, "wrong error kind");
+  const std::optional<std::uint64_t> value = parsed ? std::optional(*parsed) : std::nullopt;
+  FUZZ_CHECK(value == expected, "counter '%.*s' parsed as %s", static_cast<int>(text.size()),
+             text.data(), parsed ? std::to_string(*parsed).c_str() : "error");
+  if (!parsed) FUZZ_CHECK(parsed.error() == ReadError::kMalformed, "wrong error kind");
 }
 
 void check_rate(std::string_view text) {
@@ -145,12 +147,12 @@ void check_attribute_read(std::string_view content) {
   const auto text = dir.read_text("value");
   const auto counter = dir.read_counter("value");
   if (content.size() > kPageSize) {
-    FUZZ_CHECK(!text && text.error == ReadError::kMalformed, "over-page attribute read as text");
-    FUZZ_CHECK(!counter && counter.error == ReadError::kMalformed,
+    FUZZ_CHECK(!text && text.error() == ReadError::kMalformed, "over-page attribute read as text");
+    FUZZ_CHECK(!counter && counter.error() == ReadError::kMalformed,
                "over-page attribute read as a counter");
     return;
   }
-  FUZZ_CHECK(text && *text.value == trim(content), "read_text differs from the file's content");
+  FUZZ_CHECK(text && *text == trim(content), "read_text differs from the file's content");
   check_counter(content, counter);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <map>
+#include <system_error>
 
 #include "collect_helpers.h"
 #include "sysfs_fixture.h"
@@ -29,6 +30,10 @@ TEST(EthtoolNames, RoceStatisticsAcrossDrivers) {
   }
 }
 
+collectors::EthtoolRead failure(int errno_value) {
+  return std::unexpected(std::error_code(errno_value, std::system_category()));
+}
+
 // What a driver answers for each netdev: fixture data for the collector's logic; the ioctl
 // itself is tested below against the kernel and in the lab against virtio_net.
 class FixedSource final : public collectors::EthtoolSource {
@@ -37,7 +42,7 @@ class FixedSource final : public collectors::EthtoolSource {
       : answers_(std::move(answers)) {}
   collectors::EthtoolRead statistics(const std::string& netdev) const override {
     const auto it = answers_.find(netdev);
-    return it == answers_.end() ? collectors::EthtoolRead(ENODEV) : it->second;
+    return it == answers_.end() ? failure(ENODEV) : it->second;
   }
 
  private:
@@ -114,7 +119,8 @@ TEST(EthtoolCollector, AnUnreadableNetdevCostsItsSeriesOnly) {
                    stat("mlx5_0", "ens1f0", "rx_discards_phy")),
             3);
 
-  const auto unsupported = collect_ethtool(tree, false, {{"ens1f0", EOPNOTSUPP}, {"gone0", EPERM}});
+  const auto unsupported =
+      collect_ethtool(tree, false, {{"ens1f0", failure(EOPNOTSUPP)}, {"gone0", failure(EPERM)}});
   ASSERT_EQ(unsupported.errors.size(), 2u);
   EXPECT_EQ(unsupported.errors[0].reason, collectors::ReadError::kNotSupported);
   EXPECT_EQ(unsupported.errors[1].reason, collectors::ReadError::kPermission);
@@ -125,13 +131,15 @@ TEST(EthtoolCollector, AnUnreadableNetdevCostsItsSeriesOnly) {
 TEST(EthtoolIoctl, AsksTheKernel) {
   const auto source = collectors::make_ioctl_ethtool_source();
   const auto missing = source->statistics("ibprobe-none0");
-  ASSERT_TRUE(std::holds_alternative<int>(missing));
-  EXPECT_EQ(std::get<int>(missing), ENODEV);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().value(), ENODEV);
   const auto loopback = source->statistics("lo");
-  ASSERT_TRUE(std::holds_alternative<collectors::EthtoolStatistics>(loopback));
-  EXPECT_TRUE(std::get<collectors::EthtoolStatistics>(loopback).empty());
+  ASSERT_TRUE(loopback) << loopback.error().message();
+  EXPECT_TRUE(loopback->empty());
   // Names longer than IFNAMSIZ cannot name a netdev.
-  EXPECT_EQ(std::get<int>(source->statistics(std::string(32, 'x'))), ENODEV);
+  const auto too_long = source->statistics(std::string(32, 'x'));
+  ASSERT_FALSE(too_long);
+  EXPECT_EQ(too_long.error().value(), ENODEV);
 }
 
 }  // namespace

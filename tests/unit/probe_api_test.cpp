@@ -179,7 +179,8 @@ class ProbeApiTest : public ::testing::Test {
     service_ = std::make_unique<ProbeService>(
         std::move(options),
         [this](const probes::LocalPort&, const std::string& host, const std::string& port,
-               const probes::ProbeSpec& spec, const RunOptions& run_options) {
+               const probes::ValidSpec& valid, const RunOptions& run_options) {
+          const auto& spec = valid.spec();
           std::function<ProbeOutcome(const probes::ProbeSpec&, const RunOptions&)> behaviour;
           {
             std::lock_guard lock(mutex_);

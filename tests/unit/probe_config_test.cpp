@@ -100,8 +100,8 @@ TEST(ProbeConfigTest, BuiltInModulesArePerftestsDefaults) {
     EXPECT_EQ(spec.rc.timeout, 14u);
     EXPECT_EQ(spec.numa, NumaPolicy::kAuto);
     EXPECT_TRUE(module.fabric_ports.empty());
-    EXPECT_TRUE(probes::validate(spec).empty());
-    EXPECT_TRUE(probes::check_limits(spec, config.limits).empty());
+    EXPECT_TRUE(probes::validate(spec).has_value());
+    EXPECT_TRUE(probes::check_limits(spec, config.limits).has_value());
   }
   EXPECT_TRUE(config.allowed_targets.empty());
   EXPECT_EQ(config.allowlist, nullptr);

@@ -77,7 +77,7 @@ class StandIn {
 
   ProbeService::Runner runner() {
     return [this](const probes::LocalPort& local, const std::string& host, const std::string& port,
-                  const probes::ProbeSpec& spec, const RunOptions& options) {
+                  const probes::ValidSpec& spec, const RunOptions& options) {
       const int now = ++active_;
       int seen = max_active_;
       while (now > seen && !max_active_.compare_exchange_weak(seen, now)) {
@@ -90,7 +90,7 @@ class StandIn {
       Call call{local,
                 host,
                 port,
-                spec,
+                spec.spec(),
                 options.fabric_ports,
                 options.shared_secret,
                 options.stop.stop_possible()};
@@ -104,7 +104,7 @@ class StandIn {
         std::atomic<int>& active;
         ~Leave() { --active; }
       } leave{active_};
-      if (!behaviour) return bandwidth_outcome(spec);
+      if (!behaviour) return bandwidth_outcome(spec.spec());
       return behaviour(call, options);
     };
   }

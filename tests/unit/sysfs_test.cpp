@@ -16,20 +16,20 @@ namespace {
 using testing::SysfsTree;
 
 TEST(ParseCounter, AcceptsKernelFormat) {
-  EXPECT_EQ(parse_counter("0\n").value, 0u);
-  EXPECT_EQ(parse_counter("4294967295\n").value, 4294967295u);
-  EXPECT_EQ(parse_counter("18446744073709551615").value, 18446744073709551615u);
-  EXPECT_EQ(parse_counter("  42 \n").value, 42u);
+  EXPECT_EQ(parse_counter("0\n"), 0u);
+  EXPECT_EQ(parse_counter("4294967295\n"), 4294967295u);
+  EXPECT_EQ(parse_counter("18446744073709551615"), 18446744073709551615u);
+  EXPECT_EQ(parse_counter("  42 \n"), 42u);
 }
 
 TEST(ParseCounter, RejectsWhatIsNotACounter) {
-  EXPECT_EQ(parse_counter("N/A (no PMA)\n").error, ReadError::kNoPma);
-  EXPECT_EQ(parse_counter("").error, ReadError::kMalformed);
-  EXPECT_EQ(parse_counter("-1").error, ReadError::kMalformed);
-  EXPECT_EQ(parse_counter("12abc").error, ReadError::kMalformed);
-  EXPECT_EQ(parse_counter("0x10").error, ReadError::kMalformed);
-  EXPECT_EQ(parse_counter("1 2").error, ReadError::kMalformed);
-  EXPECT_EQ(parse_counter("18446744073709551616").error, ReadError::kMalformed);
+  EXPECT_EQ(parse_counter("N/A (no PMA)\n"), std::unexpected(ReadError::kNoPma));
+  EXPECT_EQ(parse_counter(""), std::unexpected(ReadError::kMalformed));
+  EXPECT_EQ(parse_counter("-1"), std::unexpected(ReadError::kMalformed));
+  EXPECT_EQ(parse_counter("12abc"), std::unexpected(ReadError::kMalformed));
+  EXPECT_EQ(parse_counter("0x10"), std::unexpected(ReadError::kMalformed));
+  EXPECT_EQ(parse_counter("1 2"), std::unexpected(ReadError::kMalformed));
+  EXPECT_EQ(parse_counter("18446744073709551616"), std::unexpected(ReadError::kMalformed));
   EXPECT_FALSE(parse_counter("garbage"));
 }
 
@@ -48,15 +48,15 @@ TEST(ClassifyErrno, MapsDriverErrorsToReasons) {
 TEST(ReadText, ReportsFilesystemFailures) {
   SysfsTree tree;
   tree.write("value", "17");
-  EXPECT_EQ(read_text(tree.root() / "value").value, "17");
-  EXPECT_EQ(read_counter(tree.root() / "value").value, 17u);
-  EXPECT_EQ(read_text(tree.root() / "missing").error, ReadError::kNotFound);
+  EXPECT_EQ(read_text(tree.root() / "value"), "17");
+  EXPECT_EQ(read_counter(tree.root() / "value"), 17u);
+  EXPECT_EQ(read_text(tree.root() / "missing"), std::unexpected(ReadError::kNotFound));
   std::filesystem::create_symlink(tree.root() / "gone", tree.root() / "dangling");
-  EXPECT_EQ(read_text(tree.root() / "dangling").error, ReadError::kNotFound);
+  EXPECT_EQ(read_text(tree.root() / "dangling"), std::unexpected(ReadError::kNotFound));
   std::filesystem::create_directory(tree.root() / "dir");
-  EXPECT_EQ(read_text(tree.root() / "dir").error, ReadError::kIo);
+  EXPECT_EQ(read_text(tree.root() / "dir"), std::unexpected(ReadError::kIo));
   tree.write("huge", std::string(5000, '1'));
-  EXPECT_EQ(read_counter(tree.root() / "huge").error, ReadError::kMalformed);
+  EXPECT_EQ(read_counter(tree.root() / "huge"), std::unexpected(ReadError::kMalformed));
 }
 
 // Root reads everything; dropping the file-system uid (and with it CAP_DAC_OVERRIDE) for this
@@ -66,16 +66,16 @@ TEST(SysfsDir, FixedAttributeIsReadOncePerTree) {
   SysfsTree tree;
   tree.write("link_layer", "InfiniBand\n");
   const SysfsDir dir(tree.root());
-  EXPECT_EQ(dir.read_static_text("link_layer").value, "InfiniBand");
+  EXPECT_EQ(dir.read_static_text("link_layer"), "InfiniBand");
   tree.write("link_layer", "Ethernet\n");
-  EXPECT_EQ(dir.read_static_text("link_layer").value, "InfiniBand");
-  EXPECT_EQ(dir.read_text("link_layer").value, "Ethernet");
+  EXPECT_EQ(dir.read_static_text("link_layer"), "InfiniBand");
+  EXPECT_EQ(dir.read_text("link_layer"), "Ethernet");
   // A device registered anew is a new tree, which reads the file again.
-  EXPECT_EQ(SysfsDir(tree.root()).read_static_text("link_layer").value, "Ethernet");
+  EXPECT_EQ(SysfsDir(tree.root()).read_static_text("link_layer"), "Ethernet");
   // A failure is not remembered: the next scrape tries again.
-  EXPECT_EQ(dir.read_static_text("node_type").error, ReadError::kNotFound);
+  EXPECT_EQ(dir.read_static_text("node_type"), std::unexpected(ReadError::kNotFound));
   tree.write("node_type", "1: CA\n");
-  EXPECT_EQ(dir.read_static_text("node_type").value, "1: CA");
+  EXPECT_EQ(dir.read_static_text("node_type"), "1: CA");
 }
 
 TEST(ReadText, ReportsPermissionDenied) {
@@ -87,8 +87,8 @@ TEST(ReadText, ReportsPermissionDenied) {
   const auto refused = read_text(tree.root() / "secret");
   const auto allowed = read_text(tree.root() / "public");
   ::setfsuid(previous);
-  EXPECT_EQ(refused.error, ReadError::kPermission);
-  EXPECT_EQ(allowed.value, "6");
+  EXPECT_EQ(refused, std::unexpected(ReadError::kPermission));
+  EXPECT_EQ(allowed, "6");
 }
 
 TEST(ParseRate, ReadsKernelRateStrings) {

@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "ibprobe/collectors.h"
@@ -17,9 +18,10 @@ namespace ibprobe::collectors {
 
 inline constexpr std::string_view kEthtoolCollector = "ethtool";
 
-// Statistics of one netdev in the driver's order, or the errno of the failed ioctl.
+// Statistics of one netdev in the driver's order, or the failed ioctl's errno (system category),
+// which names both the dropped input's reason and, in its message, what the driver said.
 using EthtoolStatistics = std::vector<std::pair<std::string, std::uint64_t>>;
-using EthtoolRead = std::variant<EthtoolStatistics, int>;
+using EthtoolRead = std::expected<EthtoolStatistics, std::error_code>;
 
 class EthtoolSource {
  public:

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
 #include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ibprobe::probes {
@@ -164,8 +166,29 @@ std::uint32_t effective_cq_moderation(const ProbeSpec& spec);
 std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t vendor_part_id,
                                       Operation operation, TestKind test);
 
-// Every rule the spec breaks, each message saying why; empty when the spec is consistent.
-std::vector<std::string> validate(const ProbeSpec& spec);
+// Why a spec (or a sweep, or a verify plan) cannot run: every rule it breaks, each message
+// saying why, in the order the rules are checked.
+struct SpecViolations {
+  std::vector<std::string> problems;
+  // The problems joined with "; ", as error messages show them.
+  std::string message() const;
+};
+
+// A spec validate() accepted: the only way to get one, so a function taking it needs no check.
+class ValidSpec {
+ public:
+  const ProbeSpec& spec() const { return spec_; }
+  const ProbeSpec* operator->() const { return &spec_; }
+  bool operator==(const ValidSpec&) const = default;
+
+ private:
+  explicit ValidSpec(ProbeSpec spec) : spec_(std::move(spec)) {}
+  friend std::expected<ValidSpec, SpecViolations> validate(ProbeSpec spec);
+  ProbeSpec spec_;
+};
+
+// The spec when it is consistent, else every rule it breaks.
+std::expected<ValidSpec, SpecViolations> validate(ProbeSpec spec);
 
 // Caps a responder enforces on peer-supplied numbers before it allocates anything.
 struct Limits {
@@ -185,8 +208,12 @@ struct Limits {
   std::uint32_t max_soak_seconds = 120;
 };
 
-// Every limit the spec exceeds; empty when it fits. Overflow-safe for any input.
-std::vector<std::string> check_limits(const ProbeSpec& spec, const Limits& limits);
+// Every limit the spec exceeds, unless it fits. Overflow-safe for any input.
+std::expected<void, SpecViolations> check_limits(const ProbeSpec& spec, const Limits& limits);
+
+// Both checks, as a responder applies them to a peer's spec: the spec when it is consistent and
+// fits, else the rules it breaks followed by the limits it exceeds.
+std::expected<ValidSpec, SpecViolations> validate_within(ProbeSpec spec, const Limits& limits);
 
 // ---------------------------------------------------------------------------------------------
 // Statistics (perftest semantics; see stats.cpp for the exact formulas and their source)

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ibprobe/probes.h"
@@ -44,13 +46,24 @@ struct SweepSpec {
 // perftest's -a: message sizes 2^1 .. 2^23 bytes.
 std::vector<double> perftest_all_sizes();
 
-// Every rule the sweep breaks (its own and those of each step's spec, the step named); empty
-// when it can run.
-std::vector<std::string> validate(const SweepSpec& sweep);
+// A sweep validate() accepted, with the spec of each step: the base with the variable set to
+// that step's value, each step validated.
+class ValidSweep {
+ public:
+  const SweepSpec& sweep() const { return sweep_; }
+  const std::vector<ValidSpec>& steps() const { return steps_; }
 
-// The spec of each step: the base with the variable set to that step's value. Throws
-// std::invalid_argument for a sweep validate() rejects.
-std::vector<ProbeSpec> sweep_steps(const SweepSpec& sweep);
+ private:
+  ValidSweep(SweepSpec sweep, std::vector<ValidSpec> steps)
+      : sweep_(std::move(sweep)), steps_(std::move(steps)) {}
+  friend std::expected<ValidSweep, SpecViolations> validate(SweepSpec sweep);
+  SweepSpec sweep_;
+  std::vector<ValidSpec> steps_;
+};
+
+// The sweep when it can run, else every rule it breaks (its own and those of each step's spec,
+// the step named).
+std::expected<ValidSweep, SpecViolations> validate(SweepSpec sweep);
 
 // The index of the first step after which the next step's BW average rises by less than
 // `threshold` (a fraction of the step's own); unset when every step rises by more, or with

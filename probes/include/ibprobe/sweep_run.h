@@ -27,13 +27,13 @@ struct SweepOutcome {
   bool complete() const;  // every step ran and succeeded
 };
 
-// Runs each step's spec with `run_step` in order. Throws std::invalid_argument for a sweep
-// validate() rejects; a step that fails (run_step throws) ends the sweep, reported in its step.
-using StepRunner = std::function<ProbeOutcome(const ProbeSpec&)>;
-SweepOutcome run_sweep(const SweepSpec& sweep, const StepRunner& run_step);
+// Runs each step's spec with `run_step` in order; a step that fails (run_step throws) ends the
+// sweep, reported in its step.
+using StepRunner = std::function<ProbeOutcome(const ValidSpec&)>;
+SweepOutcome run_sweep(const ValidSweep& sweep, const StepRunner& run_step);
 
 // The same with run_probe against one responder, every resource released after each step.
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
-                       const SweepSpec& sweep, const RunOptions& options = {});
+                       const ValidSweep& sweep, const RunOptions& options = {});
 
 }  // namespace ibprobe::probes

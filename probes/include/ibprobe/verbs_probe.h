@@ -164,10 +164,10 @@ struct ResponderOptions {
 };
 
 // Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure with the
-// reason when the run cannot complete, std::invalid_argument for a spec validate() rejects;
-// every verbs resource is released on every path.
+// reason when the run cannot complete, std::invalid_argument for a fabric port that is not
+// LID:PORT; every verbs resource is released on every path.
 ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ProbeSpec& spec, const RunOptions& options = {});
+                       const ValidSpec& spec, const RunOptions& options = {});
 
 // Serves probe requests on a TCP address, one run at a time, on its own thread. Every number a
 // peer sends is checked against `limits` before anything is allocated.

@@ -6,9 +6,13 @@
 
 #include <array>
 #include <cstdint>
+#include <expected>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "ibprobe/probes.h"
 
 namespace ibprobe::probes::verify {
 
@@ -66,9 +70,25 @@ struct Options {
   std::uint32_t case_timeout_seconds = 60;
 };
 
-// Every rule the options break for `cases` (none: every case), each message saying why; empty
-// when they are consistent. An option only one case reads is checked only when that case runs.
-std::vector<std::string> validate(const Options& options, const std::vector<Case>& cases = {});
+// Options validate() accepted for the cases they run with: the form run_verify takes.
+class ValidPlan {
+ public:
+  const Options& options() const { return options_; }
+  const std::vector<Case>& cases() const { return cases_; }
+
+ private:
+  ValidPlan(Options options, std::vector<Case> cases)
+      : options_(options), cases_(std::move(cases)) {}
+  friend std::expected<ValidPlan, SpecViolations> validate(Options options,
+                                                           std::vector<Case> cases);
+  Options options_;
+  std::vector<Case> cases_;
+};
+
+// The plan when the options are consistent for `cases` (none: the rules of every case), else
+// every rule they break, each message saying why. An option only one case reads is checked only
+// when that case runs.
+std::expected<ValidPlan, SpecViolations> validate(Options options, std::vector<Case> cases = {});
 
 // Seeded message sizes in [1, max]: the same seed gives the same sequence on every host and
 // build (splitmix64, no standard-library distribution whose output may differ between

@@ -1,6 +1,7 @@
 // The initiator against responders that misbehave: every case must end in a ProbeFailure that
 // says what went wrong, quickly, before any verbs resource is created (these run without RDMA
 // hardware).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -91,7 +93,7 @@ Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = quick_sp
   const auto start = std::chrono::steady_clock::now();
   Failure failure{"no failure", "none"};
   try {
-    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), spec);
+    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), valid(spec));
   } catch (const ProbeFailure& e) {
     failure.what = e.what();
     failure.kind = to_string(e.kind());
@@ -217,7 +219,8 @@ TEST(HostileResponder, NobodyListening) {
     ::close(fd);
   }
   try {
-    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port), quick_spec());
+    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),
+              valid(quick_spec()));
     FAIL() << "connected to nothing";
   } catch (const ProbeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
@@ -225,10 +228,13 @@ TEST(HostileResponder, NobodyListening) {
   }
 }
 
+// run_probe takes only a validated spec: an inconsistent one is refused before any connection.
 TEST(HostileResponder, InvalidSpecFailsBeforeConnecting) {
   auto spec = quick_spec();
   spec.mtu = 3000;
-  EXPECT_THROW(run_probe(LocalPort{"x", 1}, "127.0.0.1", "1", spec), std::invalid_argument);
+  const auto valid = validate(spec);
+  ASSERT_FALSE(valid);
+  EXPECT_THAT(valid.error().message(), ::testing::HasSubstr("mtu 3000 is not an IB MTU"));
 }
 
 }  // namespace

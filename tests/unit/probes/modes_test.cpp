@@ -7,6 +7,7 @@
 #include "ibprobe/sweep.h"
 #include "protocol.h"
 #include "rate_pacer.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -30,25 +31,28 @@ TEST(BidirectionalSpec, BandwidthOnly) {
   for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
     auto spec = default_spec(operation, TestKind::kBandwidth);
     spec.bidirectional = true;
-    EXPECT_THAT(validate(spec), IsEmpty());
+    EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   }
   auto latency = default_spec(Operation::kWrite, TestKind::kLatency);
   latency.bidirectional = true;
-  EXPECT_THAT(validate(latency), Contains(HasSubstr("bidirectional applies to bandwidth")));
+  EXPECT_THAT(violations_of(validate(latency)),
+              Contains(HasSubstr("bidirectional applies to bandwidth")));
   auto validating = default_spec(Operation::kWrite, TestKind::kBandwidth);
   validating.bidirectional = validating.validation = true;
-  EXPECT_THAT(validate(validating), Contains(HasSubstr("validating loops check one direction")));
+  EXPECT_THAT(violations_of(validate(validating)),
+              Contains(HasSubstr("validating loops check one direction")));
 }
 
 TEST(RateLimitSpec, BandwidthWithAPositiveRate) {
   auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
   spec.rate_limit = RateLimit{1.5, RateUnit::kGbps, RateLimiter::kAuto};
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.rate_limit->value = 0;
-  EXPECT_THAT(validate(spec), Contains(HasSubstr("positive number")));
+  EXPECT_THAT(violations_of(validate(spec)), Contains(HasSubstr("positive number")));
   auto latency = default_spec(Operation::kSend, TestKind::kLatency);
   latency.rate_limit = RateLimit{1, RateUnit::kPps, RateLimiter::kSoftware};
-  EXPECT_THAT(validate(latency), Contains(HasSubstr("rate_limit applies to bandwidth")));
+  EXPECT_THAT(violations_of(validate(latency)),
+              Contains(HasSubstr("rate_limit applies to bandwidth")));
 }
 
 TEST(RateLimitSpec, UnitsInPayloadBytesPerSecond) {
@@ -114,35 +118,37 @@ TEST(Sweep, StepsDifferInTheSweptVariableOnly) {
   SweepSpec sweep{default_spec(Operation::kWrite, TestKind::kBandwidth),
                   SweepVariable::kMessageSize,
                   {4096, 65536, 1048576}};
-  const auto steps = sweep_steps(sweep);
+  const auto valid_sweep = validate(sweep);
+  ASSERT_TRUE(valid_sweep) << valid_sweep.error().message();
+  const auto& steps = valid_sweep->steps();
   ASSERT_EQ(steps.size(), 3u);
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    EXPECT_EQ(steps[i].message_size, static_cast<std::uint64_t>(sweep.values[i]));
-    auto same = steps[i];
+    EXPECT_EQ(steps[i]->message_size, static_cast<std::uint64_t>(sweep.values[i]));
+    auto same = steps[i].spec();
     same.message_size = sweep.base.message_size;
     EXPECT_EQ(same, sweep.base);
   }
   sweep.variable = SweepVariable::kTxDepth;
   sweep.values = {16, 64};
-  EXPECT_EQ(sweep_steps(sweep)[1].tx_depth, 64u);
+  EXPECT_EQ(validate(sweep).value().steps()[1]->tx_depth, 64u);
   sweep.variable = SweepVariable::kRateLimit;
   sweep.values = {0.5, 1.5};
-  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("needs the module's rate limit")));
+  EXPECT_THAT(violations_of(validate(sweep)),
+              ElementsAre(HasSubstr("needs the module's rate limit")));
   sweep.base.rate_limit = RateLimit{1, RateUnit::kGbps, RateLimiter::kSoftware};
-  EXPECT_DOUBLE_EQ(sweep_steps(sweep)[1].rate_limit->value, 1.5);
+  EXPECT_DOUBLE_EQ(validate(sweep).value().steps()[1]->rate_limit->value, 1.5);
 }
 
 TEST(Sweep, RefusesStepsTheSpecWouldRefuseNamingTheStep) {
   SweepSpec sweep{
       default_spec(Operation::kWrite, TestKind::kBandwidth), SweepVariable::kMtu, {1024, 1000}};
-  EXPECT_THAT(validate(sweep),
+  EXPECT_THAT(violations_of(validate(sweep)),
               ElementsAre(AllOf(HasSubstr("step 1 (mtu=1000)"), HasSubstr("not an IB MTU"))));
-  EXPECT_THROW(sweep_steps(sweep), std::invalid_argument);
   sweep.values = {1024};
-  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("at least two values")));
+  EXPECT_THAT(violations_of(validate(sweep)), ElementsAre(HasSubstr("at least two values")));
   sweep.variable = SweepVariable::kQps;
   sweep.values = {1, 2.5};
-  EXPECT_THAT(validate(sweep), ElementsAre(HasSubstr("not a valid value for qps")));
+  EXPECT_THAT(violations_of(validate(sweep)), ElementsAre(HasSubstr("not a valid value for qps")));
   EXPECT_EQ(parse_sweep_variable("inline_size"), SweepVariable::kInlineSize);
   EXPECT_FALSE(parse_sweep_variable("iterations"));
 }

@@ -15,6 +15,7 @@
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -40,8 +41,8 @@ Outcome run_against(const Responder& responder, const std::string& secret,
   try {
     RunOptions options;
     options.shared_secret = secret;
-    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(responder.port()), spec,
-              options);
+    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(responder.port()),
+              valid(spec), options);
   } catch (const ProbeFailure& e) {
     return {std::string(to_string(e.kind())), e.what()};
   } catch (const std::exception& e) {
@@ -258,7 +259,7 @@ TEST(PeerAuthRaw, InitiatorRefusesAReplayedResponderHello) {
     RunOptions options;
     options.shared_secret = kSecret;
     run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(ntohs(address.sin_port)),
-              quick_spec(), options);
+              valid(quick_spec()), options);
   } catch (const ProbeFailure& e) {
     kind = to_string(e.kind());
   }

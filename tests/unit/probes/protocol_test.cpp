@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "violations.h"
+
 namespace ibprobe::probes::protocol {
 namespace {
 
@@ -373,12 +375,14 @@ TEST(ProtocolDecode, OutOfRangeSpecNumbers) {
 }
 
 TEST(ProtocolDecode, SpecSemanticsAreLeftToValidate) {
-  // The codec checks representability only; validate() explains what is wrong with it.
+  // The codec checks representability only; violations_of(validate()) explains what is wrong with
+  // it.
   const auto decoded = decode(frame(MessageType::kProbeRequest, request_with("mtu", "3000")));
   ASSERT_TRUE(decoded.has_value());
   const auto& spec = std::get<ProbeRequest>(*decoded).spec;
   EXPECT_EQ(spec.mtu, 3000u);
-  EXPECT_THAT(validate(spec), ::testing::ElementsAre(HasSubstr("mtu 3000 is not an IB MTU")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ::testing::ElementsAre(HasSubstr("mtu 3000 is not an IB MTU")));
 }
 
 TEST(ProtocolDecode, OutOfRangeQpInfo) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ibprobe/verbs_probe.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -33,7 +34,8 @@ Attempt probe(const Responder& responder) {
   const auto start = std::chrono::steady_clock::now();
   Attempt attempt{"none", "the run succeeded"};
   try {
-    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(responder.port()), spec);
+    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(responder.port()),
+              valid(spec));
   } catch (const ProbeFailure& e) {
     attempt = {std::string(to_string(e.kind())), e.what()};
   }
@@ -145,7 +147,7 @@ TEST(RunProbe, FabricPortsAreParsedBeforeTheHandshake) {
   options.fabric_ports = {"0x12:3", "switch-7"};
   try {
     run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", unused_port,
-              default_spec(Operation::kWrite, TestKind::kBandwidth), options);
+              valid(default_spec(Operation::kWrite, TestKind::kBandwidth)), options);
     ADD_FAILURE() << "the run went on";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("fabric port 'switch-7' is not LID:PORT"),

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ibprobe/probes.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -61,7 +62,7 @@ TEST(DefaultSpec, RcKnobsMatchPerftest) {
 TEST(Validate, EveryDefaultIsValid) {
   for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
     for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
-      EXPECT_THAT(validate(default_spec(operation, test)), IsEmpty())
+      EXPECT_THAT(violations_of(validate(default_spec(operation, test))), IsEmpty())
           << to_string(operation) << "_" << to_string(test);
     }
   }
@@ -70,50 +71,54 @@ TEST(Validate, EveryDefaultIsValid) {
 TEST(Validate, SeveralQpsOnlyForBandwidth) {
   ProbeSpec spec = write_lat();
   spec.qps = 4;
-  EXPECT_THAT(validate(spec),
+  EXPECT_THAT(violations_of(validate(spec)),
               ElementsAre("qps=4: several QPs only make sense for bandwidth tests"));
   spec = write_bw();
   spec.qps = 4;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.qps = 0;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("qps=0")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("qps=0")));
 }
 
 TEST(Validate, SrqOnlyForSend) {
   ProbeSpec spec = write_bw();
   spec.use_srq = true;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("use_srq applies only to send")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("use_srq applies only to send")));
   spec = default_spec(Operation::kSend, TestKind::kBandwidth);
   spec.use_srq = true;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
 }
 
 TEST(Validate, MtuMustBeAnIbMtu) {
   ProbeSpec spec = write_bw();
   for (std::uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
     spec.mtu = mtu;
-    EXPECT_THAT(validate(spec), IsEmpty()) << mtu;
+    EXPECT_THAT(violations_of(validate(spec)), IsEmpty()) << mtu;
   }
   spec.mtu = 3000;
-  EXPECT_THAT(validate(spec),
+  EXPECT_THAT(violations_of(validate(spec)),
               ElementsAre("mtu 3000 is not an IB MTU (256, 512, 1024, 2048, 4096)"));
 }
 
 TEST(Validate, InlineNoLargerThanTheMessage) {
   ProbeSpec spec = write_lat();
   spec.inline_size = 64;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("inline size larger than the message")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("inline size larger than the message")));
   spec.inline_size = 2;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
 }
 
 TEST(Validate, ReadHasNoInline) {
   ProbeSpec spec = default_spec(Operation::kRead, TestKind::kLatency);
   spec.inline_size = 1;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("read latency cannot use inline")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("read latency cannot use inline")));
   spec = default_spec(Operation::kRead, TestKind::kBandwidth);
   spec.inline_size = 1;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("read bandwidth cannot use inline")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("read bandwidth cannot use inline")));
 }
 
 // force_dependecies in perftest_parameters.c, in its order: DEF_CQ_MOD 100; above
@@ -167,90 +172,100 @@ TEST(PerftestDefaultInline, FollowsPerftestsDeviceTable) {
 TEST(Validate, QueueRelations) {
   ProbeSpec spec = write_bw();
   spec.cq_moderation = 200;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("CQ moderation larger than tx depth")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("CQ moderation larger than tx depth")));
 
   spec = write_bw();
   spec.iterations = 256 * 20;
   spec.post_list = 256;
   spec.cq_moderation = 128;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("post list larger than tx depth")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("post list larger than tx depth")));
 
   spec = write_bw();
   spec.iterations = 3000;
   spec.post_list = 30;
   spec.cq_moderation = 100;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("must be a multiple of CQ moderation (100)")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("must be a multiple of CQ moderation (100)")));
   spec.cq_moderation = 10;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   // perftest: "Number of iterations must be a multiple of post list size".
   spec.iterations = 3001;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("must be a multiple of the post list")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("must be a multiple of the post list")));
   // A validating run checks every message in its own slot; perftest has no such mode, and a
   // post list would hand several slots to one call.
   spec = write_bw();
   spec.validation = true;
   spec.post_list = 10;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("post lists apply to plain runs")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("post lists apply to plain runs")));
 
   spec = write_lat();
   spec.tx_depth = 16;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("tx depth must be 1")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("tx depth must be 1")));
 }
 
 TEST(Validate, DurationAndIterationsAreExclusive) {
   ProbeSpec spec = write_bw();
   spec.duration_seconds = 10;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("duration and iterations are exclusive")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("duration and iterations are exclusive")));
   spec.iterations.reset();
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.duration_seconds.reset();
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("neither iterations nor duration")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("neither iterations nor duration")));
 }
 
 TEST(Validate, DurationMustOutlastBothMargins) {
   ProbeSpec spec = write_bw();
   spec.iterations.reset();
   spec.duration_seconds = 4;  // perftest: DURATION > 2 * MARGIN
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("warm-up and cool-down margins")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("warm-up and cool-down margins")));
   spec.duration_seconds = 5;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.duration_seconds = 30;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("timeout=30: must exceed the duration")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("timeout=30: must exceed the duration")));
 }
 
 TEST(Validate, TooFewIterations) {
   ProbeSpec spec = write_lat();
   spec.iterations = 4;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("iterations=4: at least 5")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("iterations=4: at least 5")));
 }
 
 TEST(Validate, RcKnobRanges) {
   ProbeSpec spec = write_bw();
   spec.rc = {.timeout = 0, .retry_cnt = 8, .rnr_retry = 9, .min_rnr_timer = 32};
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("waits forever"), HasSubstr("retry_cnt=8"),
-                                          HasSubstr("rnr_retry=9"), HasSubstr("min_rnr_timer=32")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre(HasSubstr("waits forever"), HasSubstr("retry_cnt=8"),
+                          HasSubstr("rnr_retry=9"), HasSubstr("min_rnr_timer=32")));
   spec.rc = {.timeout = 31, .retry_cnt = 0, .rnr_retry = 0, .min_rnr_timer = 0};
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.rc.timeout = 32;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("0..31")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("0..31")));
 }
 
 TEST(Validate, GidIndexFitsTheAddressVector) {
   ProbeSpec spec = write_bw();
   spec.gid_index = 255;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.gid_index = 256;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("gid_index=256")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("gid_index=256")));
 }
 
 TEST(Validate, NumaNodeGoesWithNodePolicy) {
   ProbeSpec spec = write_bw();
   spec.numa = NumaPolicy::kNode;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("needs a node number")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("needs a node number")));
   spec.numa_node = 1;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.numa = NumaPolicy::kNone;
-  EXPECT_THAT(validate(spec), ElementsAre(HasSubstr("only policy 'node' uses it")));
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre(HasSubstr("only policy 'node' uses it")));
 }
 
 TEST(Validate, ReportsEveryViolationAtOnce) {
@@ -259,7 +274,7 @@ TEST(Validate, ReportsEveryViolationAtOnce) {
   spec.use_srq = true;
   spec.mtu = 9000;
   spec.message_size = 0;
-  EXPECT_THAT(validate(spec), SizeIs(4));
+  EXPECT_THAT(violations_of(validate(spec)), SizeIs(4));
 }
 
 TEST(ParseEnums, RoundTripTheirNames) {
@@ -280,7 +295,7 @@ TEST(ParseEnums, RoundTripTheirNames) {
 TEST(CheckLimits, DefaultsFitTheDefaultLimits) {
   for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
     for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
-      EXPECT_THAT(check_limits(default_spec(operation, test), Limits{}), IsEmpty());
+      EXPECT_THAT(violations_of(check_limits(default_spec(operation, test), Limits{})), IsEmpty());
     }
   }
 }
@@ -294,26 +309,28 @@ TEST(CheckLimits, EachCapIsEnforced) {
                       .max_total_buffer_bytes = 1ull << 40};
   ProbeSpec spec = write_bw();
   spec.message_size = (1 << 20) + 1;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("message_size=1048577")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)),
+              ElementsAre(HasSubstr("message_size=1048577")));
   spec = write_bw();
   spec.tx_depth = 257;
   spec.rx_depth = 300;
-  EXPECT_THAT(check_limits(spec, limits),
+  EXPECT_THAT(violations_of(check_limits(spec, limits)),
               ElementsAre(HasSubstr("tx_depth=257"), HasSubstr("rx_depth=300")));
   spec = write_bw();
   spec.qps = 5;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("qps=5")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), ElementsAre(HasSubstr("qps=5")));
   spec = write_bw();
   spec.iterations.reset();
   spec.duration_seconds = 11;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("duration=11")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), ElementsAre(HasSubstr("duration=11")));
   spec = write_bw();
   spec.iterations = 10001;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("iterations=10001")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)),
+              ElementsAre(HasSubstr("iterations=10001")));
   // A peer cannot hold this side's resources longer than the cap, whatever its spec says.
   spec = write_bw();
   spec.timeout_seconds = Limits{}.max_timeout_seconds + 1;
-  EXPECT_THAT(check_limits(spec, Limits{}), ElementsAre(HasSubstr("timeout=181")));
+  EXPECT_THAT(violations_of(check_limits(spec, Limits{})), ElementsAre(HasSubstr("timeout=181")));
 }
 
 TEST(CheckLimits, TotalBufferIsQpsTimesDepthTimesSize) {
@@ -321,13 +338,13 @@ TEST(CheckLimits, TotalBufferIsQpsTimesDepthTimesSize) {
   limits.max_total_buffer_bytes = 4ull * 128 * 65536;
   ProbeSpec spec = write_bw();
   spec.qps = 4;
-  EXPECT_THAT(check_limits(spec, limits), IsEmpty());
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), IsEmpty());
   spec.qps = 5;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("5 x 128 x 65536")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), ElementsAre(HasSubstr("5 x 128 x 65536")));
   // The larger of the two depths counts: a send responder posts rx_depth receives.
   spec.qps = 4;
   spec.rx_depth = 129;
-  EXPECT_THAT(check_limits(spec, limits), ElementsAre(HasSubstr("4 x 129 x 65536")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), ElementsAre(HasSubstr("4 x 129 x 65536")));
 }
 
 TEST(CheckLimits, HostileNumbersCannotOverflowPastTheCheck) {
@@ -341,7 +358,8 @@ TEST(CheckLimits, HostileNumbersCannotOverflowPastTheCheck) {
                          .max_duration_seconds = 0,
                          .max_iterations = std::numeric_limits<std::uint64_t>::max(),
                          .max_total_buffer_bytes = std::numeric_limits<std::uint64_t>::max()};
-  EXPECT_THAT(check_limits(spec, unlimited), ElementsAre(HasSubstr("buffers of qps x depth")));
+  EXPECT_THAT(violations_of(check_limits(spec, unlimited)),
+              ElementsAre(HasSubstr("buffers of qps x depth")));
 }
 
 }  // namespace

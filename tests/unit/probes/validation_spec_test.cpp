@@ -7,6 +7,7 @@
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
+#include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -22,53 +23,58 @@ ProbeSpec validating(Operation operation) {
 }
 
 TEST(ValidationSpec, WriteAndSendBandwidthMayValidate) {
-  EXPECT_THAT(validate(validating(Operation::kWrite)), IsEmpty());
-  EXPECT_THAT(validate(validating(Operation::kSend)), IsEmpty());
+  EXPECT_THAT(violations_of(validate(validating(Operation::kWrite))), IsEmpty());
+  EXPECT_THAT(violations_of(validate(validating(Operation::kSend))), IsEmpty());
 }
 
 TEST(ValidationSpec, ReadAndLatencyMayNot) {
-  EXPECT_THAT(validate(validating(Operation::kRead)),
+  EXPECT_THAT(violations_of(validate(validating(Operation::kRead))),
               Contains(HasSubstr("validation applies to write and send")));
   auto latency = default_spec(Operation::kWrite, TestKind::kLatency);
   latency.validation = true;
   latency.message_size = 64;
-  EXPECT_THAT(validate(latency), Contains(HasSubstr("validation applies to bandwidth probes")));
+  EXPECT_THAT(violations_of(validate(latency)),
+              Contains(HasSubstr("validation applies to bandwidth probes")));
 }
 
 TEST(ValidationSpec, MessageMustHoldHeaderAndTrailer) {
   auto spec = validating(Operation::kSend);
   spec.message_size = 63;
-  EXPECT_THAT(validate(spec), Contains(HasSubstr("message_size=63")));
+  EXPECT_THAT(violations_of(validate(spec)), Contains(HasSubstr("message_size=63")));
   spec.message_size = 64;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
 }
 
 TEST(ValidationSpec, PostedReceivesOnlyForSendBandwidthWithinTheQueue) {
   auto send = default_spec(Operation::kSend, TestKind::kBandwidth);
   send.posted_receives = 1;
-  EXPECT_THAT(validate(send), IsEmpty());
+  EXPECT_THAT(violations_of(validate(send)), IsEmpty());
   send.posted_receives = send.rx_depth + 1;
-  EXPECT_THAT(validate(send), Contains(HasSubstr("more than the receive queue holds")));
+  EXPECT_THAT(violations_of(validate(send)),
+              Contains(HasSubstr("more than the receive queue holds")));
 
   auto write = default_spec(Operation::kWrite, TestKind::kBandwidth);
   write.posted_receives = 1;
-  EXPECT_THAT(validate(write), Contains(HasSubstr("applies to send bandwidth only")));
+  EXPECT_THAT(violations_of(validate(write)),
+              Contains(HasSubstr("applies to send bandwidth only")));
   auto latency = default_spec(Operation::kSend, TestKind::kLatency);
   latency.posted_receives = 1;
-  EXPECT_THAT(validate(latency), Contains(HasSubstr("applies to send bandwidth only")));
+  EXPECT_THAT(violations_of(validate(latency)),
+              Contains(HasSubstr("applies to send bandwidth only")));
 }
 
 TEST(ValidationSpec, ScatteredReceivesNeedAValidatingSend) {
   auto spec = validating(Operation::kSend);
   spec.receive_sges = 3;
-  EXPECT_THAT(validate(spec), IsEmpty());
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
   spec.receive_sges = 0;
-  EXPECT_THAT(validate(spec), Contains(HasSubstr("receive_sges=0")));
+  EXPECT_THAT(violations_of(validate(spec)), Contains(HasSubstr("receive_sges=0")));
   spec.receive_sges = 9;
-  EXPECT_THAT(validate(spec), Contains(HasSubstr("receive_sges=9")));
+  EXPECT_THAT(violations_of(validate(spec)), Contains(HasSubstr("receive_sges=9")));
   spec = default_spec(Operation::kSend, TestKind::kBandwidth);
   spec.receive_sges = 2;
-  EXPECT_THAT(validate(spec), Contains(HasSubstr("set validation and operation send")));
+  EXPECT_THAT(violations_of(validate(spec)),
+              Contains(HasSubstr("set validation and operation send")));
 }
 
 TEST(ValidationSpec, LimitsCountBothSidesSlots) {
@@ -77,9 +83,10 @@ TEST(ValidationSpec, LimitsCountBothSidesSlots) {
   spec.message_size = 1 << 20;
   Limits limits;
   limits.max_total_buffer_bytes = 600ull << 20;
-  EXPECT_THAT(check_limits(spec, limits), Contains(HasSubstr("exceed this responder's limit")));
+  EXPECT_THAT(violations_of(check_limits(spec, limits)),
+              Contains(HasSubstr("exceed this responder's limit")));
   spec.validation = false;
-  EXPECT_THAT(check_limits(spec, limits), IsEmpty());
+  EXPECT_THAT(violations_of(check_limits(spec, limits)), IsEmpty());
 }
 
 protocol::Message round_trip(const protocol::Message& message) {

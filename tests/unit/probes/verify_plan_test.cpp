@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "violations.h"
+
 namespace ibprobe::probes::verify {
 namespace {
 
@@ -37,7 +39,7 @@ TEST(VerifySelection, AnUnknownCaseIsRefusedWithTheKnownOnes) {
 }
 
 TEST(VerifyOptions, DefaultsAreConsistent) {
-  EXPECT_THAT(validate(Options{}), ::testing::IsEmpty());
+  EXPECT_THAT(violations_of(validate(Options{})), ::testing::IsEmpty());
 }
 
 TEST(VerifyOptions, EveryBrokenRuleIsNamed) {
@@ -50,7 +52,7 @@ TEST(VerifyOptions, EveryBrokenRuleIsNamed) {
   o.soak_interval_seconds = 11;
   o.soak_message_size = 8;
   o.case_timeout_seconds = 1;
-  const auto problems = validate(o);
+  const auto problems = violations_of(validate(o));
   const std::string all = ::testing::PrintToString(problems);
   for (const char* expected :
        {"messages must be 1..100000, not 0", "recv delay must be 1..1000 ms, not 5000",
@@ -67,14 +69,14 @@ TEST(VerifyOptions, RebuildMustFallInsideTheRun) {
   Options o;
   o.messages = 50;
   o.rebuild_after = 50;
-  EXPECT_THAT(::testing::PrintToString(validate(o)),
+  EXPECT_THAT(::testing::PrintToString(violations_of(validate(o))),
               HasSubstr("rebuild_after must be 1..messages-1 (49), not 50"));
   // Only qp_rebuild reads it.
-  EXPECT_THAT(validate(o, {Case::kRandomSizes, Case::kSoak}), ::testing::IsEmpty());
-  EXPECT_THAT(::testing::PrintToString(validate(o, {Case::kQpRebuild})),
+  EXPECT_THAT(violations_of(validate(o, {Case::kRandomSizes, Case::kSoak})), ::testing::IsEmpty());
+  EXPECT_THAT(::testing::PrintToString(violations_of(validate(o, {Case::kQpRebuild}))),
               HasSubstr("rebuild_after"));
   o.rebuild_after = 49;
-  EXPECT_THAT(validate(o), ::testing::IsEmpty());
+  EXPECT_THAT(violations_of(validate(o)), ::testing::IsEmpty());
 }
 
 // splitmix64's published reference outputs for seed 1234567 (Vigna's splitmix64.c): the size
