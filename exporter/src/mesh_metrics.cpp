@@ -16,8 +16,8 @@ std::string_view to_string(MeshClock clock) {
 
 }  // namespace
 
-MeshMetrics::MeshMetrics(std::string local_tor, double budget_hz)
-    : local_tor_(std::move(local_tor)), budget_hz_(budget_hz) {}
+MeshMetrics::MeshMetrics(std::string local_tor, double budget_hz, MeshClock usual_clock)
+    : local_tor_(std::move(local_tor)), budget_hz_(budget_hz), usual_clock_(usual_clock) {}
 
 void MeshMetrics::set_plan(const MeshFabric& fabric, const std::vector<PlannedPing>& plan) {
   const std::lock_guard lock(mutex_);
@@ -44,13 +44,13 @@ void MeshMetrics::record(const std::string& peer, const MeshPingResult& result) 
     ++state.lost;
     return;
   }
-  state.clock = result.clock;
-  ++state.answered;
-  state.rtt_sum += result.rtt_seconds;
+  auto& histogram = state.rtt[static_cast<std::size_t>(result.clock)];
+  ++histogram.answered;
+  histogram.rtt_sum += result.rtt_seconds;
   const auto bucket =
       std::lower_bound(kMeshRttBuckets.begin(), kMeshRttBuckets.end(), result.rtt_seconds) -
       kMeshRttBuckets.begin();
-  if (bucket < static_cast<std::ptrdiff_t>(kMeshRttBuckets.size())) ++state.buckets[bucket];
+  if (bucket < static_cast<std::ptrdiff_t>(kMeshRttBuckets.size())) ++histogram.buckets[bucket];
 }
 
 std::vector<MetricFamily> MeshMetrics::collect() const {
@@ -80,18 +80,23 @@ std::vector<MetricFamily> MeshMetrics::collect() const {
     sent.metric.push_back(metric);
     metric.counter.value = static_cast<double>(state.lost);
     lost.metric.push_back(metric);
-    ClientMetric histogram;
-    histogram.label = labels;
-    histogram.label.push_back({"clock", std::string(to_string(state.clock))});
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < kMeshRttBuckets.size(); ++i) {
-      cumulative += state.buckets[i];
-      histogram.histogram.bucket.push_back({cumulative, kMeshRttBuckets[i]});
+    for (const auto clock : {MeshClock::kSoftware, MeshClock::kDevice}) {
+      const auto& measured = state.rtt[static_cast<std::size_t>(clock)];
+      if (clock != usual_clock_ && measured.answered == 0) continue;
+      ClientMetric histogram;
+      histogram.label = labels;
+      histogram.label.push_back({"clock", std::string(to_string(clock))});
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < kMeshRttBuckets.size(); ++i) {
+        cumulative += measured.buckets[i];
+        histogram.histogram.bucket.push_back({cumulative, kMeshRttBuckets[i]});
+      }
+      histogram.histogram.bucket.push_back(
+          {measured.answered, std::numeric_limits<double>::infinity()});
+      histogram.histogram.sample_count = measured.answered;
+      histogram.histogram.sample_sum = measured.rtt_sum;
+      rtt.metric.push_back(std::move(histogram));
     }
-    histogram.histogram.bucket.push_back({state.answered, std::numeric_limits<double>::infinity()});
-    histogram.histogram.sample_count = state.answered;
-    histogram.histogram.sample_sum = state.rtt_sum;
-    rtt.metric.push_back(std::move(histogram));
     rate += state.rate_hz;
     peers_by_reason[std::string(to_string(state.reason))] += 1;
   }

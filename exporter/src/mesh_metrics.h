@@ -2,7 +2,8 @@
 // an RTT histogram (so percentiles are computed across any set of peers), each series labelled
 // with both ToRs so recording rules sum them into ToR pairs; and the plan's size, rate and budget.
 // Series exist only for peers in the current plan, so their number is bounded by the plan, not by
-// the fabric.
+// the fabric. A peer's RTTs are kept apart by the clock that measured them: the host's clock reads
+// the hosts' delays too, and one histogram of both would mix two quantities.
 #pragma once
 
 #include <prometheus/metric_family.h>
@@ -18,7 +19,7 @@
 namespace ibprobe::exporter {
 
 // Which clock measured an RTT: the RNICs' completion timestamps (both ends), or the host's.
-enum class MeshClock { kSoftware, kDevice };
+enum class MeshClock { kSoftware = 0, kDevice = 1 };  // also the index of its histogram
 
 struct MeshPingResult {
   bool answered = false;
@@ -32,7 +33,10 @@ inline constexpr std::array<double, 11> kMeshRttBuckets = {
 
 class MeshMetrics {
  public:
-  MeshMetrics(std::string local_tor, double budget_hz);
+  // `usual_clock`: the clock this host's pings are measured by when the peer can, whose histogram
+  // every planned peer shows from the start; the other clock's appears once it measured a ping.
+  MeshMetrics(std::string local_tor, double budget_hz,
+              MeshClock usual_clock = MeshClock::kSoftware);
 
   // The plan now in force. Series of peers that left it are dropped; a peer that stays keeps its
   // counters, so rates across epoch boundaries stay right.
@@ -48,14 +52,17 @@ class MeshMetrics {
     double rate_hz = 0;
     std::uint64_t sent = 0;
     std::uint64_t lost = 0;
-    MeshClock clock = MeshClock::kSoftware;
-    std::array<std::uint64_t, kMeshRttBuckets.size()> buckets{};  // not cumulative
-    std::uint64_t answered = 0;
-    double rtt_sum = 0;
+    struct Histogram {
+      std::array<std::uint64_t, kMeshRttBuckets.size()> buckets{};  // not cumulative
+      std::uint64_t answered = 0;
+      double rtt_sum = 0;
+    };
+    std::array<Histogram, 2> rtt;  // by MeshClock
   };
 
   const std::string local_tor_;
   const double budget_hz_;
+  const MeshClock usual_clock_;
   mutable std::mutex mutex_;
   std::map<std::string, Peer, std::less<>> peers_;
 };

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "mesh_fabric_peers.h"
+#include "mesh_follow_ups.h"
 #include "mesh_metrics.h"
 #include "mesh_peers.h"
 
@@ -26,6 +27,11 @@ using Clock = std::chrono::steady_clock;
 // A ping unanswered after this long is lost. Far above any RDMA round trip, even rxe's under
 // load, and short enough that a cut shows within seconds.
 constexpr auto kPingTimeout = std::chrono::seconds(1);
+// How long an answered ping waits for the follow-up its responder promised. The responder posts
+// it as soon as it sees the pong's send completion, one completion event after answering, so it
+// trails the pong by about as long as the responder took to answer; past this the ping is
+// timed on the host clock instead, and a lost follow-up costs no more than this delay.
+constexpr auto kFollowUpWait = std::chrono::milliseconds(200);
 // The plan is recomputed and the peer list reread this often; the plan itself changes only at
 // epoch boundaries, so this bounds how late a new epoch or a new peer takes effect.
 constexpr auto kReplanInterval = std::chrono::seconds(10);
@@ -195,10 +201,9 @@ struct MeshRunner::State {
   void ping_loop() {
     std::map<std::string, Peer> peers;
     std::map<std::uint64_t, InFlight> in_flight;  // by token, so in sending order
+    MeshFollowUps follow_ups(kFollowUpWait);
     std::uint64_t seen_generation = ~0ULL;
     std::uint64_t next_token = 1;
-    const auto clock =
-        pinger->clock() == probes::PingClock::kDevice ? MeshClock::kDevice : MeshClock::kSoftware;
 
     auto lost = [&](const std::string& target) {
       metrics->record(target, {});
@@ -257,24 +262,39 @@ struct MeshRunner::State {
       }
       if (!in_flight.empty())
         wake_at = std::min(wake_at, in_flight.begin()->second.sent_at + kPingTimeout);
+      if (const auto deadline = follow_ups.next_deadline()) wake_at = std::min(wake_at, *deadline);
 
       const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(wake_at - Clock::now());
       auto events = pinger->wait(std::max(timeout, std::chrono::milliseconds(0)), wake_fd);
       std::uint64_t drained = 0;
       [[maybe_unused]] const auto n = ::read(wake_fd, &drained, sizeof(drained));
 
+      const auto received = Clock::now();
       for (const auto& pong : events.pongs) {
         const auto it = in_flight.find(pong.token);
         if (it == in_flight.end()) continue;  // late: already counted lost
         const auto round_trip = pong.received_at - it->second.sent_at;
         const auto rtt =
             round_trip - std::min<Clock::duration>(pong.responder_turnaround, round_trip);
-        metrics->record(it->second.target,
-                        {true, std::chrono::duration<double>(rtt).count(), clock});
         if (const auto peer = peers.find(it->second.target); peer != peers.end()) {
           peer->second.losses_in_a_row = 0;
         }
+        MeshFollowUps::Pong answered{it->second.target, rtt,
+                                     pong.follow_up_coming ? pong.device_round_trip : std::nullopt};
         in_flight.erase(it);
+        if (auto result = follow_ups.on_pong(pong.token, std::move(answered), received)) {
+          metrics->record(result->target, result->result);
+        }
+      }
+      for (const auto& follow_up : events.follow_ups) {
+        if (!in_flight.contains(follow_up.token) && !follow_ups.waiting(follow_up.token)) continue;
+        if (auto result =
+                follow_ups.on_follow_up(follow_up.token, follow_up.device_turnaround, received)) {
+          metrics->record(result->target, result->result);
+        }
+      }
+      for (const auto& result : follow_ups.expire(Clock::now())) {
+        metrics->record(result.target, result.result);
       }
       for (const auto token : events.failed_sends) {
         const auto it = in_flight.find(token);
@@ -307,7 +327,9 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
   const auto self = fabric.find(mesh.self);
   if (!self) throw std::invalid_argument("mesh: self " + mesh.self + " is not in the peer list");
   s.pinger = std::make_unique<probes::UdPinger>(s.options.local);
-  s.metrics = std::make_unique<MeshMetrics>(fabric.peers()[*self].tor, mesh.policy.host_budget_hz);
+  s.metrics = std::make_unique<MeshMetrics>(
+      fabric.peers()[*self].tor, mesh.policy.host_budget_hz,
+      s.pinger->clock() == probes::PingClock::kDevice ? MeshClock::kDevice : MeshClock::kSoftware);
   s.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s.wake_fd < 0)
     throw std::runtime_error("mesh: eventfd: " + std::string(std::strerror(errno)));

@@ -1,45 +1,80 @@
-#include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
+#include <span>
 
 #include "ibprobe/mesh_pinger.h"
+#include "ud_pinger_clock.h"
+#include "ud_pinger_wire.h"
 #include "verbs.h"
 
 namespace ibprobe::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ud_wire::Kind;
 
 // Every UD receive buffer starts with the 40-byte GRH the HCA writes ahead of the payload.
 constexpr std::size_t kGrhBytes = 40;
 constexpr std::size_t kRecvSlotBytes = 128;
 constexpr std::size_t kSendSlotBytes = 64;
+static_assert(ud_wire::kMessageBytes + kGrhBytes <= kRecvSlotBytes &&
+              ud_wire::kMessageBytes <= kSendSlotBytes);
 // At 100 pings/s out and as many answered, a second of completions fits in either queue.
 constexpr std::uint32_t kRecvDepth = 256;
 constexpr std::uint32_t kSendDepth = 256;
 constexpr std::uint64_t kSendTag = 1ULL << 63;
 // Address handles kept for reuse; beyond this the cache starts over (a send holds its own).
 constexpr std::size_t kMaxCachedHandles = 1024;
-constexpr std::uint32_t kMagic = 0x49424d50;  // "IBMP"
+// Send stamps of pings awaiting their pong. At the 100 pings/s budget and a 1 s timeout about
+// 100 are in flight; beyond this many, the oldest are long lost.
+constexpr std::size_t kMaxPingStamps = 4096;
+constexpr std::size_t kPollBatch = 32;
 
-enum class Kind : std::uint8_t { kPing = 1, kPong = 2 };
+// What the extended CQ must report besides the timestamp: the fields ibv_poll_cq fills that the
+// receive path and ibv_create_ah_from_wc read.
+constexpr std::uint64_t kStampedCqFlags =
+    std::uint64_t{IBV_WC_STANDARD_FLAGS} | std::uint64_t{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 
-// The ping on the wire, big endian, so hosts of either byte order understand each other.
-struct Wire {
-  std::uint32_t magic;
-  std::uint8_t kind;
-  std::uint8_t reserved[3];
-  std::uint64_t token;
-  std::uint64_t turnaround_ns;  // pongs: the responder's hold time
+// A nanosecond count from the wire; a value beyond the signed range (no turnaround is that long)
+// saturates instead of turning negative.
+std::chrono::nanoseconds wire_ns(std::uint64_t value) {
+  constexpr auto kMax =
+      static_cast<std::uint64_t>(std::numeric_limits<std::chrono::nanoseconds::rep>::max());
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(std::min(value, kMax)));
+}
+
+// One completion from either kind of CQ: the ibv_wc fields, and on the timestamped CQ the
+// device's stamp in ticks.
+struct Completion {
+  ibv_wc wc{};
+  std::optional<std::uint64_t> stamp;
 };
-static_assert(sizeof(Wire) == 24 && sizeof(Wire) + kGrhBytes <= kRecvSlotBytes);
+
+Completion read_stamped(ibv_cq_ex* cq) {
+  Completion c;
+  c.wc.wr_id = cq->wr_id;
+  c.wc.status = cq->status;
+  if (c.wc.status != IBV_WC_SUCCESS) return c;
+  c.stamp = ibv_wc_read_completion_ts(cq);
+  if ((c.wc.wr_id & kSendTag) != 0) return c;
+  c.wc.opcode = ibv_wc_read_opcode(cq);
+  c.wc.byte_len = ibv_wc_read_byte_len(cq);
+  c.wc.src_qp = ibv_wc_read_src_qp(cq);
+  c.wc.wc_flags = ibv_wc_read_wc_flags(cq);
+  c.wc.slid = static_cast<std::uint16_t>(ibv_wc_read_slid(cq));
+  c.wc.sl = ibv_wc_read_sl(cq);
+  c.wc.dlid_path_bits = ibv_wc_read_dlid_path_bits(cq);
+  return c;
+}
 
 std::string gid_family_of(const verbs::PortFacts& port) {
   if (!port.is_ethernet) return "ib";
@@ -82,24 +117,37 @@ struct UdPinger::Impl {
   verbs::CompletionChannel channel;
   verbs::ProtectionDomain pd;
   verbs::RegisteredBuffer buffer;
-  verbs::CompletionQueue cq;
+  verbs::CompletionQueue cq;        // owns the timestamped CQ too, which ibv_destroy_cq destroys
+  ibv_cq_ex* stamped_cq = nullptr;  // `cq` seen as the extended CQ, when it stamps completions
   verbs::QueuePair qp;
   std::map<std::string, std::shared_ptr<verbs::AddressHandle>> handles;
   struct SendSlot {
     bool busy = false;
-    bool ping = false;
+    Kind kind = Kind::kPing;
     std::uint64_t token = 0;
     std::shared_ptr<verbs::AddressHandle> handle;  // alive until the send completes
+    // A pong that promised a follow-up: where the follow-up goes, and the ping's receive stamp
+    // its turnaround is timed from.
+    bool follow_up = false;
+    std::uint32_t reply_qpn = 0;
+    std::uint64_t ping_received_ticks = 0;
   };
   std::array<SendSlot, kSendDepth> slots{};
   std::uint32_t next_slot = 0;
+  std::map<std::uint64_t, std::uint64_t> ping_sent_ticks;  // by token, until the pong comes
   MeshEndpoint endpoint;
   PingClock clock = PingClock::kSoftware;
   std::string clock_detail;
+  std::uint64_t timestamp_mask = 0;
+  std::uint64_t clock_khz = 0;
 
   std::uint8_t* recv_slot(std::uint32_t i) { return buffer.memory.get() + i * kRecvSlotBytes; }
   std::uint8_t* send_slot(std::uint32_t i) {
     return buffer.memory.get() + kRecvDepth * kRecvSlotBytes + i * kSendSlotBytes;
+  }
+
+  std::chrono::nanoseconds device_interval(std::uint64_t earlier, std::uint64_t later) const {
+    return ticks_to_ns(ticks_between(earlier, later, timestamp_mask), clock_khz);
   }
 
   void post_recv(std::uint32_t i) {
@@ -153,25 +201,23 @@ struct UdPinger::Impl {
     return handle;
   }
 
-  bool post(const std::shared_ptr<verbs::AddressHandle>& handle, std::uint32_t qpn, Kind kind,
-            std::uint64_t token, std::chrono::nanoseconds turnaround) {
-    if (!handle) return false;
+  // Posts `message` to `qpn` over `sending.handle`; the slot keeps what the completion needs.
+  bool post(SendSlot sending, std::uint32_t qpn, const ud_wire::Message& message) {
+    if (!sending.handle) return false;
     const std::uint32_t i = next_slot;
     if (slots[i].busy) return false;
-    auto* wire = reinterpret_cast<Wire*>(send_slot(i));
-    *wire = Wire{htobe32(kMagic),
-                 static_cast<std::uint8_t>(kind),
-                 {},
-                 htobe64(token),
-                 htobe64(static_cast<std::uint64_t>(turnaround.count()))};
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(wire), sizeof(Wire), buffer.mr->lkey};
+    std::uint8_t* bytes = send_slot(i);
+    ud_wire::encode(message,
+                    std::span<std::uint8_t, ud_wire::kMessageBytes>(bytes, ud_wire::kMessageBytes));
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(bytes),
+                static_cast<std::uint32_t>(ud_wire::kMessageBytes), buffer.mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = kSendTag | i;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = handle->get();
+    wr.wr.ud.ah = sending.handle->get();
     wr.wr.ud.remote_qpn = qpn;
     wr.wr.ud.remote_qkey = qkey;
     ibv_send_wr* bad = nullptr;
@@ -179,52 +225,190 @@ struct UdPinger::Impl {
       spdlog::debug("mesh: ibv_post_send: {}", std::strerror(rc));
       return false;
     }
-    slots[i] = SendSlot{true, kind == Kind::kPing, token, handle};
+    sending.busy = true;
+    sending.kind = message.kind;
+    sending.token = message.token;
+    slots[i] = std::move(sending);
     next_slot = (i + 1) % kSendDepth;
     return true;
   }
 
-  void on_receive(ibv_wc& wc, Events& events) {
+  // The ping's send stamp, taken from the record: a token has one pong.
+  std::optional<std::chrono::nanoseconds> device_round_trip(
+      std::uint64_t token, std::optional<std::uint64_t> pong_received) {
+    const auto it = ping_sent_ticks.find(token);
+    if (it == ping_sent_ticks.end()) return std::nullopt;
+    const auto sent = it->second;
+    ping_sent_ticks.erase(it);
+    if (!pong_received) return std::nullopt;
+    return device_interval(sent, *pong_received);
+  }
+
+  void on_receive(Completion& completion, Events& events) {
     const auto arrived = Clock::now();
+    auto& wc = completion.wc;
     const auto slot = static_cast<std::uint32_t>(wc.wr_id);
     std::uint8_t* data = recv_slot(slot);
-    Wire wire{};
-    const bool whole = wc.status == IBV_WC_SUCCESS && wc.byte_len >= kGrhBytes + sizeof(Wire);
-    if (whole) std::memcpy(&wire, data + kGrhBytes, sizeof(wire));
-    std::optional<std::shared_ptr<verbs::AddressHandle>> back;
-    if (whole && be32toh(wire.magic) == kMagic &&
-        wire.kind == static_cast<std::uint8_t>(Kind::kPing)) {
+    std::optional<ud_wire::Message> message;
+    if (wc.status == IBV_WC_SUCCESS && wc.byte_len >= kGrhBytes) {
+      const std::size_t length = std::min<std::size_t>(wc.byte_len, kRecvSlotBytes) - kGrhBytes;
+      message = ud_wire::decode({data + kGrhBytes, length});
+    }
+    std::shared_ptr<verbs::AddressHandle> back;
+    if (message && message->kind == Kind::kPing) {
       back = handle_back(wc, reinterpret_cast<const ibv_grh*>(data));
     }
     // The buffer goes back before the answer is posted: the GRH was read above.
     if (wc.status != IBV_WC_WR_FLUSH_ERR) post_recv(slot);
-    if (!whole || be32toh(wire.magic) != kMagic) return;
-    if (back) {
-      if (post(*back, wc.src_qp, Kind::kPong, be64toh(wire.token), Clock::now() - arrived)) {
-        ++events.pings_answered;
+    if (!message) return;
+    switch (message->kind) {
+      case Kind::kPing: {
+        SendSlot pong;
+        pong.handle = std::move(back);
+        // Only a prober that reads its own device clock can use the follow-up, and only a
+        // stamped receive can start the turnaround.
+        pong.follow_up = (message->flags & ud_wire::kAsksFollowUp) != 0 && completion.stamp;
+        pong.reply_qpn = wc.src_qp;
+        pong.ping_received_ticks = completion.stamp.value_or(0);
+        const std::uint8_t flags = pong.follow_up ? ud_wire::kFollowUpComing : 0;
+        const auto held = std::chrono::nanoseconds(Clock::now() - arrived);
+        if (post(std::move(pong), wc.src_qp,
+                 {Kind::kPong, flags, message->token, static_cast<std::uint64_t>(held.count())})) {
+          ++events.pings_answered;
+        }
+        break;
       }
-    } else if (wire.kind == static_cast<std::uint8_t>(Kind::kPong)) {
-      events.pongs.push_back(
-          {be64toh(wire.token), arrived, std::chrono::nanoseconds(be64toh(wire.turnaround_ns))});
+      case Kind::kPong:
+        events.pongs.push_back({message->token, arrived, wire_ns(message->turnaround_ns),
+                                (message->flags & ud_wire::kFollowUpComing) != 0,
+                                device_round_trip(message->token, completion.stamp)});
+        break;
+      case Kind::kFollowUp:
+        if (clock == PingClock::kDevice) {
+          events.follow_ups.push_back({message->token, wire_ns(message->turnaround_ns)});
+        }
+        break;
+      default:  // a kind of a later version
+        break;
     }
   }
 
-  void drain(Events& events) {
-    std::array<ibv_wc, 32> wcs{};
-    int n = 0;
-    while ((n = ibv_poll_cq(cq.get(), static_cast<int>(wcs.size()), wcs.data())) > 0) {
+  void on_send_done(const Completion& completion, Events& events) {
+    auto& slot = slots[completion.wc.wr_id & ~kSendTag];
+    const SendSlot done = std::move(slot);
+    slot = SendSlot{};
+    const bool sent = completion.wc.status == IBV_WC_SUCCESS;
+    if (done.kind == Kind::kPing) {
+      if (!sent) {
+        events.failed_sends.push_back(done.token);
+      } else if (completion.stamp) {
+        if (ping_sent_ticks.size() >= kMaxPingStamps)
+          ping_sent_ticks.erase(ping_sent_ticks.begin());
+        ping_sent_ticks[done.token] = *completion.stamp;
+      }
+    } else if (done.kind == Kind::kPong && done.follow_up && sent && completion.stamp) {
+      // The pong has left: its send stamp closes the turnaround the prober subtracts. A full send
+      // queue drops the follow-up, and the prober falls back to the host clock for this ping.
+      const auto turnaround = device_interval(done.ping_received_ticks, *completion.stamp);
+      SendSlot follow_up;
+      follow_up.handle = done.handle;
+      post(std::move(follow_up), done.reply_qpn,
+           {Kind::kFollowUp, 0, done.token, static_cast<std::uint64_t>(turnaround.count())});
+    }
+  }
+
+  // Up to one batch of completions; the extended CQ's fields are read between its start and end
+  // of polling, so they are handled after it.
+  std::size_t poll(std::array<Completion, kPollBatch>& batch) {
+    if (!stamped_cq) {
+      std::array<ibv_wc, kPollBatch> wcs{};
+      const int n = ibv_poll_cq(cq.get(), static_cast<int>(wcs.size()), wcs.data());
+      if (n < 0) throw verbs::VerbsError("ibv_poll_cq", EIO);
       for (int k = 0; k < n; ++k) {
-        auto& wc = wcs[static_cast<std::size_t>(k)];
-        if ((wc.wr_id & kSendTag) == 0) {
-          on_receive(wc, events);
-          continue;
+        batch[static_cast<std::size_t>(k)] = {wcs[static_cast<std::size_t>(k)], std::nullopt};
+      }
+      return static_cast<std::size_t>(n);
+    }
+    ibv_poll_cq_attr attr{};
+    int rc = ibv_start_poll(stamped_cq, &attr);
+    if (rc == ENOENT) return 0;
+    if (rc != 0) throw verbs::VerbsError("ibv_start_poll", rc);
+    std::size_t n = 0;
+    do {
+      batch[n++] = read_stamped(stamped_cq);
+    } while (n < batch.size() && (rc = ibv_next_poll(stamped_cq)) == 0);
+    ibv_end_poll(stamped_cq);
+    if (rc != 0 && rc != ENOENT) throw verbs::VerbsError("ibv_next_poll", rc);
+    return n;
+  }
+
+  void drain(Events& events) {
+    std::array<Completion, kPollBatch> batch{};
+    std::size_t n = 0;
+    while ((n = poll(batch)) > 0) {
+      for (std::size_t k = 0; k < n; ++k) {
+        if ((batch[k].wc.wr_id & kSendTag) == 0) {
+          on_receive(batch[k], events);
+        } else {
+          on_send_done(batch[k], events);
         }
-        auto& slot = slots[wc.wr_id & ~kSendTag];
-        if (wc.status != IBV_WC_SUCCESS && slot.ping) events.failed_sends.push_back(slot.token);
-        slot = SendSlot{};
       }
     }
-    if (n < 0) throw verbs::VerbsError("ibv_poll_cq", EIO);
+  }
+
+  // The CQ that stamps completions when the device has a usable clock, else the plain CQ as
+  // before; sets `clock` and says why in `clock_detail`.
+  void create_cq() {
+    const int entries = static_cast<int>(kRecvDepth + kSendDepth);
+    DeviceClockFacts facts;
+    ibv_device_attr_ex device{};
+    facts.query_error = ibv_query_device_ex(context.get(), nullptr, &device);
+    if (facts.query_error == 0) {
+      facts.completion_timestamp_mask = device.completion_timestamp_mask;
+      facts.hca_core_clock_khz = device.hca_core_clock;
+    }
+    // Asked of every device, so the log says what the provider answers even where the device
+    // reports no timestamps (rxe refuses the flag with EOPNOTSUPP).
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = static_cast<std::uint32_t>(entries);
+    attr.channel = channel.get();
+    attr.wc_flags = kStampedCqFlags;
+    errno = 0;
+    ibv_cq_ex* created = ibv_create_cq_ex(context.get(), &attr);
+    // A provider that refuses without setting errno is reported as not supporting the flag.
+    if (!created) facts.timestamp_cq_error = errno != 0 ? errno : EOPNOTSUPP;
+    verbs::CompletionQueue stamped(created ? ibv_cq_ex_to_cq(created) : nullptr);
+    const auto choice = choose_clock(local.device, facts);
+    clock_detail = choice.detail;
+    if (choice.device) {
+      cq = std::move(stamped);
+      stamped_cq = created;
+      clock = PingClock::kDevice;
+      timestamp_mask = facts.completion_timestamp_mask;
+      clock_khz = facts.hca_core_clock_khz;
+      return;
+    }
+    create_plain_cq();
+  }
+
+  void create_plain_cq() {
+    cq.reset(ibv_create_cq(context.get(), static_cast<int>(kRecvDepth + kSendDepth), nullptr,
+                           channel.get(), 0));
+    if (!cq) throw verbs::VerbsError("ibv_create_cq", errno);
+    stamped_cq = nullptr;
+    clock = PingClock::kSoftware;
+  }
+
+  ibv_qp* create_qp() {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq.get();
+    init.recv_cq = cq.get();
+    init.qp_type = IBV_QPT_UD;
+    init.cap.max_send_wr = kSendDepth;
+    init.cap.max_recv_wr = kRecvDepth;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    return ibv_create_qp(pd.get(), &init);
   }
 };
 
@@ -245,18 +429,16 @@ UdPinger::UdPinger(const LocalPort& local, std::uint32_t qkey) : impl_(std::make
   if (!s.pd) throw verbs::VerbsError("ibv_alloc_pd", errno);
   s.buffer =
       verbs::register_buffer(s.pd.get(), kRecvDepth * kRecvSlotBytes + kSendDepth * kSendSlotBytes);
-  s.cq.reset(ibv_create_cq(s.context.get(), static_cast<int>(kRecvDepth + kSendDepth), nullptr,
-                           s.channel.get(), 0));
-  if (!s.cq) throw verbs::VerbsError("ibv_create_cq", errno);
-  ibv_qp_init_attr init{};
-  init.send_cq = s.cq.get();
-  init.recv_cq = s.cq.get();
-  init.qp_type = IBV_QPT_UD;
-  init.cap.max_send_wr = kSendDepth;
-  init.cap.max_recv_wr = kRecvDepth;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
-  s.qp.reset(ibv_create_qp(s.pd.get(), &init));
+  s.create_cq();
+  s.qp.reset(s.create_qp());
+  if (!s.qp && s.clock == PingClock::kDevice) {
+    // mlx5 refuses a QP on a CQ of free-running stamps when the device is set to real-time
+    // stamps only (EOPNOTSUPP): the mesh then runs on the host clock rather than not at all.
+    s.clock_detail = local.device + ": ibv_create_qp(UD) on the timestamped CQ failed (" +
+                     std::strerror(errno) + "); host clock";
+    s.create_plain_cq();
+    s.qp.reset(s.create_qp());
+  }
   if (!s.qp) throw verbs::VerbsError("ibv_create_qp(UD)", errno);
 
   ibv_qp_attr attr{};
@@ -289,22 +471,6 @@ UdPinger::UdPinger(const LocalPort& local, std::uint32_t qkey) : impl_(std::make
   s.endpoint.qpn = s.qp->qp_num;
   s.endpoint.qkey = qkey;
   s.endpoint.gid_family = gid_family_of(s.port);
-
-  // The device's completion timestamps would measure the fabric without the hosts' wake-ups;
-  // this pinger reads the host's steady clock either way and says what the device offers.
-  ibv_device_attr_ex device{};
-  const int rc = ibv_query_device_ex(s.context.get(), nullptr, &device);
-  const std::string name = local.device;
-  if (rc != 0) {
-    s.clock_detail = name + ": ibv_query_device_ex failed (" + std::strerror(rc) + "); host clock";
-  } else if (device.completion_timestamp_mask == 0) {
-    s.clock_detail =
-        name + " has no completion timestamps (completion_timestamp_mask 0); host clock";
-  } else {
-    s.clock_detail = name + " has completion timestamps (completion_timestamp_mask " +
-                     std::to_string(device.completion_timestamp_mask) +
-                     "), not read by this build; host clock";
-  }
 }
 
 UdPinger::~UdPinger() = default;
@@ -320,8 +486,11 @@ const std::string& UdPinger::clock_detail() const {
 }
 
 bool UdPinger::send_ping(const MeshEndpoint& peer, std::uint64_t token) {
-  return impl_->post(impl_->handle_to(peer), peer.qpn, Kind::kPing, token,
-                     std::chrono::nanoseconds(0));
+  auto& s = *impl_;
+  Impl::SendSlot ping;
+  ping.handle = s.handle_to(peer);
+  const std::uint8_t flags = s.clock == PingClock::kDevice ? ud_wire::kAsksFollowUp : 0;
+  return s.post(std::move(ping), peer.qpn, {Kind::kPing, flags, token, 0});
 }
 
 UdPinger::Events UdPinger::wait(std::chrono::milliseconds timeout, int wake_fd) {

@@ -5,6 +5,8 @@
 # once a second; a Prometheus server on the host scrapes both with the shipped mesh rules.
 #   - pings flow both ways, every one answered, RTT on the software clock (rxe has no completion
 #     timestamps), the plan one same-ToR peer at 1 ping/s within the 100/s budget;
+#   - the exporter's log says why the host clock: rxe reports no timestamp mask and refuses a CQ
+#     with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
 #   - `lab.sh link A down` cuts VM A's cable: both sides count their pings to the other lost
 #     within 60 s of the cut, and the pair's loss ratio rises in Prometheus;
 #   - `lab.sh link A up` restores it: pings are answered again, the lost counters stop, and the
@@ -49,8 +51,14 @@ check_pings_flow() {
         grep -q '^rdma_mesh_plan_peers{local_tor="leaf1",reason="same_tor"} 1$' <<<"$body" || fail "VM $host: plan is not one same-ToR peer"
         note "VM $host -> $peer: $count pings answered, none lost, mean RTT $(python3 -c "print(f'{$sum / $count * 1e6:.0f}')") us ($clock)"
     done
-    grep -q 'mesh: .* answers pings on QPN' <<<"$(lab output --stderr A exporter)" \
-        || fail "VM A's log does not say it learned B's address: $(lab output --stderr A exporter)"
+    local log reason
+    log=$(lab output --stderr A exporter)
+    grep -q 'mesh: .* answers pings on QPN' <<<"$log" \
+        || fail "VM A's log does not say it learned B's address: $log"
+    reason=$(grep -o 'RTT clock: .*' <<<"$log") || fail "VM A's log does not name its RTT clock: $log"
+    [[ $reason == *'completion_timestamp_mask 0;'*'ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP failed (Operation not supported)); host clock' ]] \
+        || fail "VM A's log does not say why the host clock: $reason"
+    note "VM A: $reason"
 }
 
 start_prometheus() {

@@ -80,6 +80,41 @@ TEST(MeshMetrics, CountsSentLostAndRttPerPeerWithBothTors) {
             std::string::npos);
 }
 
+TEST(MeshMetrics, EachClockKeepsItsOwnHistogramAndTheUsualOneShowsFromTheStart) {
+  MeshMetrics metrics("leaf-a", 100, MeshClock::kDevice);
+  metrics.set_plan(small_fabric(), plan_of_a1());
+  const std::string a2 = R"(local_tor="leaf-a",peer="a2:9470",peer_tor="leaf-a",reason="same_tor")";
+  const std::string b1 =
+      R"(local_tor="leaf-a",peer="b1:9470",peer_tor="leaf-b",reason="cross_tor")";
+  auto text = text_of(metrics);
+  // Nothing answered yet: the device clock's empty histogram per peer, no software one.
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_count{" + a2 + R"(,clock="device"} 0)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(R"(clock="software")"), std::string::npos) << text;
+
+  // b1: two pings on the device clock (8 us, 9 us), one whose follow-up was lost (40 us).
+  metrics.record("b1:9470", {true, 8e-6, MeshClock::kDevice});
+  metrics.record("b1:9470", {true, 40e-6, MeshClock::kSoftware});
+  metrics.record("b1:9470", {true, 9e-6, MeshClock::kDevice});
+  text = text_of(metrics);
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_count{" + b1 + R"(,clock="device"} 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_bucket{" + b1 + R"(,clock="device",le="1e-05"} 2)"),
+            std::string::npos);
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_count{" + b1 + R"(,clock="software"} 1)"),
+            std::string::npos);
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_bucket{" + b1 + R"(,clock="software",le="2e-05"} 0)"),
+            std::string::npos);
+  EXPECT_NE(text.find("rdma_mesh_rtt_seconds_bucket{" + b1 + R"(,clock="software",le="5e-05"} 1)"),
+            std::string::npos);
+  EXPECT_NE(text.find("rdma_mesh_pings_sent_total{" + b1 + "} 3"), std::string::npos);
+  // a2 answered nothing on the host clock, so it still has the device histogram alone.
+  EXPECT_EQ(text.find("rdma_mesh_rtt_seconds_count{" + a2 + R"(,clock="software")"),
+            std::string::npos);
+}
+
 TEST(MeshMetrics, PeersLeavingThePlanLoseTheirSeriesAndStayingOnesKeepTheirCounts) {
   MeshMetrics metrics("leaf-a", 100);
   metrics.set_plan(small_fabric(), plan_of_a1());
