@@ -19,13 +19,11 @@ using prometheus::MetricType;
 
 constexpr std::string_view kLifespanFile = "lifespan";
 
-// What a hw_counters file is exported as: computed once per directory listing, since the names
-// and the table's classes do not change while the device is registered.
-struct HwCounterLabel {
-  std::string counter;  // sanitized, and made unique within the directory
-  std::string_view counter_class;
-};
-using HwCounterLabels = std::vector<HwCounterLabel>;  // in the order of entries()
+// What each hw_counters file is exported as, the labels counter="..." (sanitized, and made unique
+// within the directory) and class="..." rendered as a sample carries them: computed once per
+// directory listing, since the names and the table's classes do not change while the device is
+// registered. In the order of entries().
+using HwCounterLabels = std::vector<std::string>;
 
 HwCounterLabels label_hw_counters(const std::vector<std::string>& files) {
   HwCounterLabels labels;
@@ -42,7 +40,8 @@ HwCounterLabels label_hw_counters(const std::vector<std::string>& files) {
     for (int suffix = 2; !used_names.insert(counter).second; ++suffix) {
       counter = sanitize_counter_name(file) + "_" + std::to_string(suffix);
     }
-    labels.push_back({std::move(counter), to_string(classify_hw_counter(file))});
+    labels.push_back(MetricSet::render_text(
+        {{"counter", counter}, {"class", to_string(classify_hw_counter(file))}}));
   }
   return labels;
 }
@@ -62,14 +61,13 @@ void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
               MetricType::Gauge, owner, static_cast<double>(*value) / 1000.0);
       continue;
     }
-    out.add(counter_family,
-            "Driver hardware counter from hw_counters/, named as the driver names it "
-            "(characters outside [A-Za-z0-9_] replaced by _), with its class: informative, "
-            "congestion, or an error class (retransmission, sequence_error, ack_timeout, "
-            "rnr_nak, rnr_retry_exceeded, remote_error, out_of_buffer).",
-            MetricType::Counter, owner,
-            {{"counter", labels[i].counter}, {"class", labels[i].counter_class}},
-            static_cast<double>(*value));
+    out.add_rendered(counter_family,
+                     "Driver hardware counter from hw_counters/, named as the driver names it "
+                     "(characters outside [A-Za-z0-9_] replaced by _), with its class: "
+                     "informative, congestion, or an error class (retransmission, "
+                     "sequence_error, ack_timeout, rnr_nak, rnr_retry_exceeded, remote_error, "
+                     "out_of_buffer).",
+                     MetricType::Counter, owner, labels[i], static_cast<double>(*value));
   }
 }
 

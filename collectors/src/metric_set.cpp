@@ -26,6 +26,17 @@ void parse_labels(std::string_view text, std::vector<prometheus::ClientMetric::L
   }
 }
 
+void append_label_text(std::string& out, std::initializer_list<MetricSet::ExtraLabel> labels) {
+  const auto start = out.size();
+  for (const auto& [name, value] : labels) {
+    if (out.size() != start) out += ',';
+    out += name;
+    out += "=\"";
+    exposition::append_escaped(out, value);
+    out += '"';
+  }
+}
+
 }  // namespace
 
 MetricSet::Family& MetricSet::family(std::string_view name, std::string_view help,
@@ -69,15 +80,15 @@ MetricSet::Span MetricSet::render(const Labels& labels) {
 
 MetricSet::Span MetricSet::render(std::initializer_list<ExtraLabel> extra) {
   const auto offset = label_text_.size();
-  for (const auto& [name, value] : extra) {
-    if (label_text_.size() != offset) label_text_ += ',';
-    label_text_ += name;
-    label_text_ += "=\"";
-    exposition::append_escaped(label_text_, value);
-    label_text_ += '"';
-  }
+  append_label_text(label_text_, extra);
   return {static_cast<std::uint32_t>(offset),
           static_cast<std::uint32_t>(label_text_.size() - offset)};
+}
+
+std::string MetricSet::render_text(std::initializer_list<ExtraLabel> extra) {
+  std::string text;
+  append_label_text(text, extra);
+  return text;
 }
 
 void MetricSet::add(std::string_view family_name, std::string_view help,
@@ -92,6 +103,19 @@ void MetricSet::add(std::string_view family_name, std::string_view help,
   auto& f = family(family_name, help, type);
   const Span base = render(labels);
   f.samples.push_back({base, render(extra), value});
+}
+
+void MetricSet::add_rendered(std::string_view family_name, std::string_view help,
+                             prometheus::MetricType type, const Labels& labels,
+                             std::string_view rendered_extra, double value) {
+  auto& f = family(family_name, help, type);
+  const Span base = render(labels);
+  const auto offset = label_text_.size();
+  label_text_.append(rendered_extra);
+  f.samples.push_back(
+      {base,
+       {static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(rendered_extra.size())},
+       value});
 }
 
 void MetricSet::merge(MetricSet&& other) {

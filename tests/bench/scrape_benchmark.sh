@@ -5,8 +5,11 @@
 # Usage: scrape_benchmark.sh [BUILD_DIR] [SCRAPES] [TRACED_SCRAPES]   (defaults: build, 1000, 50)
 #   CPU per scrape: utime + stime of the whole process (/proc/PID/stat) over SCRAPES scrapes,
 #   both exporters scraped alternately over keep-alive connections; latency p50/p99 from the
-#   same scrapes; RSS at the end; system calls per scrape from `strace -c -f` attached to one
-#   exporter at a time for TRACED_SCRAPES further scrapes.
+#   same scrapes; RSS (VmRSS) at the end, and from /proc/PID/smaps_rollup its anonymous and
+#   file-backed parts and what is private to the process or shared with others (node_exporter
+#   is one static binary, ibprobe maps shared libraries); minor page faults per scrape from
+#   /proc/PID/stat; system calls per scrape from `strace -c -f` attached to one exporter at a
+#   time for TRACED_SCRAPES further scrapes.
 # IBPROBE_BENCH_FLAGS: more flags for ibprobe_exporter, e.g. --scrape.parallelism=1.
 set -euo pipefail
 
@@ -65,10 +68,26 @@ def scrape(c):
         sys.exit(f"answered {r.status}")
     return body
 
+def stat_fields(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+
 def cpu_seconds(pid):
     # Fields after the command name: utime and stime are the 12th and 13th (stat(5) 14, 15).
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / ticks
+
+def minor_faults(pid):
+    return int(stat_fields(pid)[7])  # minflt, stat(5) field 10
+
+def rollup_kib(pid):
+    # The process's mappings summed by the kernel: anonymous (heap, stacks) against
+    # file-backed (program and library text), private against shared with other processes.
+    values = {}
+    for line in open(f"/proc/{pid}/smaps_rollup"):
+        key, _, rest = line.partition(":")
+        if rest.strip().endswith("kB"):
+            values[key] = int(rest.split()[0])
+    return values
 
 def status_kib(pid, field):
     for line in open(f"/proc/{pid}/status"):
@@ -82,6 +101,7 @@ for _ in range(20):  # warm-up, both sides
 
 latencies = {name: [] for name in targets}
 cpu_before = {name: cpu_seconds(pid) for name, (_, pid) in targets.items()}
+faults_before = {name: minor_faults(pid) for name, (_, pid) in targets.items()}
 bodies = {}
 # Interleaved, so both see the same machine state.
 for _ in range(scrapes):
@@ -90,6 +110,8 @@ for _ in range(scrapes):
         bodies[name] = scrape(c)
         latencies[name].append(time.perf_counter() - start)
 cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, (_, pid) in targets.items()}
+faults = {name: minor_faults(pid) - faults_before[name] for name, (_, pid) in targets.items()}
+memory = {name: rollup_kib(pid) for name, (_, pid) in targets.items()}
 
 # System calls: strace follows every thread of one exporter while it answers `traced` scrapes.
 syscalls = {}
@@ -128,6 +150,11 @@ for name, (port, pid) in targets.items():
         "p50_ms": statistics.median(lat) * 1e3,
         "p99_ms": percentile(lat, 0.99) * 1e3,
         "rss_kib": status_kib(pid, "VmRSS"),
+        "anon_kib": memory[name]["Anonymous"],
+        "file_kib": memory[name]["Rss"] - memory[name]["Anonymous"],
+        "private_kib": memory[name]["Private_Clean"] + memory[name]["Private_Dirty"],
+        "shared_kib": memory[name]["Shared_Clean"] + memory[name]["Shared_Dirty"],
+        "faults": faults[name] / scrapes,
         "hwm_kib": status_kib(pid, "VmHWM"),
         "syscalls": sum(calls.values()) / traced,
         "top": ", ".join(f"{k} {v / traced:.0f}" for k, v in
@@ -143,12 +170,19 @@ print(f"{'exporter':<18}{'CPU us/scrape':>14}{'p50 ms':>9}{'p99 ms':>9}{'RSS KiB
 for name, r in rows.items():
     print(f"{name:<18}{r['cpu_us']:>14.0f}{r['p50_ms']:>9.3f}{r['p99_ms']:>9.3f}{r['rss_kib']:>10}"
           f"{r['hwm_kib']:>10}{r['syscalls']:>10.0f}{r['series']:>8}{r['rdma_series']:>13}")
+print(f"memory after the {scrapes} scrapes (KiB, /proc/PID/smaps_rollup), and page faults:")
+print(f"{'exporter':<18}{'RSS':>8}{'anon':>8}{'file':>8}{'private':>9}{'shared':>8}"
+      f"{'faults/scrape':>15}")
+for name, r in rows.items():
+    print(f"{name:<18}{r['rss_kib']:>8}{r['anon_kib']:>8}{r['file_kib']:>8}{r['private_kib']:>9}"
+          f"{r['shared_kib']:>8}{r['faults']:>15.1f}")
 for name, r in rows.items():
     print(f"{name} system calls per scrape: {r['top']}")
 a, b = rows["ibprobe_exporter"], rows["node_exporter"]
 print(f"ratio node_exporter/ibprobe: CPU per scrape {b['cpu_us'] / a['cpu_us']:.1f}x, "
       f"p50 {b['p50_ms'] / a['p50_ms']:.1f}x, p99 {b['p99_ms'] / a['p99_ms']:.1f}x, "
-      f"RSS {b['rss_kib'] / a['rss_kib']:.1f}x, system calls {b['syscalls'] / a['syscalls']:.1f}x; "
+      f"RSS {b['rss_kib'] / a['rss_kib']:.1f}x (private {b['private_kib'] / a['private_kib']:.1f}x, "
+      f"anon {b['anon_kib'] / a['anon_kib']:.1f}x), system calls {b['syscalls'] / a['syscalls']:.1f}x; "
       f"series ibprobe/node {a['series'] / b['series']:.2f}x "
       f"(port series {a['rdma_series'] / b['rdma_series']:.2f}x)")
 met = lambda ok: "met" if ok else "NOT met"

@@ -156,6 +156,25 @@ TEST(TextFormat, EscapesLabelCharactersAtEveryPosition) {
   EXPECT_EQ(exporter::text_format({family}), reference({family}));
 }
 
+// Labels rendered once with render_text() and added with add_rendered(), as hw_counters adds
+// its counter and class labels, read as prometheus-cpp writes them, after a port's labels or none.
+TEST(TextFormat, PreRenderedLabelsWriteWhatPrometheusCppWrites) {
+  const collectors::MetricSet::Labels port = {{"device", "mlx5_0"}, {"port", "1"}};
+  const std::string odd = "odd\"na\\me\n";
+  const auto rendered = collectors::MetricSet::render_text({{"counter", odd}, {"class", ""}});
+  collectors::MetricSet set;
+  set.add_rendered("x_total", "help", MetricType::Counter, port, rendered, 7);
+  set.add_rendered("x_total", "help", MetricType::Counter, {}, rendered, 8);
+  auto first = metric({{"device", "mlx5_0"}, {"port", "1"}, {"counter", odd}, {"class", ""}});
+  first.counter.value = 7;
+  auto second = metric({{"counter", odd}, {"class", ""}});
+  second.counter.value = 8;
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text,
+            reference({MetricFamily{"x_total", "help", MetricType::Counter, {first, second}}}));
+}
+
 TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
   std::vector<double> values = {0,
                                 -0.0,

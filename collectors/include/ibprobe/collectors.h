@@ -85,6 +85,12 @@ class MetricSet {
   using ExtraLabel = std::pair<std::string_view, std::string_view>;
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, std::initializer_list<ExtraLabel> extra, double value);
+  // The text add() renders for `extra` (name="escaped value",...), for labels that stay the
+  // same from one scrape to the next: rendered once, then added with add_rendered().
+  static std::string render_text(std::initializer_list<ExtraLabel> extra);
+  // add() with labels after `labels` given as render_text() rendered them.
+  void add_rendered(std::string_view family, std::string_view help, prometheus::MetricType type,
+                    const Labels& labels, std::string_view rendered_extra, double value);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(MetricSet&& other);
   std::vector<prometheus::MetricFamily> take() &&;
