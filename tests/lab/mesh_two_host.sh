@@ -37,7 +37,7 @@ start_exporters() {
 }
 
 check_pings_flow() {
-    local host peer count lost sum clock body
+    local host peer count lost sum clock body fast
     for host in A B; do
         peer=$([[ $host == A ]] && echo B || echo A)
         wait_for 60 "VM $host: 5 answered pings to $peer" answered_at_least "$host" "$peer" 5
@@ -48,6 +48,10 @@ check_pings_flow() {
         clock=$(grep -o 'rdma_mesh_rtt_seconds_count{[^}]*}' <<<"$body" | grep -o 'clock="[a-z]*"')
         [[ $clock == 'clock="software"' ]] || fail "VM $host: RTT clock $clock, rxe has no completion timestamps"
         [[ $lost == 0 ]] || fail "VM $host lost $lost pings to $peer over the intact link"
+        # No round trip between two emulated RNICs takes under 20 us; one that reads so was
+        # timed from after the post that sent it.
+        fast=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_bucket 'le="2e-05"')
+        [[ $fast == 0 ]] || fail "VM $host: $fast of its RTTs to $peer under 20 us"
         grep -q '^rdma_mesh_plan_peers{local_tor="leaf1",reason="same_tor"} 1$' <<<"$body" || fail "VM $host: plan is not one same-ToR peer"
         note "VM $host -> $peer: $count pings answered, none lost, mean RTT $(python3 -c "print(f'{$sum / $count * 1e6:.0f}')") us ($clock)"
     done
