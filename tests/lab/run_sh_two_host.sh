@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck source=tests/lab/lab-common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
 
-BUILD_DIR=${IBPROBE_BUILD_DIR:?set IBPROBE_BUILD_DIR to a build directory}
+: "${IBPROBE_BUILD_DIR:?set IBPROBE_BUILD_DIR to a build directory}"
 ROOT=$(cd "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
 RUN_PID=
 
@@ -30,6 +30,9 @@ main() {
         fail "a lab is already up in $IBPROBE_LAB_STATE"
     fi
     LAB_STARTED=1
+    # Emptied first: the last run's output, still there until run.sh's redirection opens the
+    # file, would be read as this run's.
+    : >"$out"
     IBPROBE_RUN_PREBUILT=1 "$ROOT/run.sh" >"$out" 2>&1 &
     RUN_PID=$!
     trap 'rc=$?; stop_run_sh; (exit $rc); lab_test_end' EXIT
