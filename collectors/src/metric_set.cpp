@@ -118,15 +118,11 @@ void MetricSet::add_rendered(std::string_view family_name, std::string_view help
        value});
 }
 
-void MetricSet::merge(MetricSet&& other) {
-  if (families_.empty() && label_text_.empty()) {
-    *this = std::move(other);
-    other = MetricSet();
-    return;
-  }
+void MetricSet::merge(const MetricSet& other) {
   const auto shift = static_cast<std::uint32_t>(label_text_.size());
   label_text_ += other.label_text_;
-  for (auto& incoming : other.families_) {
+  for (const auto& incoming : other.families_) {
+    if (incoming.samples.empty()) continue;
     auto& f = family(incoming.name, incoming.help, incoming.type);
     f.samples.reserve(f.samples.size() + incoming.samples.size());
     for (auto sample : incoming.samples) {
@@ -135,13 +131,25 @@ void MetricSet::merge(MetricSet&& other) {
       f.samples.push_back(sample);
     }
   }
-  other = MetricSet();
+}
+
+bool MetricSet::empty() const {
+  return std::all_of(families_.begin(), families_.end(),
+                     [](const Family& f) { return f.samples.empty(); });
+}
+
+void MetricSet::clear() {
+  for (auto& f : families_) f.samples.clear();
+  label_text_.clear();
+  last_family_ = 0;
+  rendered_any_ = false;
 }
 
 std::vector<prometheus::MetricFamily> MetricSet::take() && {
   std::vector<prometheus::MetricFamily> result;
   result.reserve(families_.size());
   for (const auto& f : families_) {
+    if (f.samples.empty()) continue;
     prometheus::MetricFamily family{f.name, f.help, f.type, {}};
     family.metric.reserve(f.samples.size());
     for (const auto& sample : f.samples) {
@@ -172,6 +180,7 @@ void MetricSet::append_text(std::string& out) const {
   std::size_t size = out.size();
   constexpr std::size_t kValueAndPunctuation = 32;
   for (const auto& f : families_) {
+    if (f.samples.empty()) continue;
     size += 2 * f.name.size() + f.help.size() + 32;
     for (const auto& sample : f.samples) {
       size += f.name.size() + sample.labels.size + sample.extra.size + kValueAndPunctuation;
@@ -179,6 +188,7 @@ void MetricSet::append_text(std::string& out) const {
   }
   out.reserve(size);
   for (const auto& f : families_) {
+    if (f.samples.empty()) continue;
     exposition::append_family_head(out, f.name, f.help, f.type);
     for (const auto& sample : f.samples) {
       out += f.name;

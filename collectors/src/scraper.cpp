@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 
 #include "devices.h"
 #include "worker_pool.h"
@@ -53,6 +55,16 @@ void add_collector_metrics(MetricSet& self, std::string_view collector,
 
 }  // namespace
 
+// What one scrape collects into. It is kept for the next: a scrape adds much the same series as
+// the one before, into storage that is already there.
+struct Scraper::Workspace {
+  std::vector<Task> fabric_tasks;
+  std::vector<Task> tasks;
+  std::vector<bool> vanished;
+  MetricSet out;
+  MetricSet self;
+};
+
 // The devices kept open between scrapes, and the threads that collect them.
 struct Scraper::State {
   State(const Options& options, std::size_t fabric_collectors)
@@ -63,6 +75,21 @@ struct Scraper::State {
         pool(static_cast<std::size_t>(std::max(options.parallelism, 1) - 1) + fabric_collectors) {}
   DeviceTable devices;
   WorkerPool pool;
+  // One workspace per scrape in progress; scrapes overlap when Prometheus servers do.
+  std::mutex idle_mutex;
+  std::vector<std::unique_ptr<Workspace>> idle;
+
+  std::unique_ptr<Workspace> take_workspace() {
+    std::lock_guard lock(idle_mutex);
+    if (idle.empty()) return std::make_unique<Workspace>();
+    auto workspace = std::move(idle.back());
+    idle.pop_back();
+    return workspace;
+  }
+  void give_back(std::unique_ptr<Workspace> workspace) {
+    std::lock_guard lock(idle_mutex);
+    idle.push_back(std::move(workspace));
+  }
 };
 
 Scraper::Scraper(Options options, std::vector<std::unique_ptr<Collector>> collectors,
@@ -81,29 +108,53 @@ std::vector<prometheus::MetricFamily> Scraper::scrape() {
 }
 
 MetricSet Scraper::scrape_set() {
+  auto workspace = state_->take_workspace();
+  collect(*workspace);
+  MetricSet result;
+  result.merge(workspace->out);
+  state_->give_back(std::move(workspace));
+  return result;
+}
+
+void Scraper::append_text(std::string& out) {
+  auto workspace = state_->take_workspace();
+  collect(*workspace);
+  workspace->out.append_text(out);
+  state_->give_back(std::move(workspace));
+}
+
+void Scraper::collect(Workspace& workspace) {
   const auto devices = state_->devices.refresh();
+  auto prepare = [](Task& task, std::function<void(MetricSet&, ErrorSink&)> work) {
+    task.work = std::move(work);
+    task.metrics.clear();
+    task.errors.entries.clear();
+    task.failed = false;
+    task.elapsed = {};
+  };
   // Fabric tasks first: they are the first to start, each on a thread of its own.
-  std::vector<Task> fabric_tasks;
-  fabric_tasks.reserve(fabric_collectors_.size());
-  for (const auto& collector : fabric_collectors_) {
-    fabric_tasks.push_back(
-        Task{[&collector](MetricSet& out, ErrorSink& errors) { collector->collect(out, errors); },
-             {},
-             {}});
+  auto& fabric_tasks = workspace.fabric_tasks;
+  fabric_tasks.resize(fabric_collectors_.size());
+  for (std::size_t f = 0; f < fabric_collectors_.size(); ++f) {
+    prepare(fabric_tasks[f],
+            [&collector = *fabric_collectors_[f]](MetricSet& out, ErrorSink& errors) {
+              collector.collect(out, errors);
+            });
   }
-  std::vector<Task> tasks;
-  tasks.reserve(collectors_.size() * devices.size());
+  auto& tasks = workspace.tasks;
+  if (tasks.size() < collectors_.size() * devices.size()) {
+    tasks.resize(collectors_.size() * devices.size());
+  }
+  auto next_task = tasks.begin();
   for (const auto& collector : collectors_) {
     for (const auto& entry : devices) {
-      tasks.push_back(
-          Task{[&collector, &device = *entry.device](MetricSet& out, ErrorSink& errors) {
-                 collector->collect(device, out, errors);
-               },
-               {},
-               {}});
+      prepare(*next_task++,
+              [&collector = *collector, &device = *entry.device](
+                  MetricSet& out, ErrorSink& errors) { collector.collect(device, out, errors); });
     }
   }
-  state_->pool.run(fabric_tasks.size() + tasks.size(), [&](std::size_t i) {
+  const std::size_t device_tasks = collectors_.size() * devices.size();
+  state_->pool.run(fabric_tasks.size() + device_tasks, [&](std::size_t i) {
     if (i < fabric_tasks.size()) {
       fabric_tasks[i].run();
     } else {
@@ -111,11 +162,14 @@ MetricSet Scraper::scrape_set() {
     }
   });
 
-  std::vector<bool> vanished;
+  auto& vanished = workspace.vanished;
+  vanished.clear();
   for (const auto& entry : devices) vanished.push_back(!state_->devices.present(entry));
 
-  MetricSet out;
-  MetricSet self;
+  MetricSet& out = workspace.out;
+  MetricSet& self = workspace.self;
+  out.clear();
+  self.clear();
   auto task = tasks.begin();
   for (const auto& collector : collectors_) {
     std::vector<double> error_counts(kReasonCount);
@@ -136,7 +190,7 @@ MetricSet Scraper::scrape_set() {
         success = false;
         continue;
       }
-      out.merge(std::move(task->metrics));
+      out.merge(task->metrics);
     }
     add_collector_metrics(self, collector->name(), elapsed, success);
     count_errors(collector->name(), error_counts);
@@ -149,7 +203,7 @@ MetricSet Scraper::scrape_set() {
       ++error_counts[static_cast<std::size_t>(reason)];
       if (observer_) observer_(name, reason, path);
     }
-    if (!fabric_task.failed) out.merge(std::move(fabric_task.metrics));
+    if (!fabric_task.failed) out.merge(fabric_task.metrics);
     add_collector_metrics(self, name, fabric_task.elapsed, !fabric_task.failed);
     count_errors(name, error_counts);
   }
@@ -163,8 +217,7 @@ MetricSet Scraper::scrape_set() {
              MetricType::Counter,
              {{"collector", e.collector}, {"reason", std::string(to_string(e.reason))}}, e.count);
   }
-  out.merge(std::move(self));
-  return out;
+  out.merge(self);
 }
 
 void Scraper::count_errors(std::string_view collector, const std::vector<double>& counts) {

@@ -89,7 +89,9 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
 }
 
 HttpResponse Routes::metrics() const {
-  const auto metrics = scraper_.scrape_set();
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  scraper_.append_text(response.body);
   std::vector<prometheus::MetricFamily> families{build_info()};
   if (extra_metrics_) {
     auto extra = extra_metrics_();
@@ -101,9 +103,6 @@ HttpResponse Routes::metrics() const {
     families.insert(families.end(), std::make_move_iterator(probe_families.begin()),
                     std::make_move_iterator(probe_families.end()));
   }
-  HttpResponse response;
-  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  metrics.append_text(response.body);
   append_text_format(response.body, families);
   return response;
 }

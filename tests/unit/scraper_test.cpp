@@ -168,6 +168,48 @@ TEST(Scraper, DeviceVanishingMidScrapeCostsOnlyThatDevice) {
             1);
 }
 
+// The metrics page without the collectors' durations, which differ from scrape to scrape.
+std::string page_of(collectors::Scraper& scraper) {
+  std::string text;
+  scraper.append_text(text);
+  std::string page;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto end = text.find('\n', start) + 1;
+    const std::string_view line(text.data() + start, end - start);
+    if (!line.starts_with("ibprobe_scrape_collector_duration_seconds{")) page += line;
+    start = end;
+  }
+  return page;
+}
+
+// A scraper keeps what it collected into for the next scrape: after devices come and go, it
+// still writes what a scraper new to the tree writes, with nothing left of a device gone.
+TEST(Scraper, KeptStorageWritesWhatANewScraperWrites) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 2, 0));
+  tree.add(rxe_device("rxe0", "eth0", 1));
+  tree.add(hfi1_device("hfi1_0", 2));
+  collectors::Scraper kept(options_for(tree, 1), all_collectors());
+  const auto first = page_of(kept);
+  EXPECT_NE(first.find("device=\"rxe0\""), std::string::npos);
+  EXPECT_EQ(page_of(kept), first);
+
+  std::filesystem::remove(tree.device_dir("rxe0"));
+  const auto without_rxe = page_of(kept);
+  EXPECT_EQ(without_rxe.find("rxe0"), std::string::npos);
+  {
+    collectors::Scraper fresh(options_for(tree, 1), all_collectors());
+    EXPECT_EQ(without_rxe, page_of(fresh));
+  }
+
+  tree.add(mlx5_roce_device("mlx5_1", "eth1", 3));
+  const auto with_roce = page_of(kept);
+  EXPECT_NE(with_roce.find("device=\"mlx5_1\""), std::string::npos);
+  collectors::Scraper fresh(options_for(tree, 1), all_collectors());
+  EXPECT_EQ(with_roce, page_of(fresh));
+}
+
 TEST(Scraper, DanglingDeviceEntryIsReportedOnce) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
@@ -193,6 +235,33 @@ TEST(MetricSet, MergeKeepsFamiliesGrouped) {
   EXPECT_EQ(families[0].name, "x");
   EXPECT_EQ(families[0].metric.size(), 2u);
   EXPECT_EQ(families[1].metric.size(), 2u);
+}
+
+// A cleared set writes and takes only what was added since; families it had are not written.
+TEST(MetricSet, ClearedSetHoldsOnlyWhatWasAddedSince) {
+  auto fill = [](MetricSet& set, std::string_view port) {
+    set.add("y", "help y", prometheus::MetricType::Gauge, {{"port", std::string(port)}}, 2);
+    set.add("z", "help z", prometheus::MetricType::Counter, {{"port", std::string(port)}},
+            {{"counter", "c"}}, 3);
+  };
+  MetricSet reused;
+  reused.add("x", "help x", prometheus::MetricType::Gauge, {{"port", "1"}}, 1);
+  fill(reused, "1");
+  reused.clear();
+  EXPECT_TRUE(reused.empty());
+  fill(reused, "2");
+  MetricSet fresh;
+  fill(fresh, "2");
+  std::string reused_text;
+  std::string fresh_text;
+  reused.append_text(reused_text);
+  fresh.append_text(fresh_text);
+  EXPECT_EQ(reused_text, fresh_text);
+  EXPECT_EQ(reused_text.find("help x"), std::string::npos);
+  const auto families = std::move(reused).take();
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(families[0].name, "y");
+  EXPECT_EQ(families[1].name, "z");
 }
 
 }  // namespace

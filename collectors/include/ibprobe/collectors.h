@@ -92,12 +92,16 @@ class MetricSet {
   void add_rendered(std::string_view family, std::string_view help, prometheus::MetricType type,
                     const Labels& labels, std::string_view rendered_extra, double value);
   // Appends every family of `other`, merging samples into families of the same name.
-  void merge(MetricSet&& other);
+  void merge(const MetricSet& other);
   std::vector<prometheus::MetricFamily> take() &&;
   // Appends the text exposition format (0.0.4) of every family to `out`, byte for byte what
   // prometheus-cpp's TextSerializer writes for take()'s families.
   void append_text(std::string& out) const;
-  bool empty() const { return families_.empty(); }
+  // No sample at all.
+  bool empty() const;
+  // Removes every sample and keeps the storage: the next scrape adds much the same series, and
+  // then allocates nothing. A family left without samples is not written (nor taken).
+  void clear();
 
  private:
   struct Span {
@@ -180,11 +184,15 @@ class Scraper {
   Scraper(const Scraper&) = delete;
   Scraper& operator=(const Scraper&) = delete;
   std::vector<prometheus::MetricFamily> scrape();
-  // The same scrape as a metric set, to be written as text without building families.
+  // The same scrape as a metric set.
   MetricSet scrape_set();
+  // The same scrape written in the text exposition format (0.0.4), appended to `out`.
+  void append_text(std::string& out);
 
  private:
   struct State;
+  struct Workspace;
+  void collect(Workspace& workspace);
   struct ErrorCount {
     std::string collector;
     ReadError reason;
