@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -75,6 +76,10 @@ struct Scraper::State {
         pool(static_cast<std::size_t>(std::max(options.parallelism, 1) - 1) + fabric_collectors) {}
   DeviceTable devices;
   WorkerPool pool;
+  // The devices' collection time summed over devices in the last scrape; the first scrape
+  // collects in parallel.
+  std::atomic<std::chrono::steady_clock::rep> last_device_time =
+      std::chrono::steady_clock::duration::max().count();
   // One workspace per scrape in progress; scrapes overlap when Prometheus servers do.
   std::mutex idle_mutex;
   std::vector<std::unique_ptr<Workspace>> idle;
@@ -154,13 +159,25 @@ void Scraper::collect(Workspace& workspace) {
     }
   }
   const std::size_t device_tasks = collectors_.size() * devices.size();
-  state_->pool.run(fabric_tasks.size() + device_tasks, [&](std::size_t i) {
-    if (i < fabric_tasks.size()) {
-      fabric_tasks[i].run();
-    } else {
-      tasks[i - fabric_tasks.size()].run();
-    }
-  });
+  // Collecting devices on several threads pays only when their reads wait, as PortCounters reads
+  // on real HCAs do (a MAD each): when the last scrape's devices took little time in all, the
+  // hand-offs between threads would cost more CPU than the scrape's wall time is worth.
+  const auto last_device_time =
+      std::chrono::steady_clock::duration(state_->last_device_time.load());
+  if (!fabric_tasks.empty() || last_device_time >= options_.parallel_collection_from) {
+    state_->pool.run(fabric_tasks.size() + device_tasks, [&](std::size_t i) {
+      if (i < fabric_tasks.size()) {
+        fabric_tasks[i].run();
+      } else {
+        tasks[i - fabric_tasks.size()].run();
+      }
+    });
+  } else {
+    for (std::size_t i = 0; i < device_tasks; ++i) tasks[i].run();
+  }
+  std::chrono::steady_clock::duration device_time{};
+  for (std::size_t i = 0; i < device_tasks; ++i) device_time += tasks[i].elapsed;
+  state_->last_device_time.store(device_time.count());
 
   auto& vanished = workspace.vanished;
   vanished.clear();

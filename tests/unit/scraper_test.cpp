@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "collect_helpers.h"
 #include "devices.h"
 #include "sysfs_fixture.h"
@@ -49,7 +54,9 @@ TEST(Scraper, ParallelScrapeMatchesSequential) {
   for (int i = 0; i < 6; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 2, i));
   tree.add(rxe_device("rxe0", "eth0", 9));
   collectors::Scraper sequential(options_for(tree, 1), all_collectors());
-  collectors::Scraper parallel(options_for(tree, 4), all_collectors());
+  auto always_parallel = options_for(tree, 4);
+  always_parallel.parallel_collection_from = {};
+  collectors::Scraper parallel(always_parallel, all_collectors());
   auto strip_self = [](std::vector<prometheus::MetricFamily> families) {
     std::erase_if(families, [](const auto& f) { return f.name.starts_with("ibprobe_"); });
     return families;
@@ -68,6 +75,90 @@ TEST(Scraper, ParallelScrapeMatchesSequential) {
       }
     }
   }
+}
+
+// Records the threads devices are collected on. Slow, it sleeps in every device; waiting for
+// company, a device's collection also waits (10 s at most) until two run at the same time.
+class ThreadRecordingCollector final : public Collector {
+ public:
+  std::string_view name() const override { return "threads"; }
+  void collect(const Device& device, MetricSet& out, ErrorSink&) const override {
+    out.add("seen", "devices seen", prometheus::MetricType::Gauge, {{"device", device.name}}, 1);
+    std::unique_lock lock(mutex_);
+    threads_.insert(std::this_thread::get_id());
+    if (!slow_) return;
+    ++running_;
+    if (running_ >= 2) overlapped_ = true;
+    company_.notify_all();
+    if (wait_for_company_)
+      company_.wait_for(lock, std::chrono::seconds(10), [&] { return overlapped_; });
+    lock.unlock();
+    std::this_thread::sleep_for(kSlowDevice);
+    lock.lock();
+    --running_;
+  }
+  // Forgets what it saw and sets how the next scrapes behave.
+  void reset(bool slow, bool wait_for_company) {
+    std::lock_guard lock(mutex_);
+    threads_.clear();
+    overlapped_ = false;
+    slow_ = slow;
+    wait_for_company_ = wait_for_company;
+  }
+  std::set<std::thread::id> threads() const {
+    std::lock_guard lock(mutex_);
+    return threads_;
+  }
+  bool overlapped() const {
+    std::lock_guard lock(mutex_);
+    return overlapped_;
+  }
+  static constexpr auto kSlowDevice = std::chrono::milliseconds(60);
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable company_;
+  mutable std::set<std::thread::id> threads_;
+  mutable int running_ = 0;
+  mutable bool overlapped_ = false;
+  bool slow_ = false;
+  bool wait_for_company_ = false;
+};
+
+// Devices go to other threads only when the last scrape's devices took long enough in all for
+// that to pay: a fast tree is collected on the scraping thread alone, a slow one in parallel.
+TEST(Scraper, CollectsInParallelOnlyAfterASlowScrape) {
+  SysfsTree tree;
+  for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
+  auto options = options_for(tree, 4);
+  // Four slow devices take 240 ms in all; four fast ones a few microseconds.
+  options.parallel_collection_from = std::chrono::milliseconds(200);
+  auto recorder = std::make_unique<ThreadRecordingCollector>();
+  auto& threads = *recorder;
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(recorder));
+  collectors::Scraper scraper(options, std::move(collectors));
+  const std::set<std::thread::id> scraping_thread{std::this_thread::get_id()};
+
+  scraper.scrape();  // the first scrape has no history, and collects in parallel
+  threads.reset(false, false);
+  scraper.scrape();
+  EXPECT_EQ(threads.threads(), scraping_thread) << "fast devices after a fast scrape";
+
+  threads.reset(true, false);
+  scraper.scrape();
+  EXPECT_EQ(threads.threads(), scraping_thread) << "slow devices after a fast scrape";
+  threads.reset(true, true);
+  const auto families = scraper.scrape();
+  EXPECT_TRUE(threads.overlapped()) << "slow devices after a slow scrape ran one at a time";
+  EXPECT_GT(threads.threads().size(), 1u);
+  EXPECT_EQ(series_count(families, "seen"), 4u);
+
+  threads.reset(false, false);
+  scraper.scrape();  // after the slow scrape: in parallel, and fast
+  threads.reset(false, false);
+  scraper.scrape();
+  EXPECT_EQ(threads.threads(), scraping_thread) << "fast devices after a fast scrape, again";
 }
 
 TEST(Scraper, CountsDroppedInputsAcrossScrapes) {

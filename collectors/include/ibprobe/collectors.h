@@ -53,9 +53,13 @@ class DeviceFilter {
 struct Options {
   std::filesystem::path sysfs_root = "/sys";
   DeviceFilter devices;
-  // Devices are collected concurrently by this many threads (1: one after the other). On real
-  // HCAs every PortCounters read is a MAD round trip to the port, so ports in parallel pay off.
+  // Devices are collected concurrently by up to this many threads (1: one after the other). On
+  // real HCAs every PortCounters read is a MAD round trip to the port, so ports in parallel pay
+  // off. A scrape whose devices took less than `parallel_collection_from` in all the last time
+  // collects them on the calling thread alone: there the hand-offs between threads cost more CPU
+  // than they save wall time.
   int parallelism = 2;
+  std::chrono::steady_clock::duration parallel_collection_from = std::chrono::milliseconds(10);
 };
 
 // One RDMA device under <sysfs>/class/infiniband, as handed to collectors.
