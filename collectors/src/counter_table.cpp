@@ -1,5 +1,6 @@
 #include "counter_table.h"
 
+#include <algorithm>
 #include <array>
 
 namespace ibprobe::collectors {
@@ -74,6 +75,25 @@ constexpr std::array<std::string_view, kLegacyExtCounters.size()> kLegacyExtFile
     "port_multicast_xmit_packets", "port_multicast_rcv_packets",
 };
 
+// The label counter="..." of every table entry, rendered once: a port adds one per error and
+// saturation sample on every scrape.
+const std::string& counter_label(const CounterSpec& spec) {
+  static const auto labels = [] {
+    std::vector<std::string> rendered;
+    for (const auto& entry : kCounters) {
+      rendered.push_back(MetricSet::render_text({{"counter", entry.counter}}));
+    }
+    for (const auto& entry : kLegacyExtCounters) {
+      rendered.push_back(MetricSet::render_text({{"counter", entry.counter}}));
+    }
+    return rendered;
+  }();
+  if (&spec >= kCounters.data() && &spec < kCounters.data() + kCounters.size()) {
+    return labels[static_cast<std::size_t>(&spec - kCounters.data())];
+  }
+  return labels[kCounters.size() + static_cast<std::size_t>(&spec - kLegacyExtCounters.data())];
+}
+
 }  // namespace
 
 const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir) {
@@ -93,29 +113,43 @@ void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet
                         std::uint64_t raw) {
   const double value = static_cast<double>(raw) * spec.scale;
   if (spec.family == kErrorFamily) {
-    out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity,
-            {{"counter", spec.counter}}, value);
+    out.add_rendered(spec.family, spec.help, prometheus::MetricType::Counter, identity,
+                     counter_label(spec), value);
   } else {
     out.add(spec.family, spec.help, prometheus::MetricType::Counter, identity, value);
   }
 }
 
+constexpr std::string_view kSaturatedHelp =
+    "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer counts, so rates "
+    "and deltas from it are meaningless until it is reset.";
+
 void add_saturation_sample(MetricSet& out, std::string_view counter,
                            const MetricSet::Labels& identity, bool saturated) {
-  out.add(kSaturatedFamily,
-          "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer "
-          "counts, so rates and deltas from it are meaningless until it is reset.",
-          prometheus::MetricType::Gauge, identity, {{"counter", counter}}, saturated ? 1 : 0);
+  out.add(kSaturatedFamily, kSaturatedHelp, prometheus::MetricType::Gauge, identity,
+          {{"counter", counter}}, saturated ? 1 : 0);
+}
+
+void add_saturation_sample(MetricSet& out, const CounterSpec& spec,
+                           const MetricSet::Labels& identity, bool saturated) {
+  out.add_rendered(kSaturatedFamily, kSaturatedHelp, prometheus::MetricType::Gauge, identity,
+                   counter_label(spec), saturated ? 1 : 0);
 }
 
 namespace {
 
+// What each file of a counters directory is, in the order of its listing: looked up once per
+// listing, since a registered device's files do not change.
+struct CounterFiles {
+  std::vector<const CounterSpec*> specs;
+};
+
 // The kernel exposes the extended (64-bit) table when the PMA advertises it; that table, and only
 // that one, has the unicast/multicast files. A value above 32 bits also proves 64-bit width (the
 // "no IETF" extended table has no unicast files).
-bool uses_extended_table(const std::map<std::string, PortCounterValue>& values) {
-  if (values.contains("unicast_xmit_packets") || values.contains("unicast_rcv_packets")) {
-    return true;
+bool uses_extended_table(const std::vector<NamedPortCounter>& values) {
+  for (const auto& [name, value] : values) {
+    if (name == "unicast_xmit_packets" || name == "unicast_rcv_packets") return true;
   }
   for (const auto& [name, value] : values) {
     if (value.spec && value.spec->width == kTableWidth && value.raw > saturation_value(32)) {
@@ -126,33 +160,48 @@ bool uses_extended_table(const std::map<std::string, PortCounterValue>& values) 
 }
 
 void read_counter_dir(const SysfsDir& dir, bool legacy_ext_dir,
-                      std::map<std::string, PortCounterValue>& values, ErrorSink& errors) {
-  for (const auto& file : dir.entries()) {
-    const auto raw = dir.read_counter(file, errors);
+                      std::vector<NamedPortCounter>& values, ErrorSink& errors) {
+  const auto& files = dir.entries();
+  const auto& specs = dir.from_entries<CounterFiles>([&](const std::vector<std::string>& names) {
+                           CounterFiles kinds;
+                           for (const auto& name : names) {
+                             kinds.specs.push_back(find_port_counter(name, legacy_ext_dir));
+                           }
+                           return kinds;
+                         })
+                          .specs;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto raw = dir.read_entry_counter(i, errors);
     if (!raw) continue;
-    const CounterSpec* spec = find_port_counter(file, legacy_ext_dir);
-    const std::string counter = spec ? std::string(spec->counter) : file;
+    const CounterSpec* spec = specs[i];
+    const std::string_view name = spec ? spec->counter : std::string_view(files[i]);
     const PortCounterValue value{spec, *raw, spec ? spec->width : 64};
-    if (!legacy_ext_dir) {
-      values.emplace(counter, value);
-      continue;
+    if (legacy_ext_dir) {
+      const auto known = std::find_if(values.begin(), values.end(),
+                                      [&](const NamedPortCounter& c) { return c.name == name; });
+      if (known != values.end()) {
+        if (known->value.width < 64) known->value = value;
+        continue;
+      }
     }
-    auto [it, inserted] = values.try_emplace(counter, value);
-    if (!inserted && it->second.width < 64) it->second = value;
+    values.push_back({name, value});
   }
 }
 
 }  // namespace
 
-std::map<std::string, PortCounterValue> read_port_counters(const SysfsDir& port_dir,
-                                                           ErrorSink& errors) {
-  std::map<std::string, PortCounterValue> values;
+std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, ErrorSink& errors) {
+  std::vector<NamedPortCounter> values;
+  values.reserve(32);
   read_counter_dir(SysfsDir(port_dir, "counters"), false, values, errors);
   const int table_width = uses_extended_table(values) ? 64 : 32;
   for (auto& [name, value] : values) {
     if (value.width == kTableWidth) value.width = table_width;
   }
   read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, values, errors);
+  // Canonical names differ from file names only in counters_ext/, so one sort gives name order.
+  std::sort(values.begin(), values.end(),
+            [](const NamedPortCounter& a, const NamedPortCounter& b) { return a.name < b.name; });
   return values;
 }
 

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ibprobe/collectors.h"
 #include "sysfs.h"
@@ -46,10 +46,16 @@ struct PortCounterValue {
   int width;  // bits: 32 or 64 for the data and packet counters, depending on the kernel's table
 };
 
-// Every counter of ports/N/counters/ and legacy counters_ext/, by canonical name; a 64-bit
+// One counter of a port by its canonical name, or for a file the table does not know its file
+// name; the name lives as long as the port's directory.
+struct NamedPortCounter {
+  std::string_view name;
+  PortCounterValue value;
+};
+
+// Every counter of ports/N/counters/ and legacy counters_ext/, sorted by name; a 64-bit
 // counters_ext value supersedes the 32-bit counters/ one. Unreadable files go to `errors`.
-std::map<std::string, PortCounterValue> read_port_counters(const SysfsDir& port_dir,
-                                                           ErrorSink& errors);
+std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, ErrorSink& errors);
 
 // Adds one PortCounters value to its family, scaled into the family's unit, with a `counter`
 // label in the error family. `identity` names the port: {device, port} or {lid, port, ...}.
@@ -57,6 +63,8 @@ void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet
                         std::uint64_t raw);
 // Adds the saturation flag of a counter narrower than 64 bits.
 void add_saturation_sample(MetricSet& out, std::string_view counter,
+                           const MetricSet::Labels& identity, bool saturated);
+void add_saturation_sample(MetricSet& out, const CounterSpec& spec,
                            const MetricSet::Labels& identity, bool saturated);
 
 }  // namespace ibprobe::collectors

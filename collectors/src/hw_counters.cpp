@@ -53,7 +53,7 @@ void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
   const auto& labels = dir.from_entries<HwCounterLabels>(label_hw_counters);
   for (std::size_t i = 0; i < files.size(); ++i) {
     const auto& file = files[i];
-    const auto value = dir.read_counter(file, errors);
+    const auto value = dir.read_entry_counter(i, errors);
     if (!value) continue;
     if (file == kLifespanFile) {
       out.add(lifespan_family,

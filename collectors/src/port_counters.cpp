@@ -17,7 +17,7 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
     if (!sample.spec) {
       out.add(kUnknownCounterFamily,
               "PortCounters files this exporter has no specific family for, by file name.",
-              MetricType::Counter, {{"device", device.name}, {"port", port}, {"counter", counter}},
+              MetricType::Counter, identity, {{"counter", counter}},
               static_cast<double>(sample.raw));
       continue;
     }
@@ -25,7 +25,8 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
   }
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec || sample.width >= 64) continue;
-    add_saturation_sample(out, counter, identity, sample.raw == saturation_value(sample.width));
+    add_saturation_sample(out, *sample.spec, identity,
+                          sample.raw == saturation_value(sample.width));
   }
 }
 

@@ -216,7 +216,8 @@ struct SysfsDir::Node {
     return node;
   }
 
-  RawRead read(std::string_view name, char* buffer) {
+  // With `kept`, the descriptor read through is stored there when it stays open.
+  RawRead read(std::string_view name, char* buffer, std::atomic<int>* kept = nullptr) {
     int file_fd = -1;
     {
       std::lock_guard lock(mutex);
@@ -233,6 +234,7 @@ struct SysfsDir::Node {
       if (!inserted) DescriptorBudget::instance().release(1);
       file_fd = it->second.get();
     }
+    if (kept) kept->store(file_fd, std::memory_order_relaxed);
     auto raw = read_attribute(file_fd, buffer);
     if (raw.error == 0 || !invalidated(raw.error)) return raw;
     // The file behind the kept descriptor is gone. The descriptor stays (another thread may be
@@ -246,8 +248,23 @@ struct SysfsDir::Node {
   // Set once and never changed after: the reference stays valid for the node's life.
   const std::vector<std::string>& entries() {
     std::lock_guard lock(mutex);
-    if (!listing) listing = sorted_names(fd.get());
+    if (!listing) {
+      listing = sorted_names(fd.get());
+      listed_fds = std::make_unique<std::atomic<int>[]>(listing->size());
+      for (std::size_t i = 0; i < listing->size(); ++i) listed_fds[i] = -1;
+    }
     return *listing;
+  }
+
+  // read() of entries()[index]: a descriptor kept for a listed file is found by its position,
+  // without a lock or a look-up by name, since a scrape reads whole listings.
+  RawRead read_listed(std::size_t index, char* buffer) {
+    const int kept = listed_fds[index].load(std::memory_order_relaxed);
+    if (kept >= 0) {
+      auto raw = read_attribute(kept, buffer);
+      if (raw.error == 0 || !invalidated(raw.error)) return raw;
+    }
+    return read((*listing)[index], buffer, &listed_fds[index]);
   }
 
   std::optional<std::string> remembered(std::string_view name) {
@@ -268,6 +285,8 @@ struct SysfsDir::Node {
   std::map<std::string, std::shared_ptr<Node>, std::less<>> children;
   std::map<std::string, UniqueFd, std::less<>> files;
   std::optional<std::vector<std::string>> listing;
+  // By position in `listing`: descriptors owned by `files`, or -1 before a file's first read.
+  std::unique_ptr<std::atomic<int>[]> listed_fds;
   std::map<std::string, std::string, std::less<>> static_texts;
   std::map<std::type_index, std::shared_ptr<const void>> derived;
 };
@@ -312,6 +331,23 @@ Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
   const auto raw = node_->read(name, buffer);
   if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
   return parse_counter(std::string_view(buffer, raw.size));
+}
+
+Read<std::uint64_t> SysfsDir::read_entry_counter(std::size_t index) const {
+  char buffer[kMaxAttributeSize + 1];
+  const auto raw = node_->read_listed(index, buffer);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return parse_counter(std::string_view(buffer, raw.size));
+}
+
+std::optional<std::uint64_t> SysfsDir::read_entry_counter(std::size_t index,
+                                                          ErrorSink& errors) const {
+  auto value = read_entry_counter(index);
+  if (!value) {
+    errors.record(value.error(), path() / entries()[index]);
+    return std::nullopt;
+  }
+  return *value;
 }
 
 const std::vector<std::string>& SysfsDir::entries() const {

@@ -83,6 +83,10 @@ class SysfsDir {
   }
   // The same, listed again on every call, for directories whose entries do change (device/net).
   std::vector<std::string> current_entries() const;
+  // read_counter(entries()[index]) without looking the name up, for a collector that reads
+  // every file of a listing; `index` is below entries().size().
+  Read<std::uint64_t> read_entry_counter(std::size_t index) const;
+  std::optional<std::uint64_t> read_entry_counter(std::size_t index, ErrorSink& errors) const;
 
   // The same reads, reporting a failure to `errors` with the file's path.
   std::optional<std::string> read_text(std::string_view name, ErrorSink& errors) const;
