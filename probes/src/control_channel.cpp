@@ -243,11 +243,25 @@ void ControlChannel::check_still_open() const {
   }
 }
 
+void ControlChannel::check_open_or_message_waiting() const {
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return;
+  std::uint8_t byte;
+  // One look decides: the peer's last message and its close can arrive between two looks.
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return;
+  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
+  if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+    throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
+                       FailureKind::kPeerLost);
+  }
+}
+
 void ControlChannel::fail_if_peer_spoke() {
+  check_open_or_message_waiting();
   if (has_pending_message()) {
     fail_unexpected(receive(Clock::now() + std::chrono::seconds(1)), "the end of the run");
   }
-  check_still_open();
 }
 
 bool ControlChannel::has_pending_message() const {

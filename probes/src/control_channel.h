@@ -46,6 +46,10 @@ class ControlChannel {
   // Throws ProbeFailure when the peer has closed the connection (or sent something unexpected)
   // while a run is in progress; returns at once otherwise.
   void check_still_open() const;
+  // The same for a reader of the peer's next message: a message waiting to be read is not a
+  // hang-up, even when the peer closed the connection after sending it (a responder closes
+  // after its result, and an Error says more than the close behind it).
+  void check_open_or_message_waiting() const;
   // True when a frame (or its first bytes) is waiting to be read.
   bool has_pending_message() const;
   // For the initiator during a run, when the responder has nothing to say: a message now can

@@ -273,7 +273,7 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
         RunGuard{deadline,
                  [&channel, &stop] {
                    throw_if_cancelled(stop);
-                   channel.check_still_open();
+                   channel.check_open_or_message_waiting();
                  },
                  [&channel] { return channel.has_pending_message(); },
                  std::chrono::seconds(spec.timeout_seconds)});

@@ -1,0 +1,132 @@
+// What the initiator makes of a peer that speaks and hangs up during a run, over a real TCP
+// connection on loopback: a message that arrived before the close is read, never taken for the
+// close.
+#include "control_channel.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ibprobe/probe_failure.h"
+#include "protocol.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Both ends of one loopback TCP connection: the initiator's channel, and the peer's descriptor.
+class ConnectedPair {
+ public:
+  ConnectedPair() {
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listener, 1), 0);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+    initiator_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(initiator_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    peer_fd_ = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    initiator_.emplace(initiator_fd_);
+  }
+  ~ConnectedPair() {
+    if (peer_fd_ >= 0) ::close(peer_fd_);
+  }
+
+  ControlChannel& initiator() { return *initiator_; }
+
+  // The peer sends `message`, if any, and closes its end. Returns once the initiator's socket
+  // shows the close, so that the message and the close are both there at the initiator's next
+  // look, as when they arrive between two of its checks.
+  void peer_says_and_closes(const std::optional<protocol::Message>& message) {
+    {
+      ControlChannel peer(peer_fd_);
+      peer_fd_ = -1;
+      if (message) peer.send(*message, std::chrono::steady_clock::now() + 5s);
+    }
+    pollfd p{initiator_fd_, POLLRDHUP, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  }
+
+ private:
+  int initiator_fd_ = -1;  // owned by initiator_
+  int peer_fd_ = -1;
+  std::optional<ControlChannel> initiator_;
+};
+
+// The failure `call` throws, or a test failure when it throws none.
+std::optional<ProbeFailure> failure_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const ProbeFailure& failure) {
+    return failure;
+  }
+  return std::nullopt;
+}
+
+// A responder sends its result and closes at once: the initiator, still receiving the
+// responder's last sends of a bidirectional run, must take the result rather than report a
+// responder that stopped.
+TEST(ControlChannel, AResultFollowedByTheCloseIsReadNotTakenForTheClose) {
+  ConnectedPair pair;
+  pair.peer_says_and_closes(protocol::Result{});
+  auto& channel = pair.initiator();
+  EXPECT_NO_THROW(channel.check_open_or_message_waiting());
+  // The responder's own check, for which a peer that spoke and left mid-run has stopped.
+  EXPECT_THROW(channel.check_still_open(), ProbeFailure);
+  EXPECT_TRUE(channel.has_pending_message());
+  EXPECT_NO_THROW(channel.expect<protocol::Result>(std::chrono::steady_clock::now() + 5s,
+                                                   "the responder's result"));
+}
+
+// An Error and the close behind it: the failure has the Error's class and text.
+TEST(ControlChannel, AnErrorFollowedByTheCloseKeepsItsClass) {
+  ConnectedPair pair;
+  pair.peer_says_and_closes(
+      protocol::Error{protocol::ErrorCode::kVerbs, "send CQE status 12 (retry exceeded)"});
+  const auto failure = failure_of([&] { pair.initiator().fail_if_peer_spoke(); });
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->kind(), FailureKind::kVerbs) << failure->what();
+  EXPECT_NE(std::string(failure->what()).find("retry exceeded"), std::string::npos)
+      << failure->what();
+}
+
+// A close with nothing said is a lost peer, whichever check sees it.
+TEST(ControlChannel, ACloseWithNothingSaidIsAPeerLost) {
+  ConnectedPair pair;
+  pair.peer_says_and_closes(std::nullopt);
+  auto& channel = pair.initiator();
+  for (const auto& check : std::initializer_list<std::function<void()>>{
+           [&] { channel.check_open_or_message_waiting(); }, [&] { channel.fail_if_peer_spoke(); },
+           [&] { channel.check_still_open(); }}) {
+    const auto failure = failure_of(check);
+    ASSERT_TRUE(failure);
+    EXPECT_EQ(failure->kind(), FailureKind::kPeerLost) << failure->what();
+    EXPECT_NE(std::string(failure->what()).find("closed the control connection"), std::string::npos)
+        << failure->what();
+  }
+}
+
+// An open connection with nothing waiting passes every check.
+TEST(ControlChannel, AnOpenQuietConnectionPassesTheChecks) {
+  ConnectedPair pair;
+  auto& channel = pair.initiator();
+  EXPECT_NO_THROW(channel.check_open_or_message_waiting());
+  EXPECT_NO_THROW(channel.fail_if_peer_spoke());
+  EXPECT_NO_THROW(channel.check_still_open());
+  EXPECT_FALSE(channel.has_pending_message());
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
