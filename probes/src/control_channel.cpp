@@ -231,11 +231,13 @@ protocol::Message ControlChannel::receive(Deadline deadline) {
   return std::move(*message);
 }
 
-void ControlChannel::check_still_open() const {
+void ControlChannel::check_open(bool message_waiting_is_open) const {
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return;
   std::uint8_t byte;
+  // One look decides: the peer's last message and its close can arrive between two looks.
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 && message_waiting_is_open) return;
   if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
   if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
     throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
@@ -243,18 +245,12 @@ void ControlChannel::check_still_open() const {
   }
 }
 
+void ControlChannel::check_still_open() const {
+  check_open(false);
+}
+
 void ControlChannel::check_open_or_message_waiting() const {
-  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return;
-  std::uint8_t byte;
-  // One look decides: the peer's last message and its close can arrive between two looks.
-  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0) return;
-  if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
-  if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-    throw ProbeFailure(peer_ + " closed the control connection mid-run (its side stopped)",
-                       FailureKind::kPeerLost);
-  }
+  check_open(true);
 }
 
 void ControlChannel::fail_if_peer_spoke() {

@@ -61,6 +61,8 @@ class ControlChannel {
 
  private:
   [[noreturn]] void throw_stopped_answering() const;
+  // Both checks above; with `message_waiting_is_open`, a waiting message passes.
+  void check_open(bool message_waiting_is_open) const;
   void read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline);
 
   int fd_;
