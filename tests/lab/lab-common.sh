@@ -148,9 +148,6 @@ lab_hw_counter() { # HOST COUNTER
     lab exec --timeout 60 "$1" -- cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$2"
 }
 
-# Runs a perftest server in VM SERVER and its client in VM CLIENT (the same
-# VM in one-host mode: two QPs on one rxe device); prints the client's output.
-# Extra arguments go to both sides.
 # perftest turns cycles into time with a clock rate it samples when it reports (get_clock.c,
 # sample_get_cpu_mhz): a least-squares fit of RDTSC against gettimeofday over 200 spins of 0.1 to
 # 2 ms, refused below r^2 0.9. Each spin reads the two clocks about a microsecond apart at its
@@ -158,35 +155,41 @@ lab_hw_counter() { # HOST COUNTER
 # microseconds is an outlier the fit has no defence against (seen once in about 250 runs: r^2
 # 0.557, "BW average 0.00" with -F, "Can't produce a report" without). A spin stalled anywhere
 # else counts on both clocks and does no harm. Such a run measured nothing, and perftest says
-# so: the pair runs once more, and a second refusal fails with perftest's words.
+# so: the pair runs once more, and a second refusal fails with perftest's words. Only the
+# client's refusal counts: its report is the one the caller reads.
 PERFTEST_CLOCK_REFUSED='Correlation coefficient r\^2: .* < 0\.9'
 
+# Runs a perftest server in VM SERVER and its client in VM CLIENT (the same
+# VM in one-host mode: two QPs on one rxe device); prints the client's output.
+# Extra arguments go to both sides.
 lab_perftest_pair() { # SERVER CLIENT TOOL ARGS...
-    local tool=$3 err out refused attempt rc
-    err=$(mktemp)
+    local tool=$3 client_err out refused attempt rc
+    client_err=$(mktemp)
     for attempt in 1 2; do
         rc=0
-        out=$(perftest_pair_once "$@" 2>"$err") || rc=$?
-        cat "$err" >&2
-        refused=$(grep -m1 -E "$PERFTEST_CLOCK_REFUSED" "$err") || break
+        out=$(perftest_pair_once "$client_err" "$@") || rc=$?
+        refused=$(grep -m1 -E "$PERFTEST_CLOCK_REFUSED" "$client_err") || break
         ((attempt == 1)) && note "$tool refused its clock calibration ($refused); the pair runs again" >&2
     done
-    rm -f "$err"
+    rm -f "$client_err"
     [[ -z $refused ]] || fail "$tool refused its clock calibration in two runs in a row: $refused"
     ((rc == 0)) || exit "$rc"
     echo "$out"
 }
 
-perftest_pair_once() { # SERVER CLIENT TOOL ARGS...
-    local srv=$1 cli=$2 tool=$3 gid_srv gid_cli job out rc=0
-    shift 3
+# One run of the pair; the client's stderr goes to CLIENT_STDERR and then on to stderr.
+perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
+    local client_err=$1 srv=$2 cli=$3 tool=$4 gid_srv gid_cli job out rc=0
+    shift 4
+    : >"$client_err"
     gid_srv=$(lab gid "$srv") || fail "no RoCE v2 GID in VM $srv"
     gid_cli=$(lab gid "$cli") || fail "no RoCE v2 GID in VM $cli"
     job=$(lab spawn --timeout 120 "$srv" -- "$tool" -d rxe0 -x "$gid_srv" "$@") \
         || fail "cannot start $tool server in VM $srv"
     lab_wait_listen "$srv" 18515
-    out=$(lab exec --timeout 120 "$cli" -- "$tool" -d rxe0 -x "$gid_cli" "$@" "$(lab addr "$srv")") \
-        || rc=$?
+    out=$(lab exec --timeout 120 "$cli" -- "$tool" -d rxe0 -x "$gid_cli" "$@" "$(lab addr "$srv")" \
+        2>"$client_err") || rc=$?
+    cat "$client_err" >&2
     if ((rc != 0)); then
         {
             echo "$out"
