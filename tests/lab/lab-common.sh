@@ -212,6 +212,20 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
 # (-u 18) outlasts those pauses; what the tests check stays the same.
 LAB_QP_TIMEOUT=18
 
+# The message size of the lab's runs that draw RNR NAKs on purpose (fewer receives posted than
+# messages in flight): one packet at the lab's active MTU of 1024. Every RNR NAK makes the sender
+# resend from the refused message (go-back-N). On kernel 6.1 rxe's requester and completer are
+# separate tasks, and a sequence-error NAK that the sender's completer reaches only after the RNR
+# timer has fired starts a second resend over the first. Traced in the lab (dynamic debug of
+# rxe_comp.c in B, rxe_resp.c in A): B set the RNR timer, the timer fired, 18 ms later B took
+# the stale NAK and retried again; A then saw 10 duplicates and, where a message begins, a
+# middle packet (ERR_MISSING_OPCODE_FIRST, answered "remote invalid request"): sender and
+# responder no longer agreed on where a message begins. A one-packet message is always a
+# SEND_ONLY, begins and ends in its one packet, and leaves no room for that disagreement. The
+# kernel from bookworm-backports (6.12.95), where one task does both, panicked the responder VM
+# in rxe_receiver on the first such run, so the lab stays on 6.1.
+RNR_MESSAGE_BYTES=1024
+
 positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }
 
 # perftest prints a header row, then the figures.

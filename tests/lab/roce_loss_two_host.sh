@@ -28,8 +28,9 @@ write_config() {
     # 4 KiB messages: four packets each at rxe's 1024-byte MTU, so a lost packet costs one
     # go-back-N of a short window, and the run stays within its retry budget at a few percent
     # loss. The ACK timeout (2^18 x 4.096 us, about 1 s) keeps a TCG VM that is merely slow to
-    # answer from counting as a lost packet.
-    cat >"$work/ibprobe.yml" <<'YAML'
+    # answer from counting as a lost packet. The starved send draws RNR NAKs on purpose, so
+    # its messages are one packet (RNR_MESSAGE_BYTES in lab-common.sh says why).
+    cat >"$work/ibprobe.yml" <<YAML
 modules:
   write_bw:
     kind: write_bw
@@ -39,7 +40,7 @@ modules:
     rc: {timeout: 18}
   send_bw_starved:
     kind: send_bw
-    message_size: 4096
+    message_size: $RNR_MESSAGE_BYTES
     iterations: 300
     posted_receives: 1
     timeout: 60s

@@ -108,13 +108,15 @@ rnr_of() { # OUTPUT SIDE COUNTER
 }
 
 # Send bandwidth with up to 128 messages in flight (tx depth) and a fixed number of posted
-# receives.
+# receives. Runs that draw RNR NAKs on purpose send one-packet messages (the lab's active MTU is
+# 1024): see RNR_MESSAGE_BYTES.
 check_backpressure_sweep() {
     local n out rc mibps rcvd sent_nak table="" deep_rnr="" shallow_rnr=""
     table=$(printf '%-16s %12s %22s %22s\n' posted_receives MiB/s 'rcvd_rnr_err (B, tx)' 'send_rnr_err (A, rx)')
     for n in 256 64 16 4 1; do
         rc=0
-        out=$(run_probe send_bw -s 4096 -n 1000 --rx-depth 256 --posted-receives "$n" --timeout 100) || rc=$?
+        out=$(run_probe send_bw -s "$RNR_MESSAGE_BYTES" -n 1000 --rx-depth 256 --posted-receives "$n" \
+            --timeout 100) || rc=$?
         ((rc == 0)) || fail "sweep posted_receives=$n failed: $out"
         mibps=$(field "$out" bw_average_MiBps)
         rcvd=$(rnr_of "$out" local rcvd_rnr_err)
@@ -123,7 +125,7 @@ check_backpressure_sweep() {
         [[ $n == 256 ]] && deep_rnr=${sent_nak:-0}
         [[ $n == 1 ]] && shallow_rnr=${sent_nak:-0}
     done
-    echo "back-pressure sweep (send_bw, 4096 B, 1000 messages, tx_depth 128):"
+    echo "back-pressure sweep (send_bw, $RNR_MESSAGE_BYTES B, 1000 messages, tx_depth 128):"
     echo "$table"
     ((deep_rnr == 0)) || fail "RNR NAKs with 256 receives posted for 128 in flight: $deep_rnr"
     ((shallow_rnr > 0)) || fail "no RNR NAK with one receive posted for 128 in flight"
@@ -168,7 +170,7 @@ main() {
     check_clean "send_bw" send_bw -s 65536 -n 500
     check_clean "send_bw 3 receive SGEs" send_bw -s 10000 -n 1000 --receive-sges 3
     check_clean "send_bw SRQ 2 QPs" send_bw -s 4096 -n 1000 -q 2 --use-srq
-    check_clean "send_bw 16 posted receives" send_bw -s 4096 -n 1000 --posted-receives 16
+    check_clean "send_bw 16 posted receives" send_bw -s "$RNR_MESSAGE_BYTES" -n 1000 --posted-receives 16
     check_corrupted_send
     check_corrupted_write
     check_backpressure_sweep
