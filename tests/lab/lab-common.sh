@@ -54,9 +54,24 @@ lab_test_end() {
     if ((rc == 0)); then
         note "PASS"
     else
-        note "FAILED (exit $rc); console logs in $IBPROBE_LAB_STATE/logs"
+        lab_keep_console_logs
+        note "FAILED (exit $rc); console logs kept in $LAB_KEPT_LOGS"
     fi
     exit "$rc"
+}
+
+# The next test's VMs overwrite the console logs, and a CI run shows only a failed test's
+# output: a failure prints the end of each VM's kernel log and keeps a copy of the logs.
+lab_keep_console_logs() {
+    local logs=$IBPROBE_LAB_STATE/logs log
+    LAB_KEPT_LOGS=$IBPROBE_LAB_STATE/failed/$(basename -- "$0" .sh)-$(date +%Y%m%dT%H%M%S)
+    [[ -d $logs ]] || return 0
+    mkdir -p "$LAB_KEPT_LOGS" && cp -a "$logs/." "$LAB_KEPT_LOGS/"
+    for log in "$logs"/*.console.log; do
+        [[ -e $log ]] || continue
+        echo "--- the end of $(basename -- "$log") (rxe's periodic 'speed is unknown' lines left out):"
+        grep -v 'speed is unknown, defaulting to' "$log" | tail -n 30
+    done
 }
 
 # Runs COMMAND every second until it succeeds; fails the test after SECONDS.
