@@ -54,8 +54,8 @@ lab_test_end() {
     if ((rc == 0)); then
         note "PASS"
     else
+        note "FAILED (exit $rc)"
         lab_keep_console_logs
-        note "FAILED (exit $rc); console logs kept in $LAB_KEPT_LOGS"
     fi
     exit "$rc"
 }
@@ -63,10 +63,11 @@ lab_test_end() {
 # The next test's VMs overwrite the console logs, and a CI run shows only a failed test's
 # output: a failure prints the end of each VM's kernel log and keeps a copy of the logs.
 lab_keep_console_logs() {
-    local logs=$IBPROBE_LAB_STATE/logs log
-    LAB_KEPT_LOGS=$IBPROBE_LAB_STATE/failed/$(basename -- "$0" .sh)-$(date +%Y%m%dT%H%M%S)
+    local logs=$IBPROBE_LAB_STATE/logs log kept
     [[ -d $logs ]] || return 0
-    mkdir -p "$LAB_KEPT_LOGS" && cp -a "$logs/." "$LAB_KEPT_LOGS/"
+    kept=$IBPROBE_LAB_STATE/failed/$(basename -- "$0" .sh)-$(date +%Y%m%dT%H%M%S)
+    mkdir -p "$kept" && cp -a "$logs/." "$kept/"
+    note "console logs kept in $kept"
     for log in "$logs"/*.console.log; do
         [[ -e $log ]] || continue
         echo "--- the end of $(basename -- "$log") (rxe's periodic 'speed is unknown' lines left out):"
@@ -228,17 +229,9 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
 LAB_QP_TIMEOUT=18
 
 # The message size of the lab's runs that draw RNR NAKs on purpose (fewer receives posted than
-# messages in flight): one packet at the lab's active MTU of 1024. Every RNR NAK makes the sender
-# resend from the refused message (go-back-N). On kernel 6.1 rxe's requester and completer are
-# separate tasks, and a sequence-error NAK that the sender's completer reaches only after the RNR
-# timer has fired starts a second resend over the first. Traced in the lab (dynamic debug of
-# rxe_comp.c in B, rxe_resp.c in A): B set the RNR timer, the timer fired, 18 ms later B took
-# the stale NAK and retried again; A then saw 10 duplicates and, where a message begins, a
-# middle packet (ERR_MISSING_OPCODE_FIRST, answered "remote invalid request"): sender and
-# responder no longer agreed on where a message begins. A one-packet message is always a
-# SEND_ONLY, begins and ends in its one packet, and leaves no room for that disagreement. The
-# kernel from bookworm-backports (6.12.95), where one task does both, panicked the responder VM
-# in rxe_receiver on the first such run, so the lab stays on 6.1.
+# messages in flight): one packet at the lab's active MTU of 1024, always a SEND_ONLY. On kernel
+# 6.1 overlapping go-back-N resends make rxe's sender and responder disagree on where a
+# multi-packet message begins, and the QP fails; deploy/lab/README.md (Limits) has the trace.
 RNR_MESSAGE_BYTES=1024
 
 positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }

@@ -108,8 +108,7 @@ rnr_of() { # OUTPUT SIDE COUNTER
 }
 
 # Send bandwidth with up to 128 messages in flight (tx depth) and a fixed number of posted
-# receives. Runs that draw RNR NAKs on purpose send one-packet messages (the lab's active MTU is
-# 1024): see RNR_MESSAGE_BYTES.
+# receives, in one-packet messages (RNR_MESSAGE_BYTES says why).
 check_backpressure_sweep() {
     local n out rc mibps rcvd sent_nak table="" deep_rnr="" shallow_rnr=""
     table=$(printf '%-16s %12s %22s %22s\n' posted_receives MiB/s 'rcvd_rnr_err (B, tx)' 'send_rnr_err (A, rx)')
