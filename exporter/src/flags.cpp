@@ -3,6 +3,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "ibprobe/crypto.h"
 #include "ibprobe/exporter.h"
 #include "peer_auth.h"
 #include "web_config.h"
@@ -239,7 +240,8 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   if (!probe_secret_file.empty()) {
     try {
       config.probe_shared_secret = probes::peer_auth::load_secret(probe_secret_file);
-    } catch (const std::invalid_argument& e) {
+      crypto::require();
+    } catch (const std::exception& e) {
       std::cerr << "ibprobe_exporter: --probe.secret-file: " << e.what() << "\n";
       return 2;
     }
@@ -249,6 +251,15 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     if (!web) {
       std::cerr << "ibprobe_exporter: --web.config.file: " << web.error() << "\n";
       return 2;
+    }
+    if (web->auth_required()) {
+      try {
+        crypto::require();
+      } catch (const std::exception& e) {
+        std::cerr << "ibprobe_exporter: --web.config.file: checking passwords: " << e.what()
+                  << "\n";
+        return 2;
+      }
     }
     config.web_config = std::make_shared<const WebConfig>(*std::move(web));
   }

@@ -1,8 +1,6 @@
 #include <civetweb.h>
 #include <dlfcn.h>
 #include <netdb.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +18,7 @@
 
 #include "client_watch.h"
 #include "ibprobe/exporter.h"
+#include "tls_context.h"
 #include "web_config.h"
 
 namespace ibprobe::exporter {
@@ -87,7 +86,8 @@ struct HttpServer::Impl {
   mg_context* context = nullptr;
   std::optional<TlsServerConfig> tls;
   std::optional<Authenticator> auth;
-  std::string tls_error;  // why init_ssl failed, for the constructor's exception
+  ConfigureTlsContext configure_tls = nullptr;  // from the TLS stand-in, when TLS is on
+  std::string tls_error;                        // why init_ssl failed, for the constructor
   ClientWatch clients;
   // Handlers between the start of a request and the end of its answer: civetweb writes nothing
   // once it is stopping, so the destructor lets them finish first.
@@ -116,80 +116,10 @@ struct HttpServer::Impl {
     return response;
   }
 
-  static std::string openssl_errors() {
-    std::string text;
-    while (const unsigned long code = ERR_get_error()) {
-      char line[256];
-      ERR_error_string_n(code, line, sizeof(line));
-      text += (text.empty() ? "" : "; ") + std::string(line);
-    }
-    return text.empty() ? "no detail from OpenSSL" : text;
-  }
-
-  static int tls_version(const std::string& name) {
-    if (name == "TLS10") return TLS1_VERSION;
-    if (name == "TLS11") return TLS1_1_VERSION;
-    if (name == "TLS12") return TLS1_2_VERSION;
-    return TLS1_3_VERSION;
-  }
-
-  // Client certificates that are asked for but not verified (exporter-toolkit's
-  // RequestClientCert and RequireAnyClientCert) pass whatever their chain.
-  static int accept_any_certificate(int, X509_STORE_CTX*) { return 1; }
-
-  // civetweb's SSL_CTX, set up from the web config: certificate and key from separate files
-  // (civetweb alone wants them in one), protocol versions and client certificate policy.
+  // civetweb's SSL_CTX, set up by the TLS stand-in library (tls_context.h).
   static int init_ssl(void* ssl_ctx, void* self) {
     auto& impl = *static_cast<Impl*>(self);
-    auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
-    const auto& tls = *impl.tls;
-    auto failed = [&](const std::string& what) {
-      impl.tls_error = what + ": " + openssl_errors();
-      return -1;
-    };
-    if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
-      return failed("cannot load cert_file " + tls.cert_file.string());
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return failed("cannot load key_file " + tls.key_file.string());
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-      return failed("key_file " + tls.key_file.string() + " does not match cert_file");
-    }
-    if (SSL_CTX_set_min_proto_version(ctx, tls_version(tls.min_version)) != 1 ||
-        SSL_CTX_set_max_proto_version(ctx, tls_version(tls.max_version)) != 1) {
-      return failed("cannot set the TLS versions");
-    }
-    // Session resumption with client certificates needs a session id context.
-    static constexpr unsigned char kSessionContext[] = "ibprobe";
-    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
-    if (!tls.client_ca_file.empty()) {
-      if (SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1) {
-        return failed("cannot load client_ca_file " + tls.client_ca_file.string());
-      }
-      if (auto* names = SSL_load_client_CA_file(tls.client_ca_file.c_str())) {
-        SSL_CTX_set_client_CA_list(ctx, names);
-      }
-    }
-    switch (tls.client_auth) {
-      case ClientAuth::kNoClientCert:
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
-        break;
-      case ClientAuth::kRequestClientCert:
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, &accept_any_certificate);
-        break;
-      case ClientAuth::kRequireAnyClientCert:
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                           &accept_any_certificate);
-        break;
-      case ClientAuth::kVerifyClientCertIfGiven:
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-        break;
-      case ClientAuth::kRequireAndVerifyClientCert:
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-        break;
-    }
-    return 1;
+    return impl.configure_tls(ssl_ctx, *impl.tls, impl.tls_error);
   }
 
   static HttpRequest to_request(mg_connection* connection) {
@@ -318,6 +248,12 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
     // even on success, so a failure shows when the server starts.
     static const std::string kCompatError = load_civetweb_ssl_compat();
     if (!kCompatError.empty()) throw std::runtime_error("cannot serve HTTPS: " + kCompatError);
+    impl_->configure_tls =
+        reinterpret_cast<ConfigureTlsContext>(dlsym(RTLD_DEFAULT, kConfigureTlsContextSymbol));
+    if (!impl_->configure_tls) {
+      throw std::runtime_error(std::string("cannot serve HTTPS: the TLS stand-in lacks ") +
+                               kConfigureTlsContextSymbol);
+    }
     static const unsigned kTlsInit = mg_init_library(MG_FEATURES_IPV6 | MG_FEATURES_TLS);
     (void)kTlsInit;
   }

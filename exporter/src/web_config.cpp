@@ -1,8 +1,6 @@
 #include "web_config.h"
 
 #include <crypt.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include "ibprobe/crypto.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -214,11 +214,9 @@ std::string digest(const std::string& hash, std::string_view secret) {
   std::string input = hash;
   input.push_back('\0');
   input.append(secret);
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned length = 0;
-  EVP_Digest(input.data(), input.size(), out, &length, EVP_sha256(), nullptr);
-  OPENSSL_cleanse(input.data(), input.size());
-  return std::string(reinterpret_cast<const char*>(out), length);
+  const auto out = crypto::sha256(input);
+  crypto::cleanse(input.data(), input.size());
+  return std::string(out.begin(), out.end());
 }
 
 std::optional<std::string> decode_base64(std::string_view text) {
@@ -310,8 +308,8 @@ bool check_password(const std::string& hash, std::string_view secret) {
   std::memset(data.get(), 0, sizeof(crypt_data));
   const char* result = crypt_rn(phrase.c_str(), hash.c_str(), data.get(), sizeof(crypt_data));
   const bool same = result && std::strlen(result) == hash.size() &&
-                    CRYPTO_memcmp(result, hash.data(), hash.size()) == 0;
-  OPENSSL_cleanse(data.get(), sizeof(crypt_data));
+                    crypto::equal_in_constant_time(result, hash.data(), hash.size());
+  crypto::cleanse(data.get(), sizeof(crypt_data));
   return same;
 }
 

@@ -1,8 +1,5 @@
 #include "peer_auth.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -10,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "ibprobe/crypto.h"
 #include "ibprobe/probe_failure.h"
 
 namespace ibprobe::probes::peer_auth {
@@ -43,14 +41,8 @@ Bytes transcript(std::string_view role, const Bytes& initiator_nonce,
 }
 
 Bytes hmac(std::string_view secret, const Bytes& message) {
-  Bytes out(EVP_MAX_MD_SIZE);
-  unsigned length = 0;
-  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(),
-            message.size(), out.data(), &length)) {
-    throw std::runtime_error("HMAC-SHA256 failed");
-  }
-  out.resize(length);
-  return out;
+  const auto digest = crypto::hmac_sha256(secret, message);
+  return Bytes(digest.begin(), digest.end());
 }
 
 std::unexpected<protocol::Error> unproven() {
@@ -105,7 +97,7 @@ Bytes initiator_proof(std::string_view secret, const Bytes& initiator_nonce,
 
 bool same_proof(const Bytes& expected, const std::optional<Bytes>& presented) {
   if (!presented || presented->size() != expected.size()) return false;
-  return CRYPTO_memcmp(expected.data(), presented->data(), expected.size()) == 0;
+  return crypto::equal_in_constant_time(expected.data(), presented->data(), expected.size());
 }
 
 std::string load_secret(const std::filesystem::path& path) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "ibprobe/crypto.h"
 #include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "ibprobe/verify.h"
@@ -350,8 +351,11 @@ int main(int argc, char** argv) {
   local.port = static_cast<std::uint8_t>(port_number);
   std::string secret;
   try {
-    if (!secret_file.empty()) secret = peer_auth::load_secret(secret_file);
-  } catch (const std::invalid_argument& e) {
+    if (!secret_file.empty()) {
+      secret = peer_auth::load_secret(secret_file);
+      ibprobe::crypto::require();
+    }
+  } catch (const std::exception& e) {
     std::cerr << "ibprobe_probe: --secret-file: " << e.what() << "\n";
     return 2;
   }
