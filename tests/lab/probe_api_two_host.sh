@@ -201,13 +201,28 @@ check_metrics_under_load() {
     note "load, /metrics from 4 connections: idle $(awk '/requests in/ { print $1 }' <<<"$idle") scrapes in 10 s, p50/p99 $(wrk_percentiles "$idle"); with $runs write_bw probes back to back $(awk '/requests in/ { print $1 }' <<<"$busy") scrapes in 20 s, p50/p99 $(wrk_percentiles "$busy"); every scrape answered 200"
 }
 
+# What the kernels of both VMs say about the control connections to A's responder: A's listen
+# queue, both sides' sockets on port 9471 and the TCP counters of dropped or timed-out connections.
+control_path_state() {
+    local host
+    for host in A B; do
+        echo "--- VM $host, TCP on port 9471:" >&2
+        lab exec "$host" -- bash -c 'ss -tanoi "( sport = :9471 or dport = :9471 )"; nstat -az | grep -E "ListenOverflows|ListenDrops|TCPTimeouts|TCPSynRetrans|TCPReqQFullDrop|TCPBacklogDrop|IpExtInNoRoutes|TcpAttemptFails"' >&2 || true
+    done
+    echo "--- the end of A's exporter log:" >&2
+    lab output --stderr A exporter 2>&1 | tail -n 20 >&2 || true
+}
+
 check_sigterm_mid_probe() {
     local url id state deadline answer rc=0
     url=$(exporter_url B)
     id=$(curl -fsS -XPOST "$url/api/v1/probes" -d "{\"target\":\"$(lab addr A):9471\",\"module\":\"write_bw_long\"}" | json_field 'r["id"]')
     deadline=$((SECONDS + 60))
-    until [[ $(curl -fsS "$url/api/v1/probes/$id" | json_field 'r["state"]') == running ]]; do
-        ((SECONDS < deadline)) || fail "write_bw_long never started"
+    while state=$(curl -fsS "$url/api/v1/probes/$id" | json_field 'r["state"]'); [[ $state != running ]]; do
+        if [[ $state == failed ]] || ((SECONDS >= deadline)); then
+            control_path_state
+            fail "write_bw_long did not start ($state): $(curl -fsS "$url/api/v1/probes/$id")"
+        fi
         sleep 0.5
     done
     sleep 5 # well inside the 40 s data phase
