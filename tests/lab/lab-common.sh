@@ -49,6 +49,7 @@ lab_test_begin() {
 lab_test_end() {
     local rc=$?
     if ((LAB_STARTED)); then
+        ((rc == 0)) || lab_vm_network_state
         lab down >/dev/null 2>&1 || echo "warning: lab down failed" >&2
     fi
     if ((rc == 0)); then
@@ -58,6 +59,33 @@ lab_test_end() {
         lab_keep_console_logs
     fi
     exit "$rc"
+}
+
+# The kernel's counters of packets and connections it dropped or timed out, read from
+# /proc/net/snmp and /proc/net/netstat (each a line of names followed by a line of values), as
+# "Group:Name=value". Runs in a VM.
+lab_drop_counters() {
+    awk '$1 == group {
+            for (i = 2; i <= NF; i++) if (names[i] ~ wanted) print group names[i] "=" $i
+            next
+        }
+        { group = $1; for (i = 2; i <= NF; i++) names[i] = $i }' \
+        wanted='^(InReceives|InDiscards|InNoRoutes|InErrors|RcvbufErrors|ListenOverflows|ListenDrops|TCPTimeouts|TCPSynRetrans|TCPBacklogDrop)$' \
+        /proc/net/snmp /proc/net/netstat
+}
+
+# Whether each VM still answers, and what its kernel counted on the lab link, while the failed
+# test's VMs are up: a peer that fell silent shows here as a VM that does not answer, or as
+# packets its NIC or its TCP/UDP layers dropped.
+lab_vm_network_state() {
+    local host
+    for host in $(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); print $2 }'); do
+        echo "--- VM $host after the failure: uptime, lab link, drop counters" >&2
+        lab exec --timeout 15 "$host" -- bash -c "cat /proc/uptime
+            ip -s -s link show eth0 2>/dev/null
+            $(declare -f lab_drop_counters); lab_drop_counters; true" >&2 \
+            || echo "VM $host did not answer within 15 s" >&2
+    done
 }
 
 # The next test's VMs overwrite the console logs, and a CI run shows only a failed test's

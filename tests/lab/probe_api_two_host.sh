@@ -202,12 +202,13 @@ check_metrics_under_load() {
 }
 
 # What the kernels of both VMs say about the control connections to A's responder: A's listen
-# queue, both sides' sockets on port 9471 and the TCP counters of dropped or timed-out connections.
+# queue, both sides' sockets on port 9471 and the counters of dropped or timed-out connections.
 control_path_state() {
     local host
     for host in A B; do
         echo "--- VM $host, TCP on port 9471:" >&2
-        lab exec "$host" -- bash -c 'ss -tanoi "( sport = :9471 or dport = :9471 )"; nstat -az | grep -E "ListenOverflows|ListenDrops|TCPTimeouts|TCPSynRetrans|TCPReqQFullDrop|TCPBacklogDrop|IpExtInNoRoutes|TcpAttemptFails"' >&2 || true
+        lab exec --timeout 15 "$host" -- bash -c "ss -tanoi '( sport = :9471 or dport = :9471 )'
+            $(declare -f lab_drop_counters); lab_drop_counters; true" >&2 || true
     done
     echo "--- the end of A's exporter log:" >&2
     lab output --stderr A exporter 2>&1 | tail -n 20 >&2 || true
