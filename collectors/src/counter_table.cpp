@@ -109,7 +109,7 @@ const CounterSpec* find_port_counter(std::string_view file, bool legacy_ext_dir)
   return nullptr;
 }
 
-void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet::Labels& identity,
+void add_counter_sample(MetricSet& out, const CounterSpec& spec, MetricSet::LabelSet identity,
                         std::uint64_t raw) {
   const double value = static_cast<double>(raw) * spec.scale;
   if (spec.family == kErrorFamily) {
@@ -124,14 +124,14 @@ constexpr std::string_view kSaturatedHelp =
     "1 when a fixed-width PortCounter sits at its all-ones maximum: it no longer counts, so rates "
     "and deltas from it are meaningless until it is reset.";
 
-void add_saturation_sample(MetricSet& out, std::string_view counter,
-                           const MetricSet::Labels& identity, bool saturated) {
+void add_saturation_sample(MetricSet& out, std::string_view counter, MetricSet::LabelSet identity,
+                           bool saturated) {
   out.add(kSaturatedFamily, kSaturatedHelp, prometheus::MetricType::Gauge, identity,
           {{"counter", counter}}, saturated ? 1 : 0);
 }
 
-void add_saturation_sample(MetricSet& out, const CounterSpec& spec,
-                           const MetricSet::Labels& identity, bool saturated) {
+void add_saturation_sample(MetricSet& out, const CounterSpec& spec, MetricSet::LabelSet identity,
+                           bool saturated) {
   out.add_rendered(kSaturatedFamily, kSaturatedHelp, prometheus::MetricType::Gauge, identity,
                    counter_label(spec), saturated ? 1 : 0);
 }
@@ -198,10 +198,14 @@ std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, Error
   for (auto& [name, value] : values) {
     if (value.width == kTableWidth) value.width = table_width;
   }
+  const auto from_counters_dir = values.size();
   read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, values, errors);
-  // Canonical names differ from file names only in counters_ext/, so one sort gives name order.
-  std::sort(values.begin(), values.end(),
-            [](const NamedPortCounter& a, const NamedPortCounter& b) { return a.name < b.name; });
+  // counters/ is listed in name order, and its canonical names are its file names: only the
+  // names counters_ext/ added need sorting in.
+  if (values.size() != from_counters_dir) {
+    std::sort(values.begin(), values.end(),
+              [](const NamedPortCounter& a, const NamedPortCounter& b) { return a.name < b.name; });
+  }
   return values;
 }
 

@@ -59,12 +59,12 @@ std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, Error
 
 // Adds one PortCounters value to its family, scaled into the family's unit, with a `counter`
 // label in the error family. `identity` names the port: {device, port} or {lid, port, ...}.
-void add_counter_sample(MetricSet& out, const CounterSpec& spec, const MetricSet::Labels& identity,
+void add_counter_sample(MetricSet& out, const CounterSpec& spec, MetricSet::LabelSet identity,
                         std::uint64_t raw);
 // Adds the saturation flag of a counter narrower than 64 bits.
-void add_saturation_sample(MetricSet& out, std::string_view counter,
-                           const MetricSet::Labels& identity, bool saturated);
-void add_saturation_sample(MetricSet& out, const CounterSpec& spec,
-                           const MetricSet::Labels& identity, bool saturated);
+void add_saturation_sample(MetricSet& out, std::string_view counter, MetricSet::LabelSet identity,
+                           bool saturated);
+void add_saturation_sample(MetricSet& out, const CounterSpec& spec, MetricSet::LabelSet identity,
+                           bool saturated);
 
 }  // namespace ibprobe::collectors

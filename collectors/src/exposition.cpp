@@ -10,27 +10,28 @@ namespace ibprobe::collectors::exposition {
 
 // prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
 // float field, which is printf's %.16g; NaN and the infinities are spelled its way.
-void append_value(std::string& out, double value) {
+char* write_value(char* out, double value) {
+  char* const end = out + kMaxValueSize;
   // Counters are whole numbers: below 10^16 %.16g writes them as plain integers, which
   // to_chars writes several times faster for an integer than for a double.
-  if (value == std::trunc(value) && std::fabs(value) < 1e16 && !std::signbit(value)) {
-    char buffer[24];
-    const auto result =
-        std::to_chars(buffer, buffer + sizeof buffer, static_cast<std::int64_t>(value));
-    out.append(buffer, result.ptr);
-    return;
+  if (value >= 0 && value < 1e16 && !std::signbit(value)) {
+    const auto whole = static_cast<std::uint64_t>(value);
+    if (static_cast<double>(whole) == value) return std::to_chars(out, end, whole).ptr;
   }
-  if (std::isnan(value)) {
-    out += "Nan";
-  } else if (std::isinf(value)) {
-    out += value < 0 ? "-Inf" : "+Inf";
-  } else {
-    char buffer[32];
-    const auto result =
-        std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::general,
-                      std::numeric_limits<double>::max_digits10 - 1);
-    out.append(buffer, result.ptr);
-  }
+  auto put = [out](std::string_view text) {
+    std::memcpy(out, text.data(), text.size());
+    return out + text.size();
+  };
+  if (std::isnan(value)) return put("Nan");
+  if (std::isinf(value)) return put(value < 0 ? "-Inf" : "+Inf");
+  return std::to_chars(out, end, value, std::chars_format::general,
+                       std::numeric_limits<double>::max_digits10 - 1)
+      .ptr;
+}
+
+void append_value(std::string& out, double value) {
+  char buffer[kMaxValueSize];
+  out.append(buffer, static_cast<std::size_t>(write_value(buffer, value) - buffer));
 }
 
 namespace {
@@ -93,20 +94,39 @@ std::string_view type_name(prometheus::MetricType type) {
   return "untyped";
 }
 
+std::size_t family_head_size(std::string_view name, std::string_view help) {
+  constexpr std::size_t kLongestType = std::string_view("histogram").size();
+  return std::string_view("# HELP  \n# TYPE  \n").size() + 2 * name.size() + help.size() +
+         kLongestType;
+}
+
+char* write_family_head(char* out, std::string_view name, std::string_view help,
+                        prometheus::MetricType type) {
+  auto put = [&out](std::string_view text) {
+    std::memcpy(out, text.data(), text.size());
+    out += text.size();
+  };
+  if (!help.empty()) {
+    put("# HELP ");
+    put(name);
+    put(" ");
+    put(help);
+    put("\n");
+  }
+  put("# TYPE ");
+  put(name);
+  put(" ");
+  put(type_name(type));
+  put("\n");
+  return out;
+}
+
 void append_family_head(std::string& out, std::string_view name, std::string_view help,
                         prometheus::MetricType type) {
-  if (!help.empty()) {
-    out += "# HELP ";
-    out += name;
-    out += ' ';
-    out += help;
-    out += '\n';
-  }
-  out += "# TYPE ";
-  out += name;
-  out += ' ';
-  out += type_name(type);
-  out += '\n';
+  const auto start = out.size();
+  out.resize(start + family_head_size(name, help));
+  char* const end = write_family_head(out.data() + start, name, help, type);
+  out.resize(static_cast<std::size_t>(end - out.data()));
 }
 
 }  // namespace ibprobe::collectors::exposition

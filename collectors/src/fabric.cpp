@@ -68,7 +68,7 @@ MetricSet::Labels port_identity(const FabricNode& node, int port,
   return labels;
 }
 
-void add_link_series(MetricSet& out, const MetricSet::Labels& identity, const FabricPort& port) {
+void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricPort& port) {
   out.add("rdma_fabric_port_state",
           "PortInfo PortState of the switch port: 1 Down, 2 Init, 3 Armed, 4 Active.", kGauge,
           identity, port.state);
@@ -91,7 +91,7 @@ void add_link_series(MetricSet& out, const MetricSet::Labels& identity, const Fa
           {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
 }
 
-void add_counter_series(MetricSet& out, const MetricSet::Labels& identity,
+void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
                         const std::map<std::string, RemoteCounter, std::less<>>& counters) {
   for (const auto& [counter, sample] : counters) {
     if (const CounterSpec* spec = find_port_counter(counter, false)) {
@@ -331,7 +331,8 @@ struct Fabric::Impl {
       const auto& info = plan.info;
       for (std::size_t i = 0; i < plan.ports.size(); ++i) {
         const FabricPort& fabric_port = plan.node->ports[i];
-        const auto identity = port_identity(*plan.node, fabric_port.number, fabric_port.remote);
+        const auto identity =
+            out.label_set(port_identity(*plan.node, fabric_port.number, fabric_port.remote));
         add_link_series(out, identity, fabric_port);
         const auto [basic, ext] = plan.ports[i];
         // Both tables or neither: half a port would read as counters going down.
@@ -382,7 +383,7 @@ struct Fabric::Impl {
       for (auto it = links.lower_bound({node->guid, 0});
            it != links.end() && it->first.first == node->guid; ++it) {
         const auto& link = it->second;
-        const auto identity = port_identity(*node, it->first.second, link.remote);
+        const auto identity = out.label_set(port_identity(*node, it->first.second, link.remote));
         out.add("rdma_fabric_link_missing",
                 "1 for a cable discovery saw earlier that the latest discovery did not find "
                 "(labels name its former far end); 0 while it is there.",

@@ -46,7 +46,7 @@ HwCounterLabels label_hw_counters(const std::vector<std::string>& files) {
   return labels;
 }
 
-void emit_hw_counters(const SysfsDir& dir, const MetricSet::Labels& owner,
+void emit_hw_counters(const SysfsDir& dir, MetricSet::LabelSet owner,
                       std::string_view counter_family, std::string_view lifespan_family,
                       MetricSet& out, ErrorSink& errors) {
   const auto& files = dir.entries();
@@ -76,13 +76,14 @@ class HwCountersCollector final : public Collector {
   std::string_view name() const override { return "hw_counters"; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    emit_hw_counters(SysfsDir(device.dir, "hw_counters"), {{"device", device.name}},
+    emit_hw_counters(SysfsDir(device.dir, "hw_counters"), out.label_set({{"device", device.name}}),
                      "rdma_device_hw_stat_total", "rdma_device_hw_stats_lifespan_seconds", out,
                      errors);
     for (const auto& port : list_ports(device)) {
       emit_hw_counters(SysfsDir(device.dir, "ports/" + port + "/hw_counters"),
-                       {{"device", device.name}, {"port", port}}, "rdma_port_hw_stat_total",
-                       "rdma_port_hw_stats_lifespan_seconds", out, errors);
+                       out.label_set({{"device", device.name}, {"port", port}}),
+                       "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out,
+                       errors);
     }
   }
 };

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 
 #include "ibprobe/collectors.h"
 #include "ibprobe/exposition.h"
@@ -91,29 +92,51 @@ std::string MetricSet::render_text(std::initializer_list<ExtraLabel> extra) {
   return text;
 }
 
+MetricSet::LabelSet MetricSet::label_set(const Labels& labels) {
+  return LabelSet(render(labels));
+}
+
+MetricSet::LabelSet MetricSet::label_set(std::initializer_list<ExtraLabel> labels) {
+  return LabelSet(render(labels));
+}
+
 void MetricSet::add(std::string_view family_name, std::string_view help,
                     prometheus::MetricType type, const Labels& labels, double value) {
-  auto& f = family(family_name, help, type);
-  f.samples.push_back({render(labels), {}, value});
+  add(family_name, help, type, label_set(labels), value);
+}
+
+void MetricSet::add(std::string_view family_name, std::string_view help,
+                    prometheus::MetricType type, LabelSet labels, double value) {
+  family(family_name, help, type).samples.push_back({labels.span_, {}, value});
 }
 
 void MetricSet::add(std::string_view family_name, std::string_view help,
                     prometheus::MetricType type, const Labels& labels,
                     std::initializer_list<ExtraLabel> extra, double value) {
+  add(family_name, help, type, label_set(labels), extra, value);
+}
+
+void MetricSet::add(std::string_view family_name, std::string_view help,
+                    prometheus::MetricType type, LabelSet labels,
+                    std::initializer_list<ExtraLabel> extra, double value) {
   auto& f = family(family_name, help, type);
-  const Span base = render(labels);
-  f.samples.push_back({base, render(extra), value});
+  f.samples.push_back({labels.span_, render(extra), value});
 }
 
 void MetricSet::add_rendered(std::string_view family_name, std::string_view help,
                              prometheus::MetricType type, const Labels& labels,
                              std::string_view rendered_extra, double value) {
+  add_rendered(family_name, help, type, label_set(labels), rendered_extra, value);
+}
+
+void MetricSet::add_rendered(std::string_view family_name, std::string_view help,
+                             prometheus::MetricType type, LabelSet labels,
+                             std::string_view rendered_extra, double value) {
   auto& f = family(family_name, help, type);
-  const Span base = render(labels);
   const auto offset = label_text_.size();
   label_text_.append(rendered_extra);
   f.samples.push_back(
-      {base,
+      {labels.span_,
        {static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(rendered_extra.size())},
        value});
 }
@@ -176,34 +199,44 @@ std::vector<prometheus::MetricFamily> MetricSet::take() && {
 }
 
 void MetricSet::append_text(std::string& out) const {
-  // One allocation for the page: a whole fabric's is megabytes.
-  std::size_t size = out.size();
-  constexpr std::size_t kValueAndPunctuation = 32;
+  // The page's size bounded from above, then written in place: one allocation for the page (a
+  // whole fabric's is megabytes), and no length check per piece.
+  const std::size_t start = out.size();
+  std::size_t size = start;
+  constexpr std::size_t kPunctuation = std::string_view("{,} \n").size();
   for (const auto& f : families_) {
     if (f.samples.empty()) continue;
-    size += 2 * f.name.size() + f.help.size() + 32;
+    size += exposition::family_head_size(f.name, f.help);
     for (const auto& sample : f.samples) {
-      size += f.name.size() + sample.labels.size + sample.extra.size + kValueAndPunctuation;
+      size += f.name.size() + sample.labels.size + sample.extra.size + kPunctuation +
+              exposition::kMaxValueSize;
     }
   }
-  out.reserve(size);
-  for (const auto& f : families_) {
-    if (f.samples.empty()) continue;
-    exposition::append_family_head(out, f.name, f.help, f.type);
-    for (const auto& sample : f.samples) {
-      out += f.name;
-      if (sample.labels.size != 0 || sample.extra.size != 0) {
-        out += '{';
-        out += text(sample.labels);
-        if (sample.labels.size != 0 && sample.extra.size != 0) out += ',';
-        out += text(sample.extra);
-        out += '}';
+  out.resize_and_overwrite(size, [this, start](char* data, std::size_t) {
+    char* p = data + start;
+    auto put = [&p](std::string_view text) {
+      std::memcpy(p, text.data(), text.size());
+      p += text.size();
+    };
+    for (const auto& f : families_) {
+      if (f.samples.empty()) continue;
+      p = exposition::write_family_head(p, f.name, f.help, f.type);
+      for (const auto& sample : f.samples) {
+        put(f.name);
+        if (sample.labels.size != 0 || sample.extra.size != 0) {
+          *p++ = '{';
+          put(text(sample.labels));
+          if (sample.labels.size != 0 && sample.extra.size != 0) *p++ = ',';
+          put(text(sample.extra));
+          *p++ = '}';
+        }
+        *p++ = ' ';
+        p = exposition::write_value(p, sample.value);
+        *p++ = '\n';
       }
-      out += ' ';
-      exposition::append_value(out, sample.value);
-      out += '\n';
     }
-  }
+    return static_cast<std::size_t>(p - data);
+  });
 }
 
 }  // namespace ibprobe::collectors

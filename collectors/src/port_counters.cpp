@@ -12,7 +12,7 @@ using prometheus::MetricType;
 
 void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
   const auto samples = read_port_counters(SysfsDir(device.dir, "ports/" + port), errors);
-  const MetricSet::Labels identity{{"device", device.name}, {"port", port}};
+  const auto identity = out.label_set({{"device", device.name}, {"port", port}});
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec) {
       out.add(kUnknownCounterFamily,

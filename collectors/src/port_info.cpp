@@ -62,7 +62,7 @@ void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
 
 void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
   const SysfsDir dir(device.dir, "ports/" + port);
-  const MetricSet::Labels labels{{"device", device.name}, {"port", port}};
+  const auto labels = out.label_set({{"device", device.name}, {"port", port}});
 
   auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
     const auto text = dir.read_text(file, errors);
@@ -109,15 +109,13 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
     }
   }
 
-  auto info = labels;
-  info.emplace_back("link_layer",
-                    read_optional(dir, "link_layer", errors, Lifetime::kFixedAtRegistration));
-  info.emplace_back("netdev", port_netdev(device, dir, errors));
-  info.emplace_back("speed", rate.speed);
+  const auto link_layer = read_optional(dir, "link_layer", errors, Lifetime::kFixedAtRegistration);
+  const auto netdev = port_netdev(device, dir, errors);
   out.add("rdma_port_info",
           "Port identity; value is always 1. netdev is set on RoCE ports, speed is the IB speed "
           "name from the rate file.",
-          MetricType::Gauge, info, 1);
+          MetricType::Gauge, labels,
+          {{"link_layer", link_layer}, {"netdev", netdev}, {"speed", rate.speed}}, 1);
 }
 
 class PortInfoCollector final : public Collector {

@@ -72,9 +72,10 @@ class RemotePmaFabricCollector final : public FabricCollector {
       results = query_remote_ports(*port_.transport, options_, errors);
     }
     for (const auto& result : results) {
-      MetricSet::Labels identity{{"lid", std::to_string(result.target.lid)},
-                                 {"port", port_label(result.target)}};
-      if (result.node_guid) identity.emplace_back("node_guid", format_guid(*result.node_guid));
+      MetricSet::Labels labels{{"lid", std::to_string(result.target.lid)},
+                               {"port", port_label(result.target)}};
+      if (result.node_guid) labels.emplace_back("node_guid", format_guid(*result.node_guid));
+      const auto identity = out.label_set(labels);
       for (const auto& [counter, sample] : result.counters) {
         if (const CounterSpec* spec = find_port_counter(counter, false)) {
           add_counter_sample(out, *spec, identity, sample.value);

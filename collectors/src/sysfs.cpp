@@ -149,6 +149,18 @@ ReadError classify_errno(int err) {
 }
 
 Read<std::uint64_t> parse_counter(std::string_view text) {
+  // The kernel's own form, digits and a newline, in one pass: a scrape parses hundreds. Up to
+  // 19 digits cannot overflow; anything else takes the general path.
+  if (text.size() >= 2 && text.size() <= 20 && text.back() == '\n') {
+    std::uint64_t value = 0;
+    std::size_t i = 0;
+    for (; i + 1 < text.size(); ++i) {
+      const auto digit = static_cast<unsigned>(text[i] - '0');
+      if (digit > 9) break;
+      value = value * 10 + digit;
+    }
+    if (i + 1 == text.size()) return value;
+  }
   text = trim(text);
   if (text.starts_with("N/A")) return std::unexpected(ReadError::kNoPma);
   if (text.empty() ||

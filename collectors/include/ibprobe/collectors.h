@@ -79,22 +79,44 @@ class ErrorSink {
 // tens of thousands of samples that share a few label sets (one switch port's labels go on every
 // one of its series), and a sample then costs no allocation of its own.
 class MetricSet {
+  struct Span {
+    std::uint32_t offset = 0;
+    std::uint32_t size = 0;
+  };
+
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
+  using ExtraLabel = std::pair<std::string_view, std::string_view>;
+
+  // Labels rendered into this set once, for the many samples that carry them (a port's device
+  // and port go on each of its series); valid until clear().
+  class LabelSet {
+   private:
+    friend class MetricSet;
+    explicit LabelSet(Span span) : span_(span) {}
+    Span span_;
+  };
+  LabelSet label_set(const Labels& labels);
+  LabelSet label_set(std::initializer_list<ExtraLabel> labels);
 
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, double value);
+  void add(std::string_view family, std::string_view help, prometheus::MetricType type,
+           LabelSet labels, double value);
   // The same with more labels after `labels` (`counter="symbol_error"` after a port's own),
   // without a copy of `labels` per sample.
-  using ExtraLabel = std::pair<std::string_view, std::string_view>;
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, std::initializer_list<ExtraLabel> extra, double value);
+  void add(std::string_view family, std::string_view help, prometheus::MetricType type,
+           LabelSet labels, std::initializer_list<ExtraLabel> extra, double value);
   // The text add() renders for `extra` (name="escaped value",...), for labels that stay the
   // same from one scrape to the next: rendered once, then added with add_rendered().
   static std::string render_text(std::initializer_list<ExtraLabel> extra);
   // add() with labels after `labels` given as render_text() rendered them.
   void add_rendered(std::string_view family, std::string_view help, prometheus::MetricType type,
                     const Labels& labels, std::string_view rendered_extra, double value);
+  void add_rendered(std::string_view family, std::string_view help, prometheus::MetricType type,
+                    LabelSet labels, std::string_view rendered_extra, double value);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(const MetricSet& other);
   std::vector<prometheus::MetricFamily> take() &&;
@@ -108,10 +130,6 @@ class MetricSet {
   void clear();
 
  private:
-  struct Span {
-    std::uint32_t offset = 0;
-    std::uint32_t size = 0;
-  };
   struct Sample {
     Span labels;  // name="value",... of the Labels given
     Span extra;   // name="value",... of the labels after them, if any
