@@ -13,7 +13,6 @@ namespace ibprobe::collectors {
 std::unique_ptr<Collector> make_port_counters_collector();
 std::unique_ptr<Collector> make_hw_counters_collector();
 std::unique_ptr<Collector> make_port_info_collector();
-std::unique_ptr<Collector> make_gids_collector();
 
 // hw_counters names are free text (hfi1 uses spaces and commas): keep letters and digits, fold
 // every other run of characters into one underscore.

@@ -1,11 +1,20 @@
 // Populated GID table entries: which index is RoCE v2 / IPv4-mapped on which netdev is what an
 // operator needs to pick a GID for perftest or a probe.
-#include "collectors_internal.h"
+#include "ibprobe/gids.h"
+
+#include <mutex>
+#include <optional>
+
 #include "devices.h"
 #include "sysfs.h"
 
 namespace ibprobe::collectors {
 namespace {
+
+constexpr std::string_view kFamily = "rdma_port_gid_info";
+constexpr std::string_view kHelp =
+    "Populated GID table entry; value is always 1. type is the GID type (IB/RoCE v1, RoCE v2), "
+    "netdev the interface it belongs to on RoCE.";
 
 bool is_unset_gid(std::string_view gid) {
   return gid.find_first_not_of("0:") == std::string_view::npos;
@@ -22,43 +31,112 @@ std::optional<std::string> read_gid_attr(const SysfsDir& dir, const std::string&
   return std::nullopt;
 }
 
-void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const SysfsDir port_dir(device.dir, "ports/" + port);
-  const SysfsDir gids(port_dir, "gids");
-  const SysfsDir types(port_dir, "gid_attrs/types");
-  const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
-  for (const auto& index : gids.entries()) {
-    const auto gid = read_gid_attr(gids, index, errors);
-    if (!gid || is_unset_gid(*gid)) continue;
-    const auto type = read_gid_attr(types, index, errors);
-    const auto netdev = read_gid_attr(ndevs, index, errors);
-    out.add("rdma_port_gid_info",
-            "Populated GID table entry; value is always 1. type is the GID type (IB/RoCE v1, "
-            "RoCE v2), netdev the interface it belongs to on RoCE.",
-            prometheus::MetricType::Gauge,
-            {{"device", device.name},
-             {"port", port},
-             {"index", index},
-             {"gid", *gid},
-             {"type", type.value_or("")},
-             {"netdev", netdev.value_or("")}},
-            1);
+// What one port's table looked like when last read, kept with its open gids/ directory: a
+// device that is registered again is a new tree, and starts with a full read.
+class GidTable {
+ public:
+  explicit GidTable(const std::vector<std::string>& indices) : indices_(indices) {}
+
+  void emit(const Device& device, const std::string& port, const SysfsDir& port_dir,
+            const SysfsDir& gids, std::chrono::steady_clock::duration rescan_interval,
+            MetricSet& out, ErrorSink& errors) const {
+    const SysfsDir types(port_dir, "gid_attrs/types");
+    const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
+    // Two scrapes at once read the same table.
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (!scanned_ || now - *scanned_ >= rescan_interval) {
+      populated_.clear();
+      for (const auto& index : indices_) {
+        Entry entry{index, {}, {}};
+        if (refresh(entry, gids, types, ndevs, errors)) populated_.push_back(std::move(entry));
+      }
+      scanned_ = now;
+    } else {
+      std::erase_if(populated_,
+                    [&](Entry& entry) { return !refresh(entry, gids, types, ndevs, errors); });
+    }
+    const auto labels = out.label_set({{"device", device.name}, {"port", port}});
+    for (const auto& entry : populated_) {
+      if (entry.readable) {
+        out.add_rendered(kFamily, kHelp, prometheus::MetricType::Gauge, labels, entry.labels, 1);
+      }
+    }
   }
-}
+
+ private:
+  struct Entry {
+    std::string index;
+    std::string gid;
+    std::string labels;  // index, gid, type and netdev, rendered
+    bool readable = true;
+  };
+
+  // Reads the entry's GID again, and its type and netdev when the GID is new; false once the
+  // entry is empty.
+  static bool refresh(Entry& entry, const SysfsDir& gids, const SysfsDir& types,
+                      const SysfsDir& ndevs, ErrorSink& errors) {
+    auto gid = gids.read_text(entry.index);
+    if (!gid) {
+      if (gid.error() == ReadError::kInvalid || gid.error() == ReadError::kNotFound) return false;
+      // Unreadable, not known to be empty: left out of this scrape, asked again on the next.
+      errors.record(gid.error(), gids.path() / entry.index);
+      entry.readable = false;
+      return true;
+    }
+    entry.readable = true;
+    if (is_unset_gid(*gid)) return false;
+    if (*gid != entry.gid || entry.labels.empty()) {
+      entry.gid = std::move(*gid);
+      describe(entry, types, ndevs, errors);
+    }
+    return true;
+  }
+
+  static void describe(Entry& entry, const SysfsDir& types, const SysfsDir& ndevs,
+                       ErrorSink& errors) {
+    const auto type = read_gid_attr(types, entry.index, errors);
+    const auto netdev = read_gid_attr(ndevs, entry.index, errors);
+    entry.labels = MetricSet::render_text({{"index", entry.index},
+                                           {"gid", entry.gid},
+                                           {"type", type.value_or("")},
+                                           {"netdev", netdev.value_or("")}});
+  }
+
+  const std::vector<std::string> indices_;
+  mutable std::mutex mutex_;
+  mutable std::optional<std::chrono::steady_clock::time_point> scanned_;
+  mutable std::vector<Entry> populated_;
+};
 
 class GidsCollector final : public Collector {
  public:
-  std::string_view name() const override { return "gids"; }
+  explicit GidsCollector(std::chrono::steady_clock::duration rescan_interval)
+      : rescan_interval_(rescan_interval) {}
+
+  std::string_view name() const override { return kGidsCollector; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
+    for (const auto& port : list_ports(device)) {
+      const SysfsDir port_dir(device.dir, "ports/" + port);
+      const SysfsDir gids(port_dir, "gids");
+      const auto& table = gids.from_entries<GidTable>(
+          [](const std::vector<std::string>& indices) -> const std::vector<std::string>& {
+            return indices;
+          });
+      table.emit(device, port, port_dir, gids, rescan_interval_, out, errors);
+    }
   }
+
+ private:
+  const std::chrono::steady_clock::duration rescan_interval_;
 };
 
 }  // namespace
 
-std::unique_ptr<Collector> make_gids_collector() {
-  return std::make_unique<GidsCollector>();
+std::unique_ptr<Collector> make_gids_collector(
+    std::chrono::steady_clock::duration rescan_interval) {
+  return std::make_unique<GidsCollector>(rescan_interval);
 }
 
 }  // namespace ibprobe::collectors

@@ -1,5 +1,6 @@
 #include "collectors_internal.h"
 #include "ibprobe/ethtool.h"
+#include "ibprobe/gids.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -18,7 +19,8 @@ const std::vector<Factory>& factories() {
        make_hw_counters_collector},
       {{"port_info", "device identity, port state, physical state, rate, LIDs, netdev", true},
        make_port_info_collector},
-      {{"gids", "populated GID table entries with type and netdev", true}, make_gids_collector},
+      {{kGidsCollector, "populated GID table entries with type and netdev", true},
+       [] { return make_gids_collector(); }},
       // Off by default, like node_exporter's: it asks the netdevs of this network namespace,
       // which are the ones sysfs names only when --path.sysfs is the host's own.
       {{kEthtoolCollector,

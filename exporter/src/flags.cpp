@@ -115,6 +115,16 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                "ethtool collector: export every statistic of the netdev, not only the RoCE ones "
                "(pause, PFC, discards, drops, out of buffer)");
 
+  int gid_rescan_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(config.gid_rescan_interval).count());
+  app.add_option("--collector.gids.rescan-interval-seconds", gid_rescan_seconds,
+                 "gids collector: read each port's whole GID table again after this long; the "
+                 "scrapes between read only the entries found populated, so a removed or changed "
+                 "entry shows at once and a new one within this time (0: the whole table on "
+                 "every scrape)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+
   int remote_pma = 0;
   app.add_flag("--collector." + std::string(collectors::kRemotePmaCollector) + ",!--no-collector." +
                    std::string(collectors::kRemotePmaCollector),
@@ -269,6 +279,7 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     return 2;
   }
   config.remote_pma = remote_pma > 0;
+  config.gid_rescan_interval = std::chrono::seconds(gid_rescan_seconds);
   remote.targets.clear();
   for (const auto& target : remote_targets) {
     remote.targets.push_back(*collectors::parse_remote_port(target));

@@ -50,9 +50,13 @@ std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
     const exporter::Config& config) {
   std::vector<std::unique_ptr<collectors::Collector>> result;
   for (const auto& name : config.enabled_collectors) {
-    result.push_back(name == collectors::kEthtoolCollector
-                         ? collectors::make_ethtool_collector(config.ethtool_all_statistics)
-                         : collectors::make_collector(name));
+    if (name == collectors::kEthtoolCollector) {
+      result.push_back(collectors::make_ethtool_collector(config.ethtool_all_statistics));
+    } else if (name == collectors::kGidsCollector) {
+      result.push_back(collectors::make_gids_collector(config.gid_rescan_interval));
+    } else {
+      result.push_back(collectors::make_collector(name));
+    }
   }
   return result;
 }

@@ -46,17 +46,30 @@ TEST(Flags, ProbeResponderAddress) {
   EXPECT_EQ(off.listen_address, ":1234");
 }
 
+TEST(Flags, GidRescanInterval) {
+  Config config;
+  EXPECT_FALSE(parse_args({}, config));
+  EXPECT_EQ(config.gid_rescan_interval, std::chrono::minutes(5));
+  EXPECT_FALSE(parse_args({"--collector.gids.rescan-interval-seconds=0"}, config));
+  EXPECT_EQ(config.gid_rescan_interval, std::chrono::seconds(0));
+  EXPECT_FALSE(parse_args({"--collector.gids.rescan-interval-seconds", "60"}, config));
+  EXPECT_EQ(config.gid_rescan_interval, std::chrono::seconds(60));
+}
+
 TEST(Flags, RejectsBadInputWithExitCode) {
-  for (const auto& bad : std::vector<std::vector<std::string>>{{"--web.listen-address=9470"},
-                                                               {"--web.listen-address=:99999"},
-                                                               {"--web.listen-address=:http"},
-                                                               {"--web.telemetry-path=metrics"},
-                                                               {"--log.level=verbose"},
-                                                               {"--collector.nonexistent"},
-                                                               {"--device.include=("},
-                                                               {"--probe.responder-address=9471"},
-                                                               {"--probe.device-port=0"},
-                                                               {"--unknown-flag"}}) {
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--web.listen-address=9470"},
+                                             {"--web.listen-address=:99999"},
+                                             {"--web.listen-address=:http"},
+                                             {"--web.telemetry-path=metrics"},
+                                             {"--log.level=verbose"},
+                                             {"--collector.nonexistent"},
+                                             {"--device.include=("},
+                                             {"--probe.responder-address=9471"},
+                                             {"--probe.device-port=0"},
+                                             {"--collector.gids.rescan-interval-seconds=-1"},
+                                             {"--collector.gids.rescan-interval-seconds=5m"},
+                                             {"--unknown-flag"}}) {
     Config config;
     const auto exit_code = parse_args(bad, config);
     ASSERT_TRUE(exit_code) << bad[0];

@@ -1,4 +1,9 @@
+#include "ibprobe/gids.h"
+
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "collect_helpers.h"
 #include "sysfs_fixture.h"
@@ -39,6 +44,133 @@ TEST(Gids, EmptyEntriesThatFailToReadAreNotErrors) {
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
   ASSERT_EQ(result.errors.size(), 1u);
   EXPECT_EQ(result.errors[0].path, gids / "5");
+}
+
+// Scrapes one tree again and again with one gids collector, as the exporter does.
+class GidScrapes {
+ public:
+  GidScrapes(const std::filesystem::path& root, std::chrono::steady_clock::duration interval) {
+    collectors::Options options;
+    options.sysfs_root = root;
+    std::vector<std::unique_ptr<collectors::Collector>> list;
+    list.push_back(collectors::make_gids_collector(interval));
+    scraper_ = std::make_unique<collectors::Scraper>(
+        std::move(options), std::move(list),
+        [this](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
+          errors_.push_back({reason, path});
+        });
+  }
+  Collected scrape() {
+    errors_.clear();
+    Collected result;
+    for (auto& family : scraper_->scrape()) {
+      if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
+    }
+    result.errors = errors_;
+    return result;
+  }
+
+ private:
+  std::vector<RecordedError> errors_;
+  std::unique_ptr<collectors::Scraper> scraper_;
+};
+
+std::optional<double> gid_sample(const Collected& result, const Gid& gid) {
+  return sample(result.families, "rdma_port_gid_info",
+                {{"device", "mlx5_1"},
+                 {"port", "1"},
+                 {"index", std::to_string(gid.index)},
+                 {"gid", gid.gid},
+                 {"type", gid.type},
+                 {"netdev", gid.netdev}});
+}
+
+// Entry 5 of the table (8 entries, 0 to 3 populated) gets a GID, as when an address is added.
+const Gid kNewGid{5, "0000:0000:0000:0000:0000:ffff:c0a8:0b07", "RoCE v2", "ens1f0"};
+
+void populate(const SysfsTree& tree, const Gid& gid) {
+  const auto port = tree.port_dir("mlx5_1", 1);
+  const auto index = std::to_string(gid.index);
+  tree.write(port / "gid_attrs" / "types" / index, gid.type);
+  tree.write(port / "gid_attrs" / "ndevs" / index, gid.netdev);
+  tree.write(port / "gids" / index, gid.gid);
+}
+
+TEST(GidRescan, EntriesFoundEmptyAreNotReadAgainBeforeTheInterval) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
+  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
+  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+  populate(tree, kNewGid);
+  const auto result = scrapes.scrape();
+  EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
+  EXPECT_FALSE(gid_sample(result, kNewGid).has_value());
+}
+
+TEST(GidRescan, ANewEntryShowsOnceTheIntervalHasPassed) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
+  const auto interval = std::chrono::milliseconds(50);
+  GidScrapes scrapes(tree.root(), interval);
+  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+  populate(tree, kNewGid);
+  std::this_thread::sleep_for(interval);
+  const auto result = scrapes.scrape();
+  EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 5u);
+  EXPECT_EQ(gid_sample(result, kNewGid), 1);
+}
+
+TEST(GidRescan, ZeroReadsTheWholeTableOnEveryScrape) {
+  SysfsTree tree;
+  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
+  GidScrapes scrapes(tree.root(), std::chrono::seconds(0));
+  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+  populate(tree, kNewGid);
+  EXPECT_EQ(gid_sample(scrapes.scrape(), kNewGid), 1);
+}
+
+TEST(GidRescan, ARemovedEntryGoesOnTheNextScrape) {
+  SysfsTree tree;
+  const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
+  tree.add(device);
+  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
+  const auto& gids = device.ports.at(1).gids;
+  EXPECT_EQ(gid_sample(scrapes.scrape(), gids[2]), 1);
+  tree.write(tree.port_dir("mlx5_1", 1) / "gids" / "2", "0000:0000:0000:0000:0000:0000:0000:0000");
+  const auto result = scrapes.scrape();
+  EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 3u);
+  EXPECT_FALSE(gid_sample(result, gids[2]).has_value());
+  EXPECT_EQ(gid_sample(result, gids[3]), 1);
+}
+
+TEST(GidRescan, AChangedEntryIsDescribedAnew) {
+  SysfsTree tree;
+  const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
+  tree.add(device);
+  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
+  const auto& gids = device.ports.at(1).gids;
+  EXPECT_EQ(gid_sample(scrapes.scrape(), gids[3]), 1);
+  const Gid changed{3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "ens1f0v1"};
+  populate(tree, changed);
+  const auto result = scrapes.scrape();
+  EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
+  EXPECT_EQ(gid_sample(result, changed), 1);
+  EXPECT_FALSE(gid_sample(result, gids[3]).has_value());
+}
+
+TEST(GidRescan, AnUnreadableEntryIsAskedAgainOnEveryScrape) {
+  SysfsTree tree;
+  tree.add(rxe_device("rxe0", "eth0", 3));
+  const auto gids = tree.port_dir("rxe0", 1) / "gids";
+  std::filesystem::remove(gids / "5");
+  std::filesystem::create_directory(gids / "5");
+  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
+  for (int scrape = 0; scrape < 2; ++scrape) {
+    const auto result = scrapes.scrape();
+    EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u) << scrape;
+    ASSERT_EQ(result.errors.size(), 1u) << scrape;
+    EXPECT_EQ(result.errors[0].path, gids / "5");
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <prometheus/metric_family.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "ibprobe/collectors.h"
 #include "ibprobe/fabric.h"
+#include "ibprobe/gids.h"
 #include "ibprobe/remote_pma.h"
 
 namespace ibprobe::collectors {
@@ -34,6 +36,8 @@ struct Config {
   std::vector<std::string> enabled_collectors;
   // ethtool collector: every statistic of the netdev, not only the RoCE ones.
   bool ethtool_all_statistics = false;
+  // gids collector: how often each port's whole GID table is read again (0: every scrape).
+  std::chrono::steady_clock::duration gid_rescan_interval = collectors::kDefaultGidRescanInterval;
   std::string log_level = "info";
   int http_threads = 8;
   // Requests waiting for a probe at once, on workers beyond http_threads (ProbeApi).
