@@ -8,6 +8,11 @@
 
 namespace ibprobe::collectors::exposition {
 
+char* write_text(char* out, std::string_view text) {
+  std::memcpy(out, text.data(), text.size());
+  return out + text.size();
+}
+
 // prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
 // float field, which is printf's %.16g; NaN and the infinities are spelled its way.
 char* write_value(char* out, double value) {
@@ -18,12 +23,8 @@ char* write_value(char* out, double value) {
     const auto whole = static_cast<std::uint64_t>(value);
     if (static_cast<double>(whole) == value) return std::to_chars(out, end, whole).ptr;
   }
-  auto put = [out](std::string_view text) {
-    std::memcpy(out, text.data(), text.size());
-    return out + text.size();
-  };
-  if (std::isnan(value)) return put("Nan");
-  if (std::isinf(value)) return put(value < 0 ? "-Inf" : "+Inf");
+  if (std::isnan(value)) return write_text(out, "Nan");
+  if (std::isinf(value)) return write_text(out, value < 0 ? "-Inf" : "+Inf");
   return std::to_chars(out, end, value, std::chars_format::general,
                        std::numeric_limits<double>::max_digits10 - 1)
       .ptr;
@@ -102,10 +103,7 @@ std::size_t family_head_size(std::string_view name, std::string_view help) {
 
 char* write_family_head(char* out, std::string_view name, std::string_view help,
                         prometheus::MetricType type) {
-  auto put = [&out](std::string_view text) {
-    std::memcpy(out, text.data(), text.size());
-    out += text.size();
-  };
+  auto put = [&out](std::string_view text) { out = write_text(out, text); };
   if (!help.empty()) {
     put("# HELP ");
     put(name);

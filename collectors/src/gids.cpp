@@ -21,13 +21,15 @@ bool is_unset_gid(std::string_view gid) {
 }
 
 // Empty table entries read as all zeros on old kernels and fail with EINVAL on new ones.
+bool is_empty_entry(ReadError error) {
+  return error == ReadError::kInvalid || error == ReadError::kNotFound;
+}
+
 std::optional<std::string> read_gid_attr(const SysfsDir& dir, const std::string& index,
                                          ErrorSink& errors) {
   auto text = dir.read_text(index);
   if (text) return std::move(*text);
-  if (text.error() != ReadError::kInvalid && text.error() != ReadError::kNotFound) {
-    errors.record(text.error(), dir.path() / index);
-  }
+  if (!is_empty_entry(text.error())) errors.record(text.error(), dir.path() / index);
   return std::nullopt;
 }
 
@@ -78,7 +80,7 @@ class GidTable {
                       const SysfsDir& ndevs, ErrorSink& errors) {
     auto gid = gids.read_text(entry.index);
     if (!gid) {
-      if (gid.error() == ReadError::kInvalid || gid.error() == ReadError::kNotFound) return false;
+      if (is_empty_entry(gid.error())) return false;
       // Unreadable, not known to be empty: left out of this scrape, asked again on the next.
       errors.record(gid.error(), gids.path() / entry.index);
       entry.readable = false;

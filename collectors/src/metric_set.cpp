@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstring>
 
 #include "ibprobe/collectors.h"
 #include "ibprobe/exposition.h"
@@ -214,10 +213,7 @@ void MetricSet::append_text(std::string& out) const {
   }
   out.resize_and_overwrite(size, [this, start](char* data, std::size_t) {
     char* p = data + start;
-    auto put = [&p](std::string_view text) {
-      std::memcpy(p, text.data(), text.size());
-      p += text.size();
-    };
+    auto put = [&p](std::string_view text) { p = exposition::write_text(p, text); };
     for (const auto& f : families_) {
       if (f.samples.empty()) continue;
       p = exposition::write_family_head(p, f.name, f.help, f.type);

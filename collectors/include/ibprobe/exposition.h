@@ -10,6 +10,9 @@
 
 namespace ibprobe::collectors::exposition {
 
+// Copies `text` to `out`, which has room for it; returns the end.
+char* write_text(char* out, std::string_view text);
+
 // A sample value: printf's %.16g, NaN and the infinities spelled prometheus-cpp's way.
 void append_value(std::string& out, double value);
 // The same written at `out`, which has room for kMaxValueSize characters; returns the end.
