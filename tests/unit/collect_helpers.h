@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,22 +28,42 @@ struct Collected {
   std::vector<RecordedError> errors;
 };
 
-// One scrape with one collector instance, through the real Scraper; its own ibprobe_* families
-// are left out so tests see only what the collector produced.
+// Scrapes with one collector instance through the real Scraper, again and again as the exporter
+// does; its own ibprobe_* families are left out so tests see only what the collector produced.
+class Scrapes {
+ public:
+  Scrapes(collectors::Options options, std::unique_ptr<collectors::Collector> instance) {
+    std::vector<std::unique_ptr<collectors::Collector>> list;
+    list.push_back(std::move(instance));
+    scraper_ = std::make_unique<collectors::Scraper>(
+        std::move(options), std::move(list),
+        [this](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
+          errors_.push_back({reason, path});
+        });
+  }
+  // The observer holds this object's address.
+  Scrapes(const Scrapes&) = delete;
+  Scrapes& operator=(const Scrapes&) = delete;
+
+  Collected scrape() {
+    errors_.clear();
+    Collected result;
+    for (auto& family : scraper_->scrape()) {
+      if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
+    }
+    result.errors = std::move(errors_);
+    return result;
+  }
+
+ private:
+  std::vector<RecordedError> errors_;
+  std::unique_ptr<collectors::Scraper> scraper_;
+};
+
+// One scrape.
 inline Collected collect_with(collectors::Options options,
                               std::unique_ptr<collectors::Collector> instance) {
-  std::vector<std::unique_ptr<collectors::Collector>> list;
-  list.push_back(std::move(instance));
-  Collected result;
-  collectors::Scraper scraper(
-      std::move(options), std::move(list),
-      [&](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
-        result.errors.push_back({reason, path});
-      });
-  for (auto& family : scraper.scrape()) {
-    if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
-  }
-  return result;
+  return Scrapes(std::move(options), std::move(instance)).scrape();
 }
 
 // The same with a collector of the registry, by name.

@@ -46,35 +46,6 @@ TEST(Gids, EmptyEntriesThatFailToReadAreNotErrors) {
   EXPECT_EQ(result.errors[0].path, gids / "5");
 }
 
-// Scrapes one tree again and again with one gids collector, as the exporter does.
-class GidScrapes {
- public:
-  GidScrapes(const std::filesystem::path& root, std::chrono::steady_clock::duration interval) {
-    collectors::Options options;
-    options.sysfs_root = root;
-    std::vector<std::unique_ptr<collectors::Collector>> list;
-    list.push_back(collectors::make_gids_collector(interval));
-    scraper_ = std::make_unique<collectors::Scraper>(
-        std::move(options), std::move(list),
-        [this](std::string_view, collectors::ReadError reason, const std::filesystem::path& path) {
-          errors_.push_back({reason, path});
-        });
-  }
-  Collected scrape() {
-    errors_.clear();
-    Collected result;
-    for (auto& family : scraper_->scrape()) {
-      if (!family.name.starts_with("ibprobe_")) result.families.push_back(std::move(family));
-    }
-    result.errors = errors_;
-    return result;
-  }
-
- private:
-  std::vector<RecordedError> errors_;
-  std::unique_ptr<collectors::Scraper> scraper_;
-};
-
 std::optional<double> gid_sample(const Collected& result, const Gid& gid) {
   return sample(result.families, "rdma_port_gid_info",
                 {{"device", "mlx5_1"},
@@ -96,77 +67,82 @@ void populate(const SysfsTree& tree, const Gid& gid) {
   tree.write(port / "gids" / index, gid.gid);
 }
 
-TEST(GidRescan, EntriesFoundEmptyAreNotReadAgainBeforeTheInterval) {
+// One RoCE port with a table of 8 entries, 0 to 3 populated, scraped by a gids collector that
+// reads the whole table every `interval`.
+class GidRescan : public ::testing::Test {
+ protected:
+  GidRescan() { tree.add(device); }
+
+  Scrapes scrapes(std::chrono::steady_clock::duration interval) const {
+    collectors::Options options;
+    options.sysfs_root = tree.root();
+    return Scrapes(std::move(options), collectors::make_gids_collector(interval));
+  }
+
   SysfsTree tree;
-  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
-  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
-  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+  const DeviceShape device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
+  const std::vector<Gid>& gids = device.ports.at(1).gids;
+};
+
+TEST_F(GidRescan, EntriesFoundEmptyAreNotReadAgainBeforeTheInterval) {
+  auto every_hour = scrapes(std::chrono::hours(1));
+  EXPECT_EQ(series_count(every_hour.scrape().families, "rdma_port_gid_info"), 4u);
   populate(tree, kNewGid);
-  const auto result = scrapes.scrape();
+  const auto result = every_hour.scrape();
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
   EXPECT_FALSE(gid_sample(result, kNewGid).has_value());
 }
 
-TEST(GidRescan, ANewEntryShowsOnceTheIntervalHasPassed) {
-  SysfsTree tree;
-  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
+TEST_F(GidRescan, ANewEntryShowsOnceTheIntervalHasPassed) {
   const auto interval = std::chrono::milliseconds(50);
-  GidScrapes scrapes(tree.root(), interval);
-  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+  auto often = scrapes(interval);
+  EXPECT_EQ(series_count(often.scrape().families, "rdma_port_gid_info"), 4u);
   populate(tree, kNewGid);
   std::this_thread::sleep_for(interval);
-  const auto result = scrapes.scrape();
+  const auto result = often.scrape();
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 5u);
   EXPECT_EQ(gid_sample(result, kNewGid), 1);
 }
 
-TEST(GidRescan, ZeroReadsTheWholeTableOnEveryScrape) {
-  SysfsTree tree;
-  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
-  GidScrapes scrapes(tree.root(), std::chrono::seconds(0));
-  EXPECT_EQ(series_count(scrapes.scrape().families, "rdma_port_gid_info"), 4u);
+TEST_F(GidRescan, ZeroReadsTheWholeTableOnEveryScrape) {
+  auto every_scrape = scrapes(std::chrono::seconds(0));
+  EXPECT_EQ(series_count(every_scrape.scrape().families, "rdma_port_gid_info"), 4u);
   populate(tree, kNewGid);
-  EXPECT_EQ(gid_sample(scrapes.scrape(), kNewGid), 1);
+  EXPECT_EQ(gid_sample(every_scrape.scrape(), kNewGid), 1);
 }
 
-TEST(GidRescan, ARemovedEntryGoesOnTheNextScrape) {
-  SysfsTree tree;
-  const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
-  tree.add(device);
-  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
-  const auto& gids = device.ports.at(1).gids;
-  EXPECT_EQ(gid_sample(scrapes.scrape(), gids[2]), 1);
+TEST_F(GidRescan, ARemovedEntryGoesOnTheNextScrape) {
+  auto every_hour = scrapes(std::chrono::hours(1));
+  EXPECT_EQ(gid_sample(every_hour.scrape(), gids[2]), 1);
   tree.write(tree.port_dir("mlx5_1", 1) / "gids" / "2", "0000:0000:0000:0000:0000:0000:0000:0000");
-  const auto result = scrapes.scrape();
+  const auto result = every_hour.scrape();
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 3u);
   EXPECT_FALSE(gid_sample(result, gids[2]).has_value());
   EXPECT_EQ(gid_sample(result, gids[3]), 1);
 }
 
-TEST(GidRescan, AChangedEntryIsDescribedAnew) {
-  SysfsTree tree;
-  const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
-  tree.add(device);
-  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
-  const auto& gids = device.ports.at(1).gids;
-  EXPECT_EQ(gid_sample(scrapes.scrape(), gids[3]), 1);
+TEST_F(GidRescan, AChangedEntryIsDescribedAnew) {
+  auto every_hour = scrapes(std::chrono::hours(1));
+  EXPECT_EQ(gid_sample(every_hour.scrape(), gids[3]), 1);
   const Gid changed{3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "ens1f0v1"};
   populate(tree, changed);
-  const auto result = scrapes.scrape();
+  const auto result = every_hour.scrape();
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
   EXPECT_EQ(gid_sample(result, changed), 1);
   EXPECT_FALSE(gid_sample(result, gids[3]).has_value());
 }
 
-TEST(GidRescan, AnUnreadableEntryIsAskedAgainOnEveryScrape) {
+TEST(GidRescanOfRxe, AnUnreadableEntryIsAskedAgainOnEveryScrape) {
   SysfsTree tree;
   tree.add(rxe_device("rxe0", "eth0", 3));
   const auto gids = tree.port_dir("rxe0", 1) / "gids";
   std::filesystem::remove(gids / "5");
   std::filesystem::create_directory(gids / "5");
-  GidScrapes scrapes(tree.root(), std::chrono::hours(1));
+  collectors::Options options;
+  options.sysfs_root = tree.root();
+  Scrapes every_hour(std::move(options), collectors::make_gids_collector(std::chrono::hours(1)));
   for (int scrape = 0; scrape < 2; ++scrape) {
-    const auto result = scrapes.scrape();
+    const auto result = every_hour.scrape();
     EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u) << scrape;
     ASSERT_EQ(result.errors.size(), 1u) << scrape;
     EXPECT_EQ(result.errors[0].path, gids / "5");
