@@ -49,8 +49,7 @@ std::vector<DeviceTable::Entry> DeviceTable::refresh() {
     auto known = devices_.find(entry.name);
     if (known == devices_.end() || known->second.identity != identity ||
         known->second.device->dir.stale()) {
-      auto device =
-          std::make_shared<const Device>(Device{entry.name, SysfsDir(class_path_ / entry.name)});
+      auto device = std::make_shared<const Device>(entry.name, SysfsDir(class_path_ / entry.name));
       known = devices_.insert_or_assign(entry.name, Entry{std::move(device), identity}).first;
     }
     devices.push_back(known->second);
@@ -66,13 +65,19 @@ bool DeviceTable::present(const Entry& entry) const {
   return entry.identity != Identity{} && identity_of(entry.device->name) == entry.identity;
 }
 
-std::vector<std::string> list_ports(const Device& device) {
-  auto ports = SysfsDir(device.dir, "ports").entries();
-  std::erase_if(ports, [](const std::string& p) { return !is_port_number(p); });
-  std::sort(ports.begin(), ports.end(), [](const std::string& a, const std::string& b) {
+Device::Device(std::string device_name, SysfsDir device_dir)
+    : name(std::move(device_name)), dir(std::move(device_dir)) {
+  const SysfsDir ports_dir(dir, "ports");
+  auto numbers = ports_dir.entries();
+  std::erase_if(numbers, [](const std::string& p) { return !is_port_number(p); });
+  std::sort(numbers.begin(), numbers.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
   });
-  return ports;
+  ports.reserve(numbers.size());
+  for (auto& number : numbers) {
+    SysfsDir port_dir(ports_dir, number);
+    ports.push_back(Port{std::move(number), std::move(port_dir)});
+  }
 }
 
 std::optional<ActivePort> first_active_port(const std::filesystem::path& sysfs_root) {

@@ -14,9 +14,18 @@
 
 namespace ibprobe::collectors {
 
+struct Port {
+  std::string number;
+  SysfsDir dir;  // ports/<number>
+};
+
 struct Device {
+  // Lists the device's ports: a registered device's ports do not change, and every collector
+  // walks them on every scrape.
+  Device(std::string name, SysfsDir dir);
   std::string name;
   SysfsDir dir;
+  std::vector<Port> ports;  // in numeric order
 };
 
 // The selected devices, kept open from one scrape to the next. refresh() lists the class
@@ -51,8 +60,5 @@ class DeviceTable {
   UniqueFd class_fd_;
   std::map<std::string, Entry> devices_;
 };
-
-// Port numbers of a device in numeric order.
-std::vector<std::string> list_ports(const Device& device);
 
 }  // namespace ibprobe::collectors

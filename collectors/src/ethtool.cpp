@@ -92,8 +92,8 @@ bool contains(std::string_view text, std::string_view part) {
 }
 
 // The netdev behind a RoCE port's GID 0; none on InfiniBand ports (the kernel answers EINVAL).
-std::string roce_netdev(const Device& device, const std::string& port) {
-  const SysfsDir ndevs(device.dir, "ports/" + port + "/gid_attrs/ndevs");
+std::string roce_netdev(const Port& port) {
+  const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
   auto ndev = ndevs.read_text("0");
   return ndev ? std::move(*ndev) : std::string();
 }
@@ -106,8 +106,8 @@ class EthtoolCollector final : public Collector {
   std::string_view name() const override { return kEthtoolCollector; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    for (const auto& port : list_ports(device)) {
-      const std::string netdev = roce_netdev(device, port);
+    for (const auto& port : device.ports) {
+      const std::string netdev = roce_netdev(port);
       if (netdev.empty()) continue;
       const auto read = source_->statistics(netdev);
       if (!read) {
@@ -116,6 +116,8 @@ class EthtoolCollector final : public Collector {
                                                  std::strerror(error) + ")");
         continue;
       }
+      const auto identity =
+          out.label_set({{"device", device.name}, {"port", port.number}, {"netdev", netdev}});
       std::set<std::string> used;
       for (const auto& [stat, value] : *read) {
         if (!all_statistics_ && !is_roce_ethtool_statistic(stat)) continue;
@@ -128,8 +130,7 @@ class EthtoolCollector final : public Collector {
                 "Ethernet statistic of a RoCE port's netdev, as `ethtool -S` names it (by "
                 "default the RoCE ones: pause frames and duration per priority, PFC storm and "
                 "watchdog, discards, drops, out of buffer).",
-                prometheus::MetricType::Counter,
-                {{"device", device.name}, {"port", port}, {"netdev", netdev}, {"stat", label}},
+                prometheus::MetricType::Counter, identity, {{"stat", label}},
                 static_cast<double>(value));
       }
     }

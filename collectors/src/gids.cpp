@@ -39,11 +39,11 @@ class GidTable {
  public:
   explicit GidTable(const std::vector<std::string>& indices) : indices_(indices) {}
 
-  void emit(const Device& device, const std::string& port, const SysfsDir& port_dir,
-            const SysfsDir& gids, std::chrono::steady_clock::duration rescan_interval,
-            MetricSet& out, ErrorSink& errors) const {
-    const SysfsDir types(port_dir, "gid_attrs/types");
-    const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
+  void emit(const Device& device, const Port& port, const SysfsDir& gids,
+            std::chrono::steady_clock::duration rescan_interval, MetricSet& out,
+            ErrorSink& errors) const {
+    const SysfsDir types(port.dir, "gid_attrs/types");
+    const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
     // Two scrapes at once read the same table.
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
@@ -58,7 +58,7 @@ class GidTable {
       std::erase_if(populated_,
                     [&](Entry& entry) { return !refresh(entry, gids, types, ndevs, errors); });
     }
-    const auto labels = out.label_set({{"device", device.name}, {"port", port}});
+    const auto labels = out.label_set({{"device", device.name}, {"port", port.number}});
     for (const auto& entry : populated_) {
       if (entry.readable) {
         out.add_rendered(kFamily, kHelp, prometheus::MetricType::Gauge, labels, entry.labels, 1);
@@ -119,14 +119,13 @@ class GidsCollector final : public Collector {
   std::string_view name() const override { return kGidsCollector; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    for (const auto& port : list_ports(device)) {
-      const SysfsDir port_dir(device.dir, "ports/" + port);
-      const SysfsDir gids(port_dir, "gids");
+    for (const auto& port : device.ports) {
+      const SysfsDir gids(port.dir, "gids");
       const auto& table = gids.from_entries<GidTable>(
           [](const std::vector<std::string>& indices) -> const std::vector<std::string>& {
             return indices;
           });
-      table.emit(device, port, port_dir, gids, rescan_interval_, out, errors);
+      table.emit(device, port, gids, rescan_interval_, out, errors);
     }
   }
 

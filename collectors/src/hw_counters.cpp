@@ -79,9 +79,9 @@ class HwCountersCollector final : public Collector {
     emit_hw_counters(SysfsDir(device.dir, "hw_counters"), out.label_set({{"device", device.name}}),
                      "rdma_device_hw_stat_total", "rdma_device_hw_stats_lifespan_seconds", out,
                      errors);
-    for (const auto& port : list_ports(device)) {
-      emit_hw_counters(SysfsDir(device.dir, "ports/" + port + "/hw_counters"),
-                       out.label_set({{"device", device.name}, {"port", port}}),
+    for (const auto& port : device.ports) {
+      emit_hw_counters(SysfsDir(port.dir, "hw_counters"),
+                       out.label_set({{"device", device.name}, {"port", port.number}}),
                        "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out,
                        errors);
     }

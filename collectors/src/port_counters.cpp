@@ -10,9 +10,9 @@ namespace {
 
 using prometheus::MetricType;
 
-void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const auto samples = read_port_counters(SysfsDir(device.dir, "ports/" + port), errors);
-  const auto identity = out.label_set({{"device", device.name}, {"port", port}});
+void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
+  const auto samples = read_port_counters(port.dir, errors);
+  const auto identity = out.label_set({{"device", device.name}, {"port", port.number}});
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec) {
       out.add(kUnknownCounterFamily,
@@ -35,7 +35,7 @@ class PortCountersCollector final : public Collector {
   std::string_view name() const override { return "port_counters"; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
+    for (const auto& port : device.ports) emit_port(device, port, out, errors);
   }
 };
 

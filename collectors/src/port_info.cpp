@@ -32,8 +32,8 @@ std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink&
 }
 
 // A RoCE port's netdev: the one behind GID 0, else the PCI function's only netdev.
-std::string port_netdev(const Device& device, const SysfsDir& port_dir, ErrorSink& errors) {
-  const SysfsDir ndevs(port_dir, "gid_attrs/ndevs");
+std::string port_netdev(const Device& device, const Port& port, ErrorSink& errors) {
+  const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
   auto ndev = ndevs.read_text("0");
   if (ndev) return std::move(*ndev);
   // EINVAL means "GID 0 has no netdev" (InfiniBand ports); ENOENT, no GID attributes at all.
@@ -46,23 +46,29 @@ std::string port_netdev(const Device& device, const SysfsDir& port_dir, ErrorSin
 }
 
 void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
+  const auto hca_type = read_optional(device.dir, "hca_type", errors);
+  const auto fw_ver = read_optional(device.dir, "fw_ver", errors);
+  const auto board_id = read_optional(device.dir, "board_id", errors);
+  const auto node_guid = read_optional(device.dir, "node_guid", errors);
+  const auto node_type =
+      read_optional(device.dir, "node_type", errors, Lifetime::kFixedAtRegistration);
+  const auto numa_node = read_optional(device.dir, "device/numa_node", errors);
   out.add("rdma_device_info",
           "RDMA device identity; value is always 1. numa_node is the HCA's NUMA node (-1: none).",
           MetricType::Gauge,
-          {{"device", device.name},
-           {"hca_type", read_optional(device.dir, "hca_type", errors)},
-           {"fw_ver", read_optional(device.dir, "fw_ver", errors)},
-           {"board_id", read_optional(device.dir, "board_id", errors)},
-           {"node_guid", read_optional(device.dir, "node_guid", errors)},
-           {"node_type",
-            read_optional(device.dir, "node_type", errors, Lifetime::kFixedAtRegistration)},
-           {"numa_node", read_optional(device.dir, "device/numa_node", errors)}},
+          out.label_set({{"device", device.name},
+                         {"hca_type", hca_type},
+                         {"fw_ver", fw_ver},
+                         {"board_id", board_id},
+                         {"node_guid", node_guid},
+                         {"node_type", node_type},
+                         {"numa_node", numa_node}}),
           1);
 }
 
-void emit_port(const Device& device, const std::string& port, MetricSet& out, ErrorSink& errors) {
-  const SysfsDir dir(device.dir, "ports/" + port);
-  const auto labels = out.label_set({{"device", device.name}, {"port", port}});
+void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
+  const SysfsDir& dir = port.dir;
+  const auto labels = out.label_set({{"device", device.name}, {"port", port.number}});
 
   auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
     const auto text = dir.read_text(file, errors);
@@ -110,7 +116,7 @@ void emit_port(const Device& device, const std::string& port, MetricSet& out, Er
   }
 
   const auto link_layer = read_optional(dir, "link_layer", errors, Lifetime::kFixedAtRegistration);
-  const auto netdev = port_netdev(device, dir, errors);
+  const auto netdev = port_netdev(device, port, errors);
   out.add("rdma_port_info",
           "Port identity; value is always 1. netdev is set on RoCE ports, speed is the IB speed "
           "name from the rate file.",
@@ -124,7 +130,7 @@ class PortInfoCollector final : public Collector {
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
     emit_device(device, out, errors);
-    for (const auto& port : list_ports(device)) emit_port(device, port, out, errors);
+    for (const auto& port : device.ports) emit_port(device, port, out, errors);
   }
 };
 

@@ -74,7 +74,7 @@ def stat_fields(pid):
 def cpu_seconds(pid):
     # Fields after the command name: utime and stime are the 12th and 13th (stat(5) 14, 15).
     fields = stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / ticks
+    return (int(fields[11]) / ticks, int(fields[12]) / ticks)
 
 def minor_faults(pid):
     return int(stat_fields(pid)[7])  # minflt, stat(5) field 10
@@ -109,7 +109,10 @@ for _ in range(scrapes):
         start = time.perf_counter()
         bodies[name] = scrape(c)
         latencies[name].append(time.perf_counter() - start)
-cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, (_, pid) in targets.items()}
+cpu = {}
+for name, (_, pid) in targets.items():
+    (user, system), (user_before, system_before) = cpu_seconds(pid), cpu_before[name]
+    cpu[name] = (user - user_before, system - system_before)
 faults = {name: minor_faults(pid) - faults_before[name] for name, (_, pid) in targets.items()}
 memory = {name: rollup_kib(pid) for name, (_, pid) in targets.items()}
 
@@ -146,7 +149,9 @@ for name, (port, pid) in targets.items():
     lat = sorted(latencies[name])
     calls = syscalls[name]
     rows[name] = {
-        "cpu_us": cpu[name] / scrapes * 1e6,
+        "cpu_us": sum(cpu[name]) / scrapes * 1e6,
+        "user_us": cpu[name][0] / scrapes * 1e6,
+        "system_us": cpu[name][1] / scrapes * 1e6,
         "p50_ms": statistics.median(lat) * 1e3,
         "p99_ms": percentile(lat, 0.99) * 1e3,
         "rss_kib": status_kib(pid, "VmRSS"),
@@ -170,6 +175,8 @@ print(f"{'exporter':<18}{'CPU us/scrape':>14}{'p50 ms':>9}{'p99 ms':>9}{'RSS KiB
 for name, r in rows.items():
     print(f"{name:<18}{r['cpu_us']:>14.0f}{r['p50_ms']:>9.3f}{r['p99_ms']:>9.3f}{r['rss_kib']:>10}"
           f"{r['hwm_kib']:>10}{r['syscalls']:>10.0f}{r['series']:>8}{r['rdma_series']:>13}")
+for name, r in rows.items():
+    print(f"{name} CPU per scrape: user {r['user_us']:.0f} us, kernel {r['system_us']:.0f} us")
 print(f"memory after the {scrapes} scrapes (KiB, /proc/PID/smaps_rollup), and page faults:")
 print(f"{'exporter':<18}{'RSS':>8}{'anon':>8}{'file':>8}{'private':>9}{'shared':>8}"
       f"{'faults/scrape':>15}")
