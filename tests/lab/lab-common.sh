@@ -76,8 +76,15 @@ lab_drop_counters() {
 
 # Whether each VM still answers, and what its kernel counted on the lab link, while the failed
 # test's VMs are up: a peer that fell silent shows here as a VM that does not answer, or as
-# packets its NIC or its TCP/UDP layers dropped.
+# packets its NIC or its TCP/UDP layers dropped. On the host, the queues of the QEMU sockets that
+# carry the link: the stream netdev drops nothing, so a VM that stops reading its end holds the
+# other's transmit ring (bytes waiting in a Recv-Q), while empty queues under a stalled ring point
+# at QEMU or the guest instead.
 lab_vm_network_state() {
+    echo "--- host: load, QEMU processes, and the link sockets' queues (Recv-Q Send-Q)" >&2
+    cat /proc/loadavg >&2
+    ps -C qemu-system-x86_64 -o pid=,stat=,pcpu=,etimes= >&2 || true
+    ss -xnp 2>/dev/null | awk 'NR == 1 || /qemu/' >&2 || true
     local host
     for host in $(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); print $2 }'); do
         echo "--- VM $host after the failure: uptime, lab link, drop counters" >&2
