@@ -45,7 +45,8 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
   IgnoredErrors ignored;
   const SysfsDir port_dir(sysfs_root / "class" / "infiniband" / device / "ports" /
                           std::to_string(port));
-  for (const auto& [name, value] : read_port_counters(port_dir, ignored)) {
+  for (const auto& [name, value] : read_port_counters(
+           SysfsDir(port_dir, "counters"), SysfsDir(port_dir, "counters_ext"), ignored)) {
     CounterReading reading;
     reading.value = value.raw;
     reading.width_bits = static_cast<std::uint32_t>(value.width);

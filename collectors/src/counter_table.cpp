@@ -190,16 +190,17 @@ void read_counter_dir(const SysfsDir& dir, bool legacy_ext_dir,
 
 }  // namespace
 
-std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, ErrorSink& errors) {
+std::vector<NamedPortCounter> read_port_counters(const SysfsDir& counters,
+                                                 const SysfsDir& counters_ext, ErrorSink& errors) {
   std::vector<NamedPortCounter> values;
   values.reserve(32);
-  read_counter_dir(SysfsDir(port_dir, "counters"), false, values, errors);
+  read_counter_dir(counters, false, values, errors);
   const int table_width = uses_extended_table(values) ? 64 : 32;
   for (auto& [name, value] : values) {
     if (value.width == kTableWidth) value.width = table_width;
   }
   const auto from_counters_dir = values.size();
-  read_counter_dir(SysfsDir(port_dir, "counters_ext"), true, values, errors);
+  read_counter_dir(counters_ext, true, values, errors);
   // counters/ is listed in name order, and its canonical names are its file names: only the
   // names counters_ext/ added need sorting in.
   if (values.size() != from_counters_dir) {

@@ -53,9 +53,10 @@ struct NamedPortCounter {
   PortCounterValue value;
 };
 
-// Every counter of ports/N/counters/ and legacy counters_ext/, sorted by name; a 64-bit
+// Every counter of a port's counters/ and legacy counters_ext/, sorted by name; a 64-bit
 // counters_ext value supersedes the 32-bit counters/ one. Unreadable files go to `errors`.
-std::vector<NamedPortCounter> read_port_counters(const SysfsDir& port_dir, ErrorSink& errors);
+std::vector<NamedPortCounter> read_port_counters(const SysfsDir& counters,
+                                                 const SysfsDir& counters_ext, ErrorSink& errors);
 
 // Adds one PortCounters value to its family, scaled into the family's unit, with a `counter`
 // label in the error family. `identity` names the port: {device, port} or {lid, port, ...}.

@@ -65,8 +65,21 @@ bool DeviceTable::present(const Entry& entry) const {
   return entry.identity != Identity{} && identity_of(entry.device->name) == entry.identity;
 }
 
+Port::Port(std::string port_number, SysfsDir port_dir)
+    : number(std::move(port_number)),
+      dir(std::move(port_dir)),
+      counters(dir, "counters"),
+      counters_ext(dir, "counters_ext"),
+      hw_counters(dir, "hw_counters"),
+      gids(dir, "gids"),
+      gid_types(dir, "gid_attrs/types"),
+      gid_ndevs(dir, "gid_attrs/ndevs") {}
+
 Device::Device(std::string device_name, SysfsDir device_dir)
-    : name(std::move(device_name)), dir(std::move(device_dir)) {
+    : name(std::move(device_name)),
+      dir(std::move(device_dir)),
+      hw_counters(dir, "hw_counters"),
+      net(dir, "device/net") {
   const SysfsDir ports_dir(dir, "ports");
   auto numbers = ports_dir.entries();
   std::erase_if(numbers, [](const std::string& p) { return !is_port_number(p); });
@@ -76,7 +89,7 @@ Device::Device(std::string device_name, SysfsDir device_dir)
   ports.reserve(numbers.size());
   for (auto& number : numbers) {
     SysfsDir port_dir(ports_dir, number);
-    ports.push_back(Port{std::move(number), std::move(port_dir)});
+    ports.emplace_back(std::move(number), std::move(port_dir));
   }
 }
 

@@ -14,9 +14,18 @@
 
 namespace ibprobe::collectors {
 
+// A port and the subdirectories collectors read on every scrape, opened once: looking a
+// subdirectory up again for each collector and port cost more than the reads in it.
 struct Port {
+  Port(std::string number, SysfsDir dir);
   std::string number;
   SysfsDir dir;  // ports/<number>
+  SysfsDir counters;
+  SysfsDir counters_ext;
+  SysfsDir hw_counters;
+  SysfsDir gids;
+  SysfsDir gid_types;  // gid_attrs/types
+  SysfsDir gid_ndevs;  // gid_attrs/ndevs
 };
 
 struct Device {
@@ -25,6 +34,8 @@ struct Device {
   Device(std::string name, SysfsDir dir);
   std::string name;
   SysfsDir dir;
+  SysfsDir hw_counters;     // the device-wide ones
+  SysfsDir net;             // device/net, whose entries change: list with current_entries()
   std::vector<Port> ports;  // in numeric order
 };
 

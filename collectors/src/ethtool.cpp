@@ -93,8 +93,7 @@ bool contains(std::string_view text, std::string_view part) {
 
 // The netdev behind a RoCE port's GID 0; none on InfiniBand ports (the kernel answers EINVAL).
 std::string roce_netdev(const Port& port) {
-  const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
-  auto ndev = ndevs.read_text("0");
+  auto ndev = port.gid_ndevs.read_text("0");
   return ndev ? std::move(*ndev) : std::string();
 }
 

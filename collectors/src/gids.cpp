@@ -42,8 +42,8 @@ class GidTable {
   void emit(const Device& device, const Port& port, const SysfsDir& gids,
             std::chrono::steady_clock::duration rescan_interval, MetricSet& out,
             ErrorSink& errors) const {
-    const SysfsDir types(port.dir, "gid_attrs/types");
-    const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
+    const SysfsDir& types = port.gid_types;
+    const SysfsDir& ndevs = port.gid_ndevs;
     // Two scrapes at once read the same table.
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
@@ -120,7 +120,7 @@ class GidsCollector final : public Collector {
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
     for (const auto& port : device.ports) {
-      const SysfsDir gids(port.dir, "gids");
+      const SysfsDir& gids = port.gids;
       const auto& table = gids.from_entries<GidTable>(
           [](const std::vector<std::string>& indices) -> const std::vector<std::string>& {
             return indices;

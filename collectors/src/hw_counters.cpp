@@ -76,14 +76,13 @@ class HwCountersCollector final : public Collector {
   std::string_view name() const override { return "hw_counters"; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    emit_hw_counters(SysfsDir(device.dir, "hw_counters"), out.label_set({{"device", device.name}}),
+    emit_hw_counters(device.hw_counters, out.label_set({{"device", device.name}}),
                      "rdma_device_hw_stat_total", "rdma_device_hw_stats_lifespan_seconds", out,
                      errors);
     for (const auto& port : device.ports) {
-      emit_hw_counters(SysfsDir(port.dir, "hw_counters"),
-                       out.label_set({{"device", device.name}, {"port", port.number}}),
-                       "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out,
-                       errors);
+      emit_hw_counters(
+          port.hw_counters, out.label_set({{"device", device.name}, {"port", port.number}}),
+          "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out, errors);
     }
   }
 };

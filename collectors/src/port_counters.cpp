@@ -11,7 +11,7 @@ namespace {
 using prometheus::MetricType;
 
 void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
-  const auto samples = read_port_counters(port.dir, errors);
+  const auto samples = read_port_counters(port.counters, port.counters_ext, errors);
   const auto identity = out.label_set({{"device", device.name}, {"port", port.number}});
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec) {

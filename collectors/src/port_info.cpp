@@ -33,7 +33,7 @@ std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink&
 
 // A RoCE port's netdev: the one behind GID 0, else the PCI function's only netdev.
 std::string port_netdev(const Device& device, const Port& port, ErrorSink& errors) {
-  const SysfsDir ndevs(port.dir, "gid_attrs/ndevs");
+  const SysfsDir& ndevs = port.gid_ndevs;
   auto ndev = ndevs.read_text("0");
   if (ndev) return std::move(*ndev);
   // EINVAL means "GID 0 has no netdev" (InfiniBand ports); ENOENT, no GID attributes at all.
@@ -41,7 +41,7 @@ std::string port_netdev(const Device& device, const Port& port, ErrorSink& error
     errors.record(ndev.error(), ndevs.path() / "0");
   }
   // Listed on every scrape: netdevs come, go and get renamed while the device stays.
-  const auto netdevs = SysfsDir(device.dir, "device/net").current_entries();
+  const auto netdevs = device.net.current_entries();
   return netdevs.size() == 1 ? netdevs.front() : std::string();
 }
 
