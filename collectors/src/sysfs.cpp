@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +40,11 @@ RawRead read_attribute(int fd, char* buffer) {
   RawRead result;
   while (result.size <= kMaxAttributeSize) {
     const std::size_t space = kMaxAttributeSize + 1 - result.size;
-    const ssize_t n = ::pread(fd, buffer + result.size, space, static_cast<off_t>(result.size));
+    // The system call itself rather than pread(): the wrapper is a cancellation point, and in a
+    // process with threads it switches asynchronous cancellation on and off around every call,
+    // 4 % of a scrape's instructions in user space. No thread of ours is ever cancelled.
+    const auto n = static_cast<ssize_t>(
+        ::syscall(SYS_pread64, fd, buffer + result.size, space, static_cast<off_t>(result.size)));
     if (n < 0) {
       if (errno == EINTR) continue;
       result.error = errno;
