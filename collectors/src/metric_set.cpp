@@ -198,32 +198,84 @@ std::vector<prometheus::MetricFamily> MetricSet::take() && {
 }
 
 void MetricSet::append_text(std::string& out) const {
+  const MetricSet* const self = this;
+  append_text(std::span(&self, 1), out);
+}
+
+void MetricSet::append_text(std::span<const MetricSet* const> sets, std::string& out) {
+  // Each family with samples, grouped by name in order of first appearance, as merge() would
+  // group them: the sets of one collector hold the same families in the same order, so a set's
+  // family is most likely in the group after the one before, and its first family in the
+  // group the set before began with.
+  struct Part {
+    const MetricSet* set;
+    const Family* family;
+    std::size_t group;
+  };
+  std::vector<Part> parts;
+  std::vector<const Family*> heads;  // the first family of each group: its HELP and TYPE
+  std::size_t last = 0;
+  std::size_t set_start = 0;
+  auto matches = [&heads](std::size_t group, const Family& f) {
+    return group < heads.size() && heads[group]->name == f.name;
+  };
+  auto group_of = [&](const Family& f, bool first_in_set) {
+    if (first_in_set && matches(set_start, f)) return last = set_start;
+    if (matches(last, f)) return last;
+    if (matches(last + 1, f)) return ++last;
+    for (std::size_t g = 0; g < heads.size(); ++g) {
+      if (matches(g, f)) return last = g;
+    }
+    heads.push_back(&f);
+    return last = heads.size() - 1;
+  };
+  for (const MetricSet* set : sets) {
+    bool first_in_set = true;
+    for (const auto& f : set->families_) {
+      if (f.samples.empty()) continue;
+      parts.push_back({set, &f, group_of(f, first_in_set)});
+      if (first_in_set) set_start = last;
+      first_in_set = false;
+    }
+  }
+  // Ordered by group, and within a group by set (a counting sort: one pass to count, one to
+  // place).
+  std::vector<std::size_t> group_start(heads.size() + 1);
+  for (const auto& part : parts) ++group_start[part.group + 1];
+  for (std::size_t g = 1; g < group_start.size(); ++g) group_start[g] += group_start[g - 1];
+  std::vector<Part> ordered(parts.size());
+  for (const auto& part : parts) ordered[group_start[part.group]++] = part;
+  parts.swap(ordered);
+
   // The page's size bounded from above, then written in place: one allocation for the page (a
   // whole fabric's is megabytes), and no length check per piece.
   const std::size_t start = out.size();
   std::size_t size = start;
   constexpr std::size_t kPunctuation = std::string_view("{,} \n").size();
-  for (const auto& f : families_) {
-    if (f.samples.empty()) continue;
-    size += exposition::family_head_size(f.name, f.help);
-    for (const auto& sample : f.samples) {
-      size += f.name.size() + sample.labels.size + sample.extra.size + kPunctuation +
+  for (const auto* head : heads) size += exposition::family_head_size(head->name, head->help);
+  for (const auto& part : parts) {
+    for (const auto& sample : part.family->samples) {
+      size += part.family->name.size() + sample.labels.size + sample.extra.size + kPunctuation +
               exposition::kMaxValueSize;
     }
   }
-  out.resize_and_overwrite(size, [this, start](char* data, std::size_t) {
+  out.resize_and_overwrite(size, [&parts, &heads, start](char* data, std::size_t) {
     char* p = data + start;
     auto put = [&p](std::string_view text) { p = exposition::write_text(p, text); };
-    for (const auto& f : families_) {
-      if (f.samples.empty()) continue;
-      p = exposition::write_family_head(p, f.name, f.help, f.type);
-      for (const auto& sample : f.samples) {
-        put(f.name);
+    std::size_t group = heads.size();
+    for (const auto& [set, f, part_group] : parts) {
+      if (part_group != group) {
+        group = part_group;
+        const Family& head = *heads[group];
+        p = exposition::write_family_head(p, head.name, head.help, head.type);
+      }
+      for (const auto& sample : f->samples) {
+        put(f->name);
         if (sample.labels.size != 0 || sample.extra.size != 0) {
           *p++ = '{';
-          put(text(sample.labels));
+          put(set->text(sample.labels));
           if (sample.labels.size != 0 && sample.extra.size != 0) *p++ = ',';
-          put(text(sample.extra));
+          put(set->text(sample.extra));
           *p++ = '}';
         }
         *p++ = ' ';

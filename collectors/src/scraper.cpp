@@ -62,8 +62,9 @@ struct Scraper::Workspace {
   std::vector<Task> fabric_tasks;
   std::vector<Task> tasks;
   std::vector<bool> vanished;
-  MetricSet out;
   MetricSet self;
+  // What the scrape yields, in page order: the sets of the tasks that succeeded, then `self`.
+  std::vector<const MetricSet*> parts;
 };
 
 // The devices kept open between scrapes, and the threads that collect them.
@@ -116,7 +117,7 @@ MetricSet Scraper::scrape_set() {
   auto workspace = state_->take_workspace();
   collect(*workspace);
   MetricSet result;
-  result.merge(workspace->out);
+  for (const MetricSet* part : workspace->parts) result.merge(*part);
   state_->give_back(std::move(workspace));
   return result;
 }
@@ -124,7 +125,7 @@ MetricSet Scraper::scrape_set() {
 void Scraper::append_text(std::string& out) {
   auto workspace = state_->take_workspace();
   collect(*workspace);
-  workspace->out.append_text(out);
+  MetricSet::append_text(workspace->parts, out);
   state_->give_back(std::move(workspace));
 }
 
@@ -183,9 +184,9 @@ void Scraper::collect(Workspace& workspace) {
   vanished.clear();
   for (const auto& entry : devices) vanished.push_back(!state_->devices.present(entry));
 
-  MetricSet& out = workspace.out;
+  auto& parts = workspace.parts;
   MetricSet& self = workspace.self;
-  out.clear();
+  parts.clear();
   self.clear();
   auto task = tasks.begin();
   for (const auto& collector : collectors_) {
@@ -207,7 +208,7 @@ void Scraper::collect(Workspace& workspace) {
         success = false;
         continue;
       }
-      out.merge(task->metrics);
+      parts.push_back(&task->metrics);
     }
     add_collector_metrics(self, collector->name(), elapsed, success);
     count_errors(collector->name(), error_counts);
@@ -220,7 +221,7 @@ void Scraper::collect(Workspace& workspace) {
       ++error_counts[static_cast<std::size_t>(reason)];
       if (observer_) observer_(name, reason, path);
     }
-    if (!fabric_task.failed) out.merge(fabric_task.metrics);
+    if (!fabric_task.failed) parts.push_back(&fabric_task.metrics);
     add_collector_metrics(self, name, fabric_task.elapsed, !fabric_task.failed);
     count_errors(name, error_counts);
   }
@@ -234,7 +235,7 @@ void Scraper::collect(Workspace& workspace) {
              MetricType::Counter,
              {{"collector", e.collector}, {"reason", std::string(to_string(e.reason))}}, e.count);
   }
-  out.merge(self);
+  parts.push_back(&self);
 }
 
 void Scraper::count_errors(std::string_view collector, const std::vector<double>& counts) {

@@ -35,6 +35,21 @@ std::vector<std::unique_ptr<collectors::Collector>> all_collectors() {
   return result;
 }
 
+// A page without the samples that differ from one scrape to the next: the collectors' durations,
+// and the errors counted since start.
+std::string without_changing(std::string_view text) {
+  std::string kept;
+  while (!text.empty()) {
+    const auto line = text.substr(0, text.find('\n') + 1);
+    if (!line.starts_with("ibprobe_scrape_collector_duration_seconds{") &&
+        !line.starts_with("ibprobe_scrape_errors_total{")) {
+      kept += line;
+    }
+    text.remove_prefix(line.size());
+  }
+  return kept;
+}
+
 // Every fixture shape, alone and all together, scraped by every collector.
 TEST(TextFormat, MatchesPrometheusCppOnEveryFixture) {
   const std::vector<std::pair<std::string, std::vector<DeviceShape>>> trees = {
@@ -63,6 +78,10 @@ TEST(TextFormat, MatchesPrometheusCppOnEveryFixture) {
     set.append_text(text);
     auto copy = set;
     EXPECT_EQ(text, reference(std::move(copy).take())) << name;
+    // The metrics page: the scrape's sets written one after another, never merged.
+    std::string page;
+    scraper.append_text(page);
+    EXPECT_EQ(without_changing(page), without_changing(reference(scraper.scrape()))) << name;
   }
 }
 
@@ -129,6 +148,12 @@ TEST(TextFormat, MetricSetWritesWhatPrometheusCppWrites) {
   std::string text = "# already there\n";
   all.append_text(text);
   EXPECT_EQ(text, "# already there\n" + reference(expected));
+  // The same sets written as one page without merging them: `second`'s "b" comes after its
+  // own "e", and joins the "b" of `first`.
+  const collectors::MetricSet* const parts[] = {&third, &first, &second};
+  std::string unmerged = "# already there\n";
+  collectors::MetricSet::append_text(parts, unmerged);
+  EXPECT_EQ(unmerged, "# already there\n" + reference(expected));
   EXPECT_EQ(reference(std::move(all).take()), reference(expected));
 }
 

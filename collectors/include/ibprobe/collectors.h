@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -123,6 +124,9 @@ class MetricSet {
   // Appends the text exposition format (0.0.4) of every family to `out`, byte for byte what
   // prometheus-cpp's TextSerializer writes for take()'s families.
   void append_text(std::string& out) const;
+  // The text of a set that merged `sets` in turn, written without merging them: families in
+  // order of first appearance, each with the samples of every set in turn.
+  static void append_text(std::span<const MetricSet* const> sets, std::string& out);
   // No sample at all.
   bool empty() const;
   // Removes every sample and keeps the storage: the next scrape adds much the same series, and
