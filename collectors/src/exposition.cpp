@@ -8,11 +8,6 @@
 
 namespace ibprobe::collectors::exposition {
 
-char* write_text(char* out, std::string_view text) {
-  std::memcpy(out, text.data(), text.size());
-  return out + text.size();
-}
-
 // prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
 // float field, which is printf's %.16g; NaN and the infinities are spelled its way.
 char* write_value(char* out, double value) {

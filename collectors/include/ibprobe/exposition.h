@@ -5,13 +5,18 @@
 #include <prometheus/metric_type.h>
 
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace ibprobe::collectors::exposition {
 
-// Copies `text` to `out`, which has room for it; returns the end.
-char* write_text(char* out, std::string_view text);
+// Copies `text` to `out`, which has room for it; returns the end. Inline: a page is written in
+// thousands of short pieces.
+inline char* write_text(char* out, std::string_view text) {
+  std::memcpy(out, text.data(), text.size());
+  return out + text.size();
+}
 
 // A sample value: printf's %.16g, NaN and the infinities spelled prometheus-cpp's way.
 void append_value(std::string& out, double value);
