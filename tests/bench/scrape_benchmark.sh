@@ -6,11 +6,11 @@
 #   CPU per scrape: the run time of every thread of the process (/proc/PID/task/*/schedstat,
 #   in nanoseconds) over SCRAPES scrapes, split into user and kernel as utime and stime
 #   (/proc/PID/stat) split it; both exporters scraped alternately over keep-alive
-#   connections; latency p50/p99 from the same scrapes; RSS (VmRSS) at the end, and from /proc/PID/smaps_rollup its anonymous and
-#   file-backed parts and what is private to the process or shared with others (node_exporter
-#   is one static binary, ibprobe maps shared libraries); minor page faults per scrape from
-#   /proc/PID/stat; system calls per scrape from `strace -c -f` attached to one exporter at a
-#   time for TRACED_SCRAPES further scrapes.
+#   connections; latency p50/p99 from the same scrapes; RSS (VmRSS) at the end, and from
+#   /proc/PID/smaps_rollup its anonymous and file-backed parts and what is private to the
+#   process or shared with others (node_exporter is one static binary, ibprobe maps shared
+#   libraries); minor page faults per scrape from /proc/PID/stat; system calls per scrape
+#   from `strace -c -f` attached to one exporter at a time for TRACED_SCRAPES further scrapes.
 # IBPROBE_BENCH_FLAGS: more flags for ibprobe_exporter, e.g. --scrape.parallelism=1.
 set -euo pipefail
 

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,6 +19,21 @@ namespace ibprobe::testing {
 
 using Families = std::vector<prometheus::MetricFamily>;
 using LabelMap = std::map<std::string, std::string>;
+
+// A metrics page without the lines that start with one of `prefixes`: samples that differ from
+// one scrape to the next, such as the collectors' durations.
+inline std::string without_lines(std::string_view text,
+                                 std::initializer_list<std::string_view> prefixes) {
+  std::string kept;
+  while (!text.empty()) {
+    const auto line = text.substr(0, text.find('\n') + 1);
+    bool drop = false;
+    for (const auto prefix : prefixes) drop = drop || line.starts_with(prefix);
+    if (!drop) kept += line;
+    text.remove_prefix(line.size());
+  }
+  return kept;
+}
 
 struct RecordedError {
   collectors::ReadError reason;

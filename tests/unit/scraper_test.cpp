@@ -263,15 +263,7 @@ TEST(Scraper, DeviceVanishingMidScrapeCostsOnlyThatDevice) {
 std::string page_of(collectors::Scraper& scraper) {
   std::string text;
   scraper.append_text(text);
-  std::string page;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const auto end = text.find('\n', start) + 1;
-    const std::string_view line(text.data() + start, end - start);
-    if (!line.starts_with("ibprobe_scrape_collector_duration_seconds{")) page += line;
-    start = end;
-  }
-  return page;
+  return without_lines(text, {"ibprobe_scrape_collector_duration_seconds{"});
 }
 
 // A scraper keeps what it collected into for the next scrape: after devices come and go, it

@@ -38,16 +38,8 @@ std::vector<std::unique_ptr<collectors::Collector>> all_collectors() {
 // A page without the samples that differ from one scrape to the next: the collectors' durations,
 // and the errors counted since start.
 std::string without_changing(std::string_view text) {
-  std::string kept;
-  while (!text.empty()) {
-    const auto line = text.substr(0, text.find('\n') + 1);
-    if (!line.starts_with("ibprobe_scrape_collector_duration_seconds{") &&
-        !line.starts_with("ibprobe_scrape_errors_total{")) {
-      kept += line;
-    }
-    text.remove_prefix(line.size());
-  }
-  return kept;
+  return without_lines(
+      text, {"ibprobe_scrape_collector_duration_seconds{", "ibprobe_scrape_errors_total{"});
 }
 
 // Every fixture shape, alone and all together, scraped by every collector.
