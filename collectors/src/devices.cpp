@@ -65,8 +65,9 @@ bool DeviceTable::present(const Entry& entry) const {
   return entry.identity != Identity{} && identity_of(entry.device->name) == entry.identity;
 }
 
-Port::Port(std::string port_number, SysfsDir port_dir)
+Port::Port(std::string_view device_name, std::string port_number, SysfsDir port_dir)
     : number(std::move(port_number)),
+      identity_labels(MetricSet::render_text({{"device", device_name}, {"port", number}})),
       dir(std::move(port_dir)),
       counters(dir, "counters"),
       counters_ext(dir, "counters_ext"),
@@ -77,6 +78,7 @@ Port::Port(std::string port_number, SysfsDir port_dir)
 
 Device::Device(std::string device_name, SysfsDir device_dir)
     : name(std::move(device_name)),
+      identity_labels(MetricSet::render_text({{"device", name}})),
       dir(std::move(device_dir)),
       hw_counters(dir, "hw_counters"),
       net(dir, "device/net") {
@@ -89,7 +91,7 @@ Device::Device(std::string device_name, SysfsDir device_dir)
   ports.reserve(numbers.size());
   for (auto& number : numbers) {
     SysfsDir port_dir(ports_dir, number);
-    ports.emplace_back(std::move(number), std::move(port_dir));
+    ports.emplace_back(name, std::move(number), std::move(port_dir));
   }
 }
 

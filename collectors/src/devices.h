@@ -17,8 +17,10 @@ namespace ibprobe::collectors {
 // A port and the subdirectories collectors read on every scrape, opened once: looking a
 // subdirectory up again for each collector and port cost more than the reads in it.
 struct Port {
-  Port(std::string number, SysfsDir dir);
+  Port(std::string_view device_name, std::string number, SysfsDir dir);
   std::string number;
+  // device="...",port="..." as every per-port series carries it, rendered once.
+  std::string identity_labels;
   SysfsDir dir;  // ports/<number>
   SysfsDir counters;
   SysfsDir counters_ext;
@@ -33,6 +35,7 @@ struct Device {
   // walks them on every scrape.
   Device(std::string name, SysfsDir dir);
   std::string name;
+  std::string identity_labels;  // device="...", rendered once
   SysfsDir dir;
   SysfsDir hw_counters;     // the device-wide ones
   SysfsDir net;             // device/net, whose entries change: list with current_entries()

@@ -39,7 +39,7 @@ class GidTable {
  public:
   explicit GidTable(const std::vector<std::string>& indices) : indices_(indices) {}
 
-  void emit(const Device& device, const Port& port, const SysfsDir& gids,
+  void emit(const Port& port, const SysfsDir& gids,
             std::chrono::steady_clock::duration rescan_interval, MetricSet& out,
             ErrorSink& errors) const {
     const SysfsDir& types = port.gid_types;
@@ -58,7 +58,7 @@ class GidTable {
       std::erase_if(populated_,
                     [&](Entry& entry) { return !refresh(entry, gids, types, ndevs, errors); });
     }
-    const auto labels = out.label_set({{"device", device.name}, {"port", port.number}});
+    const auto labels = out.rendered_label_set(port.identity_labels);
     for (const auto& entry : populated_) {
       if (entry.readable) {
         out.add_rendered(kFamily, kHelp, prometheus::MetricType::Gauge, labels, entry.labels, 1);
@@ -125,7 +125,7 @@ class GidsCollector final : public Collector {
           [](const std::vector<std::string>& indices) -> const std::vector<std::string>& {
             return indices;
           });
-      table.emit(device, port, gids, rescan_interval_, out, errors);
+      table.emit(port, gids, rescan_interval_, out, errors);
     }
   }
 

@@ -5,6 +5,7 @@
 // The class is a label on the one family rather than a family of its own: a counter keeps its
 // series name whatever the table says, so queries by `counter` keep working when the table
 // learns a name, and `{class!~"informative|congestion"}` is the error view of every driver.
+#include <optional>
 #include <set>
 
 #include "collectors_internal.h"
@@ -51,6 +52,8 @@ void emit_hw_counters(const SysfsDir& dir, MetricSet::LabelSet owner,
                       MetricSet& out, ErrorSink& errors) {
   const auto& files = dir.entries();
   const auto& labels = dir.from_entries<HwCounterLabels>(label_hw_counters);
+  // Looked up at the first sample, where adding the sample would have created it.
+  std::optional<MetricSet::FamilyHandle> counters;
   for (std::size_t i = 0; i < files.size(); ++i) {
     const auto& file = files[i];
     const auto value = dir.read_entry_counter(i, errors);
@@ -61,13 +64,16 @@ void emit_hw_counters(const SysfsDir& dir, MetricSet::LabelSet owner,
               MetricType::Gauge, owner, static_cast<double>(*value) / 1000.0);
       continue;
     }
-    out.add_rendered(counter_family,
-                     "Driver hardware counter from hw_counters/, named as the driver names it "
-                     "(characters outside [A-Za-z0-9_] replaced by _), with its class: "
-                     "informative, congestion, or an error class (retransmission, "
-                     "sequence_error, ack_timeout, rnr_nak, rnr_retry_exceeded, remote_error, "
-                     "out_of_buffer).",
-                     MetricType::Counter, owner, labels[i], static_cast<double>(*value));
+    if (!counters) {
+      counters = out.family_handle(
+          counter_family,
+          "Driver hardware counter from hw_counters/, named as the driver names it (characters "
+          "outside [A-Za-z0-9_] replaced by _), with its class: informative, congestion, or an "
+          "error class (retransmission, sequence_error, ack_timeout, rnr_nak, "
+          "rnr_retry_exceeded, remote_error, out_of_buffer).",
+          MetricType::Counter);
+    }
+    out.add_rendered(*counters, owner, labels[i], static_cast<double>(*value));
   }
 }
 
@@ -76,13 +82,13 @@ class HwCountersCollector final : public Collector {
   std::string_view name() const override { return "hw_counters"; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    emit_hw_counters(device.hw_counters, out.label_set({{"device", device.name}}),
+    emit_hw_counters(device.hw_counters, out.rendered_label_set(device.identity_labels),
                      "rdma_device_hw_stat_total", "rdma_device_hw_stats_lifespan_seconds", out,
                      errors);
     for (const auto& port : device.ports) {
-      emit_hw_counters(
-          port.hw_counters, out.label_set({{"device", device.name}, {"port", port.number}}),
-          "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out, errors);
+      emit_hw_counters(port.hw_counters, out.rendered_label_set(port.identity_labels),
+                       "rdma_port_hw_stat_total", "rdma_port_hw_stats_lifespan_seconds", out,
+                       errors);
     }
   }
 };

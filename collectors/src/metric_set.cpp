@@ -99,6 +99,18 @@ MetricSet::LabelSet MetricSet::label_set(std::initializer_list<ExtraLabel> label
   return LabelSet(render(labels));
 }
 
+MetricSet::LabelSet MetricSet::rendered_label_set(std::string_view rendered) {
+  const auto offset = label_text_.size();
+  label_text_.append(rendered);
+  return LabelSet(
+      {static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(rendered.size())});
+}
+
+MetricSet::FamilyHandle MetricSet::family_handle(std::string_view name, std::string_view help,
+                                                 prometheus::MetricType type) {
+  return FamilyHandle(static_cast<std::size_t>(&family(name, help, type) - families_.data()));
+}
+
 void MetricSet::add(std::string_view family_name, std::string_view help,
                     prometheus::MetricType type, const Labels& labels, double value) {
   add(family_name, help, type, label_set(labels), value);
@@ -131,10 +143,14 @@ void MetricSet::add_rendered(std::string_view family_name, std::string_view help
 void MetricSet::add_rendered(std::string_view family_name, std::string_view help,
                              prometheus::MetricType type, LabelSet labels,
                              std::string_view rendered_extra, double value) {
-  auto& f = family(family_name, help, type);
+  add_rendered(family_handle(family_name, help, type), labels, rendered_extra, value);
+}
+
+void MetricSet::add_rendered(FamilyHandle family, LabelSet labels, std::string_view rendered_extra,
+                             double value) {
   const auto offset = label_text_.size();
   label_text_.append(rendered_extra);
-  f.samples.push_back(
+  families_[family.index_].samples.push_back(
       {labels.span_,
        {static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(rendered_extra.size())},
        value});

@@ -10,9 +10,9 @@ namespace {
 
 using prometheus::MetricType;
 
-void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
+void emit_port(const Port& port, MetricSet& out, ErrorSink& errors) {
   const auto samples = read_port_counters(port.counters, port.counters_ext, errors);
-  const auto identity = out.label_set({{"device", device.name}, {"port", port.number}});
+  const auto identity = out.rendered_label_set(port.identity_labels);
   for (const auto& [counter, sample] : samples) {
     if (!sample.spec) {
       out.add(kUnknownCounterFamily,
@@ -35,7 +35,7 @@ class PortCountersCollector final : public Collector {
   std::string_view name() const override { return "port_counters"; }
 
   void collect(const Device& device, MetricSet& out, ErrorSink& errors) const override {
-    for (const auto& port : device.ports) emit_port(device, port, out, errors);
+    for (const auto& port : device.ports) emit_port(port, out, errors);
   }
 };
 

@@ -68,7 +68,7 @@ void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
 
 void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
   const SysfsDir& dir = port.dir;
-  const auto labels = out.label_set({{"device", device.name}, {"port", port.number}});
+  const auto labels = out.rendered_label_set(port.identity_labels);
 
   auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
     const auto text = dir.read_text(file, errors);

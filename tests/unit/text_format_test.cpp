@@ -192,6 +192,38 @@ TEST(TextFormat, PreRenderedLabelsWriteWhatPrometheusCppWrites) {
             reference({MetricFamily{"x_total", "help", MetricType::Counter, {first, second}}}));
 }
 
+// A port's identity rendered once (as a port renders it when it is opened) and a family looked up
+// once (as a hw_counters directory adds its counters): samples added that way, between samples
+// added by name to the same and to another family, read as prometheus-cpp writes them.
+TEST(TextFormat, RenderedIdentityAndFamilyHandleWriteWhatPrometheusCppWrites) {
+  const std::string odd = "mlx\"5\\_0\n";
+  const auto identity = collectors::MetricSet::render_text({{"device", odd}, {"port", "2"}});
+  const auto counter = collectors::MetricSet::render_text({{"counter", "c"}});
+  collectors::MetricSet set;
+  set.add("other", "other help", MetricType::Gauge, {{"device", odd}}, 1);
+  const auto handle = set.family_handle("x_total", "help", MetricType::Counter);
+  set.add_rendered(handle, set.rendered_label_set(identity), counter, 2);
+  set.add("other", "other help", MetricType::Gauge, {{"device", "b"}}, 3);
+  set.add_rendered("x_total", "help", MetricType::Counter, {{"device", "b"}}, counter, 4);
+  set.add_rendered(handle, set.rendered_label_set(identity), counter, 5);
+
+  auto other_a = metric({{"device", odd}});
+  other_a.gauge.value = 1;
+  auto other_b = metric({{"device", "b"}});
+  other_b.gauge.value = 3;
+  auto x_a = metric({{"device", odd}, {"port", "2"}, {"counter", "c"}});
+  x_a.counter.value = 2;
+  auto x_b = metric({{"device", "b"}, {"counter", "c"}});
+  x_b.counter.value = 4;
+  auto x_c = x_a;
+  x_c.counter.value = 5;
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text,
+            reference({MetricFamily{"other", "other help", MetricType::Gauge, {other_a, other_b}},
+                       MetricFamily{"x_total", "help", MetricType::Counter, {x_a, x_b, x_c}}}));
+}
+
 TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
   std::vector<double> values = {0,
                                 -0.0,

@@ -99,6 +99,19 @@ class MetricSet {
   };
   LabelSet label_set(const Labels& labels);
   LabelSet label_set(std::initializer_list<ExtraLabel> labels);
+  // The same for labels render_text() rendered (a port's identity, rendered when it was opened).
+  LabelSet rendered_label_set(std::string_view rendered);
+
+  // A family looked up once, for a collector that adds many samples to it in a row (a
+  // directory's counters); valid for as long as this set.
+  class FamilyHandle {
+   private:
+    friend class MetricSet;
+    explicit FamilyHandle(std::size_t index) : index_(index) {}
+    std::size_t index_;
+  };
+  FamilyHandle family_handle(std::string_view name, std::string_view help,
+                             prometheus::MetricType type);
 
   void add(std::string_view family, std::string_view help, prometheus::MetricType type,
            const Labels& labels, double value);
@@ -118,6 +131,8 @@ class MetricSet {
                     const Labels& labels, std::string_view rendered_extra, double value);
   void add_rendered(std::string_view family, std::string_view help, prometheus::MetricType type,
                     LabelSet labels, std::string_view rendered_extra, double value);
+  void add_rendered(FamilyHandle family, LabelSet labels, std::string_view rendered_extra,
+                    double value);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(const MetricSet& other);
   std::vector<prometheus::MetricFamily> take() &&;
