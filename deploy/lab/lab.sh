@@ -23,6 +23,7 @@
 #   lab.sh gid A|B                      rxe0's RoCE v2 GID index for that address
 #   lab.sh link A|B [up|down]           cut (down) or restore (up) a VM's cable to the lab
 #                                       link, as a pulled cable; no argument: print its state
+#   lab.sh nic A|B                      QEMU's side of the VM's lab NIC: netdev, virtqueue indices
 #   lab.sh trunk [up|down]              fabric: cut or restore the link between the switches
 #   lab.sh console A|B                  the VM's console log
 #   lab.sh status                       state of the lab (exit 0 up, 3 down)
@@ -466,14 +467,14 @@ qemu_command() { # HOST MODE SOCKET_DIR FWDSPEC...
         [[ $host == B ]] && server=off
         append+=" lab.link_mac=$link_mac"
         QEMU_ARGS+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=$sock_dir/link.sock"
-            -device "virtio-net-pci,netdev=n0,mac=$link_mac,romfile=")
+            -device "virtio-net-pci,id=labnic,netdev=n0,mac=$link_mac,romfile=")
     elif [[ $mode == fabric ]]; then
         # The same stream framing to a port of the lab switch (lab-switch.pl), which listens
         # before any VM starts. The guest sets its lab NIC up as in two-host mode.
         append=${append/lab.mode=fabric/lab.mode=two}
         append+=" lab.link_mac=$link_mac"
         QEMU_ARGS+=(-netdev "stream,id=n0,server=off,addr.type=unix,addr.path=$sock_dir/port-$host.sock"
-            -device "virtio-net-pci,netdev=n0,mac=$link_mac,romfile=")
+            -device "virtio-net-pci,id=labnic,netdev=n0,mac=$link_mac,romfile=")
     fi
     QEMU_ARGS+=(-netdev "$user" -device "virtio-net-pci,netdev=u0,mac=$mgmt_mac,romfile="
         -append "$append")
@@ -1192,6 +1193,26 @@ cmd_link() {
     say "VM $host lab link $want"
 }
 
+# What QEMU holds of a VM's lab NIC: the netdev as the monitor shows it, and each virtqueue's
+# indices as QEMU last read them. Receive (queue 0): last-avail-idx equal to shadow-avail-idx
+# means QEMU found no buffer the guest gave it left to receive into. Transmit (queue 1):
+# shadow-avail-idx ahead of last-avail-idx means frames the guest queued that QEMU has not taken.
+cmd_nic() {
+    local host=${1:-} queue request
+    validate_host "$host"
+    require_vm "$host"
+    qmp "$host" '{"execute":"human-monitor-command","arguments":{"command-line":"info network"}}' \
+        | perl -ne 'next unless /"return":\s*"(.*)"/; (my $t = $1) =~ s/\\r//g;
+            print map { s/\\\\/\\/gr . "\n" } split /\\n/, $t'
+    for queue in 0 1; do
+        request='{"execute":"x-query-virtio-queue-status","arguments":'
+        request+='{"path":"/machine/peripheral/labnic/virtio-backend","queue":'$queue'}}'
+        printf 'virtqueue %s (%s): ' "$queue" "$([[ $queue == 0 ]] && echo receive || echo transmit)"
+        qmp "$host" "$request" | perl -ne 'my @f = /"([a-z-]+-idx|signalled-used|inuse)":\s*(\d+)/g;
+            my @pairs; push @pairs, shift(@f) . "=" . shift(@f) while @f; print "@pairs\n"'
+    done
+}
+
 # The link between the fabric's two switches: down, frames between leaf1 and leaf2 are
 # dropped, as on a cut uplink; hosts on one switch still reach each other.
 cmd_trunk() {
@@ -1243,6 +1264,7 @@ main() {
         addr) cmd_addr "$@" ;;
         gid) cmd_gid "$@" ;;
         link) cmd_link "$@" ;;
+        nic) cmd_nic "$@" ;;
         trunk) cmd_trunk "$@" ;;
         console) cmd_console "$@" ;;
         -h | --help | help) usage 0 ;;

@@ -79,7 +79,9 @@ lab_drop_counters() {
 # packets its NIC or its TCP/UDP layers dropped. On the host, the queues of the QEMU sockets that
 # carry the link: the stream netdev drops nothing, so a VM that stops reading its end holds the
 # other's transmit ring (bytes waiting in a Recv-Q), while empty queues under a stalled ring point
-# at QEMU or the guest instead.
+# at QEMU or the guest instead. Each QEMU's view of its VM's lab NIC tells those two apart: a
+# receive ring the guest left without buffers, or frames on a transmit ring QEMU has not taken;
+# the guest's queueing discipline shows what waits before the ring.
 lab_vm_network_state() {
     echo "--- host: load, QEMU processes, and the link sockets' queues (Recv-Q Send-Q)" >&2
     cat /proc/loadavg >&2
@@ -87,9 +89,12 @@ lab_vm_network_state() {
     ss -xnp 2>/dev/null | awk 'NR == 1 || /qemu/' >&2 || true
     local host
     for host in $(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); print $2 }'); do
-        echo "--- VM $host after the failure: uptime, lab link, drop counters" >&2
+        echo "--- VM $host after the failure: QEMU's side of its lab NIC" >&2
+        lab nic "$host" >&2 || true
+        echo "--- VM $host after the failure: uptime, lab link, queueing, drop counters" >&2
         lab exec --timeout 15 "$host" -- bash -c "cat /proc/uptime
             ip -s -s link show eth0 2>/dev/null
+            tc -s qdisc show dev eth0 2>/dev/null
             $(declare -f lab_drop_counters); lab_drop_counters; true" >&2 \
             || echo "VM $host did not answer within 15 s" >&2
     done
