@@ -216,8 +216,8 @@ lab_hw_counter() { # HOST COUNTER
 PERFTEST_CLOCK_REFUSED='Correlation coefficient r\^2: .* < 0\.9'
 
 # Runs a perftest server in VM SERVER and its client in VM CLIENT (the same
-# VM in one-host mode: two QPs on one rxe device); prints the client's output.
-# Extra arguments go to both sides.
+# VM in one-host mode: two QPs on one rxe device), both with the lab's ACK timeout
+# (LAB_QP_TIMEOUT); prints the client's output. Extra arguments go to both sides.
 lab_perftest_pair() { # SERVER CLIENT TOOL ARGS...
     local tool=$3 client_err out refused attempt rc
     client_err=$(mktemp)
@@ -240,10 +240,11 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
     : >"$client_err"
     gid_srv=$(lab gid "$srv") || fail "no RoCE v2 GID in VM $srv"
     gid_cli=$(lab gid "$cli") || fail "no RoCE v2 GID in VM $cli"
-    job=$(lab spawn --timeout 120 "$srv" -- "$tool" -d rxe0 -x "$gid_srv" "$@") \
+    job=$(lab spawn --timeout 120 "$srv" -- "$tool" -d rxe0 -x "$gid_srv" -u "$LAB_QP_TIMEOUT" "$@") \
         || fail "cannot start $tool server in VM $srv"
     lab_wait_listen "$srv" 18515
-    out=$(lab exec --timeout 120 "$cli" -- "$tool" -d rxe0 -x "$gid_cli" "$@" "$(lab addr "$srv")" \
+    out=$(lab exec --timeout 120 "$cli" -- "$tool" -d rxe0 -x "$gid_cli" -u "$LAB_QP_TIMEOUT" "$@" \
+        "$(lab addr "$srv")" \
         2>"$client_err") || rc=$?
     cat "$client_err" >&2
     if ((rc != 0)); then
@@ -260,12 +261,16 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
     echo "$out"
 }
 
-# The ACK timeout the lab's bandwidth probes run with. A VM's vCPU descheduled on a loaded host
-# can leave an RC window unacknowledged longer than perftest's 67 ms (-u 14); rxe then resends
-# the window (go-back-N: completer_retry_err, and the peer's duplicate_request, rise), and its
-# responder has been traced (dynamic debug of rxe_resp.c) rejecting the length of a packet after
-# such a resend (ERR_LENGTH, answered "remote invalid request"), which fails the run. 1 s
-# (-u 18) outlasts those pauses; what the tests check stays the same.
+# The ACK timeout of every RC run in the two-host lab that is not about a failure: probe runs
+# (-u), probe modules (rc: {timeout: ...}) and perftest pairs (-u). A VM's vCPU descheduled on a
+# loaded host can leave an RC window unacknowledged longer than perftest's 67 ms (-u 14); rxe
+# then resends the window (go-back-N: completer_retry_err, and the peer's duplicate_request,
+# rise), and its responder has been traced (dynamic debug of rxe_resp.c) rejecting the length of
+# a packet after such a resend (ERR_LENGTH, answered "remote invalid request"), which fails the
+# run; a run that resent has also seen its peer fall silent. 1 s (-u 18) outlasts those pauses;
+# what the tests check stays the same. The tests of failures (a cut link, a killed or frozen
+# peer, injected loss) keep perftest's default, since the ACK timeout decides how soon a run
+# learns of them.
 LAB_QP_TIMEOUT=18
 
 # The message size of the lab's runs that draw RNR NAKs on purpose (fewer receives posted than

@@ -41,12 +41,13 @@ json_field() { # EXPRESSION on the JSON object `r` read from stdin
 
 write_config() {
     # Short runs: TCG makes every probe slow. write_bw_long outlasts the SIGTERM below.
-    cat >"$work/ibprobe.yml" <<'YAML'
+    cat >"$work/ibprobe.yml" <<YAML
 modules:
-  write_bw: {kind: write_bw, iterations: 200, timeout: 20s}
-  write_lat: {kind: write_lat, iterations: 200, timeout: 20s}
-  read_lat: {kind: read_lat, iterations: 200, timeout: 20s}
-  write_bw_long: {kind: write_bw, duration: 40s, margin: 1s, timeout: 60s}
+  write_bw: {kind: write_bw, iterations: 200, timeout: 20s, rc: {timeout: $LAB_QP_TIMEOUT}}
+  write_lat: {kind: write_lat, iterations: 200, timeout: 20s, rc: {timeout: $LAB_QP_TIMEOUT}}
+  read_lat: {kind: read_lat, iterations: 200, timeout: 20s, rc: {timeout: $LAB_QP_TIMEOUT}}
+  write_bw_long: {kind: write_bw, duration: 40s, margin: 1s, timeout: 60s,
+                  rc: {timeout: $LAB_QP_TIMEOUT}}
 scheduler: {queue_length: 4, history_length: 32}
 allowed_targets: [10.99.0.0/24]
 YAML

@@ -31,7 +31,8 @@ field() { # OUTPUT NAME
 }
 
 run_probe() { # ARGS...
-    lab exec --timeout 240 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
+    lab exec --timeout 240 B -- "$PROBE" run -d rxe0 -u "$LAB_QP_TIMEOUT" "$@" \
+        "$(lab addr A):$RESPONDER_PORT"
 }
 
 # Bytes the VM's RoCE netdev has sent.
@@ -54,8 +55,8 @@ check_bidirectional() {
     a0=$a1 b0=$b1
     # Both directions double the load of an emulated link that already drains a 128 x 64 KiB
     # window slower than perftest's 67 ms ACK timeout: both tools run with the lab's
-    # LAB_QP_TIMEOUT (lab-common.sh says why); the checks stay the same.
-    out=$(run_probe -t write_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "write_bw -b failed: $out"
+    # LAB_QP_TIMEOUT (lab-common.sh says why), as every run here does.
+    out=$(run_probe -t write_bw -b -D 6 -s 65536) || fail "write_bw -b failed: $out"
     a1=$(tx_bytes A) b1=$(tx_bytes B)
     ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
     res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
@@ -72,11 +73,11 @@ total = float(re.search(r'^bw_average_MiBps=([0-9.]+)', out, re.M).group(1))
 print(f'{total:.2f} {d[0]:.2f} {d[1]:.2f}')
 sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
         || fail "write_bw -b: BW average is not the sum of both directions: $out"
-    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT" --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 --report_gbits 2>&1 | tail -n 20)
     local perftest_bw
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "write_bw -b: sum/initiator/responder MiB/s $sum; NIC tx responder $((a1 - a0)) B (one-way run: $one_way_peer B), initiator $((b1 - b0)) B; ib_write_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
-    out=$(run_probe -t read_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "read_bw -b failed: $out"
+    out=$(run_probe -t read_bw -b -D 6 -s 65536) || fail "read_bw -b failed: $out"
     [[ -n $(sed -n 's/^direction responder .*messages=\([1-9][0-9]*\).*/\1/p' <<<"$out") ]] \
         || fail "read_bw -b: the responder's direction moved nothing: $out"
     note "read_bw -b: $(grep -o '^bw_average_MiBps=[0-9.]*' <<<"$out")"
@@ -88,7 +89,7 @@ sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
 check_bidirectional_send() {
     local out a0 b0 a1 b1 ini res theirs perftest_bw
     a0=$(tx_bytes A) b0=$(tx_bytes B)
-    out=$(run_probe -t send_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT") || fail "send_bw -b failed: $out"
+    out=$(run_probe -t send_bw -b -D 6 -s 65536) || fail "send_bw -b failed: $out"
     a1=$(tx_bytes A) b1=$(tx_bytes B)
     ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
     res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
@@ -110,7 +111,7 @@ sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
     out=$(run_probe -t send_bw -b -n 300 -s 65536 --use-srq) || fail "send_bw -b -n 300 --use-srq failed: $out"
     grep -Eq '^direction responder .*messages=300\b' <<<"$out" && grep -Eq '^direction initiator .*messages=300\b' <<<"$out" \
         || fail "send_bw -b -n 300 --use-srq: not 300 messages each way: $out"
-    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 -u "$LAB_QP_TIMEOUT" --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 --report_gbits 2>&1 | tail -n 20)
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }
@@ -211,11 +212,13 @@ check_sweep() {
 check_sweep_through_exporter() {
     local work url metrics id result
     work=$(mktemp -d)
-    cat >"$work/ibprobe.yml" <<'YAML'
+    cat >"$work/ibprobe.yml" <<YAML
 modules:
-  sizes: {kind: write_bw, iterations: 200, message_size: [4096, 16384, 65536], timeout: 30s}
+  sizes: {kind: write_bw, iterations: 200, message_size: [4096, 16384, 65536], timeout: 30s,
+          rc: {timeout: $LAB_QP_TIMEOUT}}
   capped: {kind: write_bw, duration: 4s, margin: 1s, message_size: 4096, cq_moderation: 1,
-           rate_limit: {value: 100, unit: pps}, sweep: {rate_limit: [100, 300]}, timeout: 30s}
+           rate_limit: {value: 100, unit: pps}, sweep: {rate_limit: [100, 300]}, timeout: 30s,
+           rc: {timeout: $LAB_QP_TIMEOUT}}
 allowed_targets: [10.99.0.0/24]
 YAML
     lab_start_exporters "$EXPORTER" --config.file="$work/ibprobe.yml"

@@ -39,7 +39,7 @@ run_probe() { # ARGS...
 # ibv_post_send call: the kernel's count of post calls, independent of the probe's own.
 doorbells_of() { # ARGS...
     lab exec --timeout 120 B -- sh -c "strace -f -qq -e trace=write -o /run/probe-trace \
-        $PROBE run -d rxe0 $* $(lab addr A):$RESPONDER_PORT > /run/probe-out \
+        $PROBE run -d rxe0 -u $LAB_QP_TIMEOUT $* $(lab addr A):$RESPONDER_PORT > /run/probe-out \
         && grep -c 'write([0-9]*, \"\\\\34\\\\0\\\\0\\\\0' /run/probe-trace; cat /run/probe-out"
 }
 

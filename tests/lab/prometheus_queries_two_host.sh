@@ -47,16 +47,18 @@ start_lab_exporters() {
     local host
     # Short probe modules: under TCG a latency round trip takes milliseconds, and the default
     # 5000 x 64 KiB write_bw many seconds.
-    cat >"$work/ibprobe.yml" <<'YAML'
+    cat >"$work/ibprobe.yml" <<YAML
 modules:
   write_lat:
     kind: write_lat
     iterations: 20
     timeout: 30s
+    rc: {timeout: $LAB_QP_TIMEOUT}
   write_bw:
     kind: write_bw
     iterations: 50
     timeout: 30s
+    rc: {timeout: $LAB_QP_TIMEOUT}
 YAML
     for host in A B; do
         lab spawn --name exporter "$host" -- "$EXPORTER" --web.listen-address=:9470 \

@@ -38,9 +38,9 @@ cleanup() {
 
 # Exporters in both VMs: A's responder serves every case, B's probe API runs a verify module.
 start_exporters() {
-    cat >"$work/ibprobe.yml" <<'YAML'
+    cat >"$work/ibprobe.yml" <<YAML
 modules:
-  send_bw: {kind: send_bw, iterations: 200, timeout: 20s}
+  send_bw: {kind: send_bw, iterations: 200, timeout: 20s, rc: {timeout: $LAB_QP_TIMEOUT}}
   suite:
     kind: verify
     cases: [rnr_retry_exceeded, local_error_lkey, bidirectional]
