@@ -74,14 +74,25 @@ Port::Port(std::string_view device_name, std::string port_number, SysfsDir port_
       hw_counters(dir, "hw_counters"),
       gids(dir, "gids"),
       gid_types(dir, "gid_attrs/types"),
-      gid_ndevs(dir, "gid_attrs/ndevs") {}
+      gid_ndevs(dir, "gid_attrs/ndevs"),
+      state(dir.attribute("state")),
+      phys_state(dir.attribute("phys_state")),
+      lid(dir.attribute("lid")),
+      sm_lid(dir.attribute("sm_lid")),
+      rate(dir.attribute("rate")),
+      gid0_ndev(gid_ndevs.attribute("0")) {}
 
 Device::Device(std::string device_name, SysfsDir device_dir)
     : name(std::move(device_name)),
       identity_labels(MetricSet::render_text({{"device", name}})),
       dir(std::move(device_dir)),
       hw_counters(dir, "hw_counters"),
-      net(dir, "device/net") {
+      net(dir, "device/net"),
+      hca_type(dir.attribute("hca_type")),
+      fw_ver(dir.attribute("fw_ver")),
+      board_id(dir.attribute("board_id")),
+      node_guid(dir.attribute("node_guid")),
+      numa_node(SysfsDir(dir, "device").attribute("numa_node")) {
   const SysfsDir ports_dir(dir, "ports");
   auto numbers = ports_dir.entries();
   std::erase_if(numbers, [](const std::string& p) { return !is_port_number(p); });

@@ -28,6 +28,13 @@ struct Port {
   SysfsDir gids;
   SysfsDir gid_types;  // gid_attrs/types
   SysfsDir gid_ndevs;  // gid_attrs/ndevs
+  // What port_info reads on every scrape.
+  SysfsDir::Attribute state;
+  SysfsDir::Attribute phys_state;
+  SysfsDir::Attribute lid;
+  SysfsDir::Attribute sm_lid;
+  SysfsDir::Attribute rate;
+  SysfsDir::Attribute gid0_ndev;  // gid_attrs/ndevs/0
 };
 
 struct Device {
@@ -40,6 +47,12 @@ struct Device {
   SysfsDir hw_counters;     // the device-wide ones
   SysfsDir net;             // device/net, whose entries change: list with current_entries()
   std::vector<Port> ports;  // in numeric order
+  // What port_info reads on every scrape.
+  SysfsDir::Attribute hca_type;
+  SysfsDir::Attribute fw_ver;
+  SysfsDir::Attribute board_id;
+  SysfsDir::Attribute node_guid;
+  SysfsDir::Attribute numa_node;  // device/numa_node
 };
 
 // The selected devices, kept open from one scrape to the next. refresh() lists the class

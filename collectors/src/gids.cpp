@@ -37,6 +37,7 @@ std::optional<std::string> read_gid_attr(const SysfsDir& dir, const std::string&
 // device that is registered again is a new tree, and starts with a full read.
 class GidTable {
  public:
+  // `indices`: the gids/ directory's entries().
   explicit GidTable(const std::vector<std::string>& indices) : indices_(indices) {}
 
   void emit(const Port& port, const SysfsDir& gids,
@@ -49,8 +50,8 @@ class GidTable {
     const auto now = std::chrono::steady_clock::now();
     if (!scanned_ || now - *scanned_ >= rescan_interval) {
       populated_.clear();
-      for (const auto& index : indices_) {
-        Entry entry{index, {}, {}};
+      for (std::size_t position = 0; position < indices_.size(); ++position) {
+        Entry entry{indices_[position], position, {}, {}};
         if (refresh(entry, gids, types, ndevs, errors)) populated_.push_back(std::move(entry));
       }
       scanned_ = now;
@@ -69,6 +70,7 @@ class GidTable {
  private:
   struct Entry {
     std::string index;
+    std::size_t position;  // of index in the gids/ listing
     std::string gid;
     std::string labels;  // index, gid, type and netdev, rendered
     bool readable = true;
@@ -78,7 +80,7 @@ class GidTable {
   // entry is empty.
   static bool refresh(Entry& entry, const SysfsDir& gids, const SysfsDir& types,
                       const SysfsDir& ndevs, ErrorSink& errors) {
-    auto gid = gids.read_text(entry.index);
+    auto gid = gids.read_entry_text(entry.position);
     if (!gid) {
       if (is_empty_entry(gid.error())) return false;
       // Unreadable, not known to be empty: left out of this scrape, asked again on the next.

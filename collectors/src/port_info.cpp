@@ -15,17 +15,20 @@ using prometheus::MetricType;
 
 // Attributes that some drivers simply do not have (rxe has no hca_type or board_id): absence is
 // not an error, anything else is.
-// Attributes the kernel sets when it registers the device and never changes are read once per
-// registration (`fixed`): ib_core's node_type (the device's node type) and link_layer (mlx4,
-// the one driver that changes a port's link layer, registers the device anew to do it).
-// hca_type, board_id, fw_ver and numa_node are not: ionic's hca_type is the writable node_desc,
-// mlx5 reports the running firmware after a live firmware update, numa_node is writable.
-enum class Lifetime { kVolatile, kFixedAtRegistration };
+std::string read_optional(const SysfsDir::Attribute& attribute, ErrorSink& errors) {
+  auto text = attribute.read_text();
+  if (text) return std::move(*text);
+  if (text.error() != ReadError::kNotFound) errors.record(text.error(), attribute.path());
+  return {};
+}
 
-std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink& errors,
-                          Lifetime lifetime = Lifetime::kVolatile) {
-  auto text =
-      lifetime == Lifetime::kFixedAtRegistration ? dir.read_static_text(name) : dir.read_text(name);
+// The same for an attribute the kernel sets when it registers the device and never changes, read
+// once per registration: ib_core's node_type (the device's node type) and link_layer (mlx4, the
+// one driver that changes a port's link layer, registers the device anew to do it). hca_type,
+// board_id, fw_ver and numa_node are not fixed: ionic's hca_type is the writable node_desc, mlx5
+// reports the running firmware after a live firmware update, numa_node is writable.
+std::string read_fixed_optional(const SysfsDir& dir, std::string_view name, ErrorSink& errors) {
+  auto text = dir.read_static_text(name);
   if (text) return std::move(*text);
   if (text.error() != ReadError::kNotFound) errors.record(text.error(), dir.path() / name);
   return {};
@@ -33,12 +36,11 @@ std::string read_optional(const SysfsDir& dir, std::string_view name, ErrorSink&
 
 // A RoCE port's netdev: the one behind GID 0, else the PCI function's only netdev.
 std::string port_netdev(const Device& device, const Port& port, ErrorSink& errors) {
-  const SysfsDir& ndevs = port.gid_ndevs;
-  auto ndev = ndevs.read_text("0");
+  auto ndev = port.gid0_ndev.read_text();
   if (ndev) return std::move(*ndev);
   // EINVAL means "GID 0 has no netdev" (InfiniBand ports); ENOENT, no GID attributes at all.
   if (ndev.error() != ReadError::kInvalid && ndev.error() != ReadError::kNotFound) {
-    errors.record(ndev.error(), ndevs.path() / "0");
+    errors.record(ndev.error(), port.gid0_ndev.path());
   }
   // Listed on every scrape: netdevs come, go and get renamed while the device stays.
   const auto netdevs = device.net.current_entries();
@@ -46,13 +48,12 @@ std::string port_netdev(const Device& device, const Port& port, ErrorSink& error
 }
 
 void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
-  const auto hca_type = read_optional(device.dir, "hca_type", errors);
-  const auto fw_ver = read_optional(device.dir, "fw_ver", errors);
-  const auto board_id = read_optional(device.dir, "board_id", errors);
-  const auto node_guid = read_optional(device.dir, "node_guid", errors);
-  const auto node_type =
-      read_optional(device.dir, "node_type", errors, Lifetime::kFixedAtRegistration);
-  const auto numa_node = read_optional(device.dir, "device/numa_node", errors);
+  const auto hca_type = read_optional(device.hca_type, errors);
+  const auto fw_ver = read_optional(device.fw_ver, errors);
+  const auto board_id = read_optional(device.board_id, errors);
+  const auto node_guid = read_optional(device.node_guid, errors);
+  const auto node_type = read_fixed_optional(device.dir, "node_type", errors);
+  const auto numa_node = read_optional(device.numa_node, errors);
   out.add("rdma_device_info",
           "RDMA device identity; value is always 1. numa_node is the HCA's NUMA node (-1: none).",
           MetricType::Gauge,
@@ -67,40 +68,42 @@ void emit_device(const Device& device, MetricSet& out, ErrorSink& errors) {
 }
 
 void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink& errors) {
-  const SysfsDir& dir = port.dir;
   const auto labels = out.rendered_label_set(port.identity_labels);
 
-  auto enum_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
-    const auto text = dir.read_text(file, errors);
+  auto enum_gauge = [&](const SysfsDir::Attribute& file, std::string_view family,
+                        std::string_view help) {
+    const auto text = file.read_text(errors);
     if (!text) return;
     const auto value = parse_enum_prefix(*text);
     if (!value) {
-      errors.record(ReadError::kMalformed, dir.path() / file);
+      errors.record(ReadError::kMalformed, file.path());
       return;
     }
     out.add(family, help, MetricType::Gauge, labels, *value);
   };
-  enum_gauge("state", "rdma_port_state",
+  enum_gauge(port.state, "rdma_port_state",
              "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.");
-  enum_gauge("phys_state", "rdma_port_physical_state",
+  enum_gauge(port.phys_state, "rdma_port_physical_state",
              "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
              "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.");
 
-  auto hex_gauge = [&](std::string_view file, std::string_view family, std::string_view help) {
-    const auto text = dir.read_text(file, errors);
+  auto hex_gauge = [&](const SysfsDir::Attribute& file, std::string_view family,
+                       std::string_view help) {
+    const auto text = file.read_text(errors);
     if (!text) return;
     const auto value = parse_hex(*text);
     if (!value) {
-      errors.record(ReadError::kMalformed, dir.path() / file);
+      errors.record(ReadError::kMalformed, file.path());
       return;
     }
     out.add(family, help, MetricType::Gauge, labels, *value);
   };
-  hex_gauge("lid", "rdma_port_lid", "Port LID (0 on RoCE, and on IB until the SM assigns one).");
-  hex_gauge("sm_lid", "rdma_port_sm_lid", "LID of the subnet manager the port reports (0: none).");
+  hex_gauge(port.lid, "rdma_port_lid", "Port LID (0 on RoCE, and on IB until the SM assigns one).");
+  hex_gauge(port.sm_lid, "rdma_port_sm_lid",
+            "LID of the subnet manager the port reports (0: none).");
 
   PortRate rate;
-  if (const auto text = dir.read_text("rate", errors)) {
+  if (const auto text = port.rate.read_text(errors)) {
     if (const auto parsed = parse_rate(*text)) {
       rate = *parsed;
       out.add("rdma_port_rate_bytes_per_second",
@@ -111,11 +114,11 @@ void emit_port(const Device& device, const Port& port, MetricSet& out, ErrorSink
                 MetricType::Gauge, labels, rate.lanes);
       }
     } else {
-      errors.record(ReadError::kMalformed, dir.path() / "rate");
+      errors.record(ReadError::kMalformed, port.rate.path());
     }
   }
 
-  const auto link_layer = read_optional(dir, "link_layer", errors, Lifetime::kFixedAtRegistration);
+  const auto link_layer = read_fixed_optional(port.dir, "link_layer", errors);
   const auto netdev = port_netdev(device, port, errors);
   out.add("rdma_port_info",
           "Port identity; value is always 1. netdev is set on RoCE ports, speed is the IB speed "

@@ -357,6 +357,48 @@ Read<std::uint64_t> SysfsDir::read_entry_counter(std::size_t index) const {
   return parse_counter(std::string_view(buffer, raw.size));
 }
 
+Read<std::string> SysfsDir::read_entry_text(std::size_t index) const {
+  char buffer[kMaxAttributeSize + 1];
+  const auto raw = node_->read_listed(index, buffer);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return std::string(trim(std::string_view(buffer, raw.size)));
+}
+
+SysfsDir::Attribute::Attribute(std::shared_ptr<Node> node, std::string name,
+                               std::optional<std::size_t> index)
+    : node_(std::move(node)), name_(std::move(name)), index_(index) {}
+
+SysfsDir::Attribute SysfsDir::attribute(std::string_view name) const {
+  const auto& listing = entries();
+  const auto found = std::lower_bound(listing.begin(), listing.end(), name);
+  std::optional<std::size_t> index;
+  if (found != listing.end() && *found == name) {
+    index = static_cast<std::size_t>(found - listing.begin());
+  }
+  return Attribute(node_, std::string(name), index);
+}
+
+Read<std::string> SysfsDir::Attribute::read_text() const {
+  if (!node_->fd) return std::unexpected(ReadError::kNotFound);
+  char buffer[kMaxAttributeSize + 1];
+  const auto raw = index_ ? node_->read_listed(*index_, buffer) : node_->read(name_, buffer);
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return std::string(trim(std::string_view(buffer, raw.size)));
+}
+
+std::optional<std::string> SysfsDir::Attribute::read_text(ErrorSink& errors) const {
+  auto text = read_text();
+  if (!text) {
+    errors.record(text.error(), path());
+    return std::nullopt;
+  }
+  return std::move(*text);
+}
+
+std::filesystem::path SysfsDir::Attribute::path() const {
+  return node_->path / name_;
+}
+
 std::optional<std::uint64_t> SysfsDir::read_entry_counter(std::size_t index,
                                                           ErrorSink& errors) const {
   auto value = read_entry_counter(index);

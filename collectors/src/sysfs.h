@@ -49,6 +49,9 @@ std::vector<DirectoryEntry> read_directory(int fd);
 // Subdirectories got from a SysfsDir, and every file read through it, share one cache that
 // lives as long as any SysfsDir of it; SysfsDir objects may be used from several threads.
 class SysfsDir {
+  struct Tree;
+  struct Node;
+
  public:
   explicit SysfsDir(std::filesystem::path path);
   // `name` may have several components ("ports/1"); the result is cached in `parent`.
@@ -87,6 +90,26 @@ class SysfsDir {
   // every file of a listing; `index` is below entries().size().
   Read<std::uint64_t> read_entry_counter(std::size_t index) const;
   std::optional<std::uint64_t> read_entry_counter(std::size_t index, ErrorSink& errors) const;
+  // read_text(entries()[index]), the same way.
+  Read<std::string> read_entry_text(std::size_t index) const;
+
+  // One attribute of this directory, looked up once by a collector that reads it on every
+  // scrape (a port's state, rate, LID): once its file is open, a read through it is the pread
+  // alone, with no lock and no look-up by name. Reads fail as read_text(name) would.
+  class Attribute {
+   public:
+    Read<std::string> read_text() const;
+    std::optional<std::string> read_text(ErrorSink& errors) const;
+    std::filesystem::path path() const;
+
+   private:
+    friend class SysfsDir;
+    Attribute(std::shared_ptr<Node> node, std::string name, std::optional<std::size_t> index);
+    std::shared_ptr<Node> node_;
+    std::string name_;
+    std::optional<std::size_t> index_;  // in entries(); none for a name that is not listed
+  };
+  Attribute attribute(std::string_view name) const;
 
   // The same reads, reporting a failure to `errors` with the file's path.
   std::optional<std::string> read_text(std::string_view name, ErrorSink& errors) const;
@@ -96,8 +119,6 @@ class SysfsDir {
   bool stale() const;
 
  private:
-  struct Tree;
-  struct Node;
   // The value kept for `type`, or null; with `value`, keeps it unless one is kept already, and
   // returns the one kept.
   std::shared_ptr<const void> derived(const std::type_info& type,
