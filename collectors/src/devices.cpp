@@ -18,6 +18,13 @@ bool is_port_number(const std::string& name) {
   return ec == std::errc() && end == name.data() + name.size();
 }
 
+// False once the directory open as `fd` was removed: its link count drops to 0 on ordinary file
+// systems (sysfs makes a new class entry instead, which the listing shows).
+bool still_linked(int fd) {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0;
+}
+
 }  // namespace
 
 DeviceTable::DeviceTable(const Options& options)
@@ -45,12 +52,19 @@ std::vector<DeviceTable::Entry> DeviceTable::refresh() {
   std::vector<Entry> devices;
   for (auto& entry : listed) {
     if (!filter_.accepts(entry.name)) continue;
-    const auto identity = identity_of(entry.name);
     auto known = devices_.find(entry.name);
-    if (known == devices_.end() || known->second.identity != identity ||
-        known->second.device->dir.stale()) {
-      auto device = std::make_shared<const Device>(entry.name, SysfsDir(class_path_ / entry.name));
-      known = devices_.insert_or_assign(entry.name, Entry{std::move(device), identity}).first;
+    const bool same_entry = known != devices_.end() && known->second.entry_inode == entry.inode &&
+                            !known->second.device->dir.stale() &&
+                            still_linked(known->second.device->dir.fd());
+    if (!same_entry) {
+      const auto identity = identity_of(entry.name);
+      if (known == devices_.end() || known->second.identity != identity ||
+          known->second.device->dir.stale()) {
+        auto device =
+            std::make_shared<const Device>(entry.name, SysfsDir(class_path_ / entry.name));
+        known = devices_.insert_or_assign(entry.name, Entry{std::move(device), identity, 0}).first;
+      }
+      known->second.entry_inode = entry.inode;
     }
     devices.push_back(known->second);
     current.insert(devices_.extract(known));
@@ -60,9 +74,18 @@ std::vector<DeviceTable::Entry> DeviceTable::refresh() {
   return devices;
 }
 
-bool DeviceTable::present(const Entry& entry) const {
+std::vector<bool> DeviceTable::present(const std::vector<Entry>& entries) const {
   std::lock_guard lock(mutex_);
-  return entry.identity != Identity{} && identity_of(entry.device->name) == entry.identity;
+  const auto listed = read_directory(class_fd_.get());
+  std::vector<bool> result;
+  result.reserve(entries.size());
+  for (const auto& entry : entries) {
+    result.push_back(entry.identity != Identity{} &&
+                     std::any_of(listed.begin(), listed.end(), [&](const DirectoryEntry& e) {
+                       return e.inode == entry.entry_inode && e.name == entry.device->name;
+                     }));
+  }
+  return result;
 }
 
 Port::Port(std::string_view device_name, std::string port_number, SysfsDir port_dir)

@@ -58,6 +58,12 @@ struct Device {
 // The selected devices, kept open from one scrape to the next. refresh() lists the class
 // directory again (hot-plug), reuses every device still there, and opens anew a device that is
 // new, that replaced one of the same name, or whose tree went stale.
+//
+// A device is known again by its class entry's inode, from the listing itself: the kernel makes
+// the entry (a symlink) anew each time it registers a device, with an inode number it does not
+// hand out again, so no path is looked up on a scrape. A directory that was removed while open
+// (nlink 0, as fixture trees on ordinary file systems show it, where an inode number can come
+// back) or an entry that is new leads to the target's own identity, looked up through the entry.
 class DeviceTable {
  public:
   // The directory a class entry leads to; all zero when it leads nowhere.
@@ -69,14 +75,15 @@ class DeviceTable {
   struct Entry {
     std::shared_ptr<const Device> device;
     Identity identity;
+    ino_t entry_inode = 0;  // of the class entry, as listed
   };
 
   explicit DeviceTable(const Options& options);
   // In name order.
   std::vector<Entry> refresh();
-  // Whether the device's class entry still leads to the directory that was opened: false once
-  // it was unplugged.
-  bool present(const Entry& entry) const;
+  // For each of `entries`, whether its class entry is still the one it was opened through:
+  // false once the device was unplugged. One listing for all of them.
+  std::vector<bool> present(const std::vector<Entry>& entries) const;
 
  private:
   Identity identity_of(const std::string& name) const;

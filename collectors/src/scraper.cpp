@@ -61,7 +61,6 @@ void add_collector_metrics(MetricSet& self, std::string_view collector,
 struct Scraper::Workspace {
   std::vector<Task> fabric_tasks;
   std::vector<Task> tasks;
-  std::vector<bool> vanished;
   MetricSet self;
   // What the scrape yields, in page order: the sets of the tasks that succeeded, then `self`.
   std::vector<const MetricSet*> parts;
@@ -180,9 +179,7 @@ void Scraper::collect(Workspace& workspace) {
   for (std::size_t i = 0; i < device_tasks; ++i) device_time += tasks[i].elapsed;
   state_->last_device_time.store(device_time.count());
 
-  auto& vanished = workspace.vanished;
-  vanished.clear();
-  for (const auto& entry : devices) vanished.push_back(!state_->devices.present(entry));
+  const auto present = state_->devices.present(devices);
 
   auto& parts = workspace.parts;
   MetricSet& self = workspace.self;
@@ -199,7 +196,7 @@ void Scraper::collect(Workspace& workspace) {
     };
     for (std::size_t d = 0; d < devices.size(); ++d, ++task) {
       elapsed += task->elapsed;
-      if (vanished[d]) {
+      if (!present[d]) {
         record(ReadError::kNotFound, devices[d].device->dir.path());
         continue;
       }

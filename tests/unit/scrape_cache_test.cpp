@@ -109,6 +109,58 @@ TEST(ScrapeCache, ReopensADeviceReplacedUnderTheSameName) {
   EXPECT_NE(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), old_value);
 }
 
+// The same, with the class entry itself left in place: on an ordinary file system a new entry
+// can be given the inode number of the one removed before it, so the entry's inode alone does
+// not show that the directory behind it is new.
+TEST(ScrapeCache, ReopensADeviceWhoseDirectoryWasReplacedBehindTheSameEntry) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 1, 0));
+  collectors::Scraper scraper(options_for(tree), port_counters());
+  const auto old_value = sample(scraper.scrape(), "rdma_port_data_transmitted_bytes_total", kPort1);
+  ASSERT_TRUE(old_value);
+  const auto entry = tree.device_dir("mlx5_0");
+  const auto kept_entry = tree.root() / "kept-entry";
+  std::filesystem::rename(entry, kept_entry);
+  std::filesystem::remove_all(tree.root() / "devices" / "pci0000:00" / "mlx5_0");
+  const auto replacement = mlx5_ib_device("mlx5_0", 1, 7);
+  tree.add(replacement);
+  std::filesystem::remove(entry);
+  std::filesystem::rename(kept_entry, entry);
+
+  const auto families = scraper.scrape();
+  EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1),
+            static_cast<double>(replacement.ports.at(1).counters->at("port_xmit_data")) * 4);
+}
+
+// Class entries renamed in place keep their inodes (a device rename does this on sysfs): two
+// devices that swapped names are each read under its new name.
+TEST(ScrapeCache, FollowsDevicesThatSwappedNames) {
+  SysfsTree tree;
+  const auto first = mlx5_ib_device("mlx5_0", 1, 0);
+  const auto second = mlx5_ib_device("mlx5_1", 1, 7);
+  tree.add(first);
+  tree.add(second);
+  const LabelMap port_of_mlx5_1{{"device", "mlx5_1"}, {"port", "1"}};
+  const auto first_bytes =
+      static_cast<double>(first.ports.at(1).counters->at("port_xmit_data")) * 4;
+  const auto second_bytes =
+      static_cast<double>(second.ports.at(1).counters->at("port_xmit_data")) * 4;
+  ASSERT_NE(first_bytes, second_bytes);
+  collectors::Scraper scraper(options_for(tree), port_counters());
+  auto families = scraper.scrape();
+  ASSERT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), first_bytes);
+
+  const auto swap = tree.root() / "class" / "infiniband" / "swap";
+  std::filesystem::rename(tree.device_dir("mlx5_0"), swap);
+  std::filesystem::rename(tree.device_dir("mlx5_1"), tree.device_dir("mlx5_0"));
+  std::filesystem::rename(swap, tree.device_dir("mlx5_1"));
+
+  families = scraper.scrape();
+  EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), second_bytes);
+  EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", port_of_mlx5_1),
+            first_bytes);
+}
+
 TEST(ScrapeCache, StartsItsThreadsOnce) {
   SysfsTree tree;
   for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
