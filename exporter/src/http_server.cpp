@@ -288,6 +288,12 @@ HttpServer::HttpServer(const std::string& listen_address, int threads, const Rou
                              (impl_->tls_error.empty() ? error_text : impl_->tls_error));
   }
   mg_set_request_handler(impl_->context, "/", &Impl::handle, impl_.get());
+  // Authorization is the exporter's own (web config, in handle()). Without a handler of its own
+  // for it, civetweb looks for a password file, /.htpasswd, on every request: one more path
+  // look-up per scrape, and a stray file of that name on the host would answer every request
+  // 401 whatever the exporter's configuration says.
+  mg_set_auth_handler(
+      impl_->context, "/", [](mg_connection*, void*) { return 1; }, nullptr);
 }
 
 int HttpServer::port() const {

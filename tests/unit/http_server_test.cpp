@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "http_client.h"
@@ -73,6 +75,24 @@ TEST_F(HttpServerTest, ConcurrentScrapesAllSucceed) {
   }
   for (auto& c : clients) c.join();
   EXPECT_EQ(ok, 80);
+}
+
+// civetweb, left to itself, asks for the credentials of a password file at /.htpasswd on every
+// request; the exporter's authorization is its web config's alone.
+TEST_F(HttpServerTest, AStrayPasswordFileOnTheHostDemandsNoCredentials) {
+  const std::filesystem::path stray = "/.htpasswd";
+  if (std::filesystem::exists(stray)) GTEST_SKIP() << stray << " exists on this host";
+  {
+    std::ofstream file(stray);
+    if (!file) GTEST_SKIP() << "cannot write " << stray << " (the test needs root)";
+    file << "admin:ibprobe:0123456789abcdef0123456789abcdef\n";
+  }
+  struct Remove {
+    std::filesystem::path path;
+    ~Remove() { std::filesystem::remove(path); }
+  } remove{stray};
+  EXPECT_EQ(http_get(server_->port(), "/metrics").status, 200);
+  EXPECT_EQ(http_get(server_->port(), "/-/healthy").status, 200);
 }
 
 TEST(HttpServer, BusyPortIsAClearError) {
