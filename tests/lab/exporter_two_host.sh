@@ -4,7 +4,8 @@
 # Prometheus server on the host scrapes them through the forwarded ports while perftest's
 # ib_write_bw runs from B to A, and the rxe hw_counters must be seen rising during the run.
 # Also checks the exposition of a real device: promtool-clean, no dropped inputs, port ACTIVE,
-# and the exporter's values equal to what sysfs shows in the VM.
+# and the exporter's values equal to what sysfs shows in the VM; then a device registered again
+# under the same name, and one renamed, are served as what they now are.
 #
 # Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
 
@@ -73,6 +74,58 @@ check_values_match_sysfs() { # HOST COUNTER
     note "VM $host $counter: exporter = sysfs = $sysfs"
 }
 
+# The class entry of a device: its inode (the symlink's own) or "" when there is none.
+class_entry_inode() { # HOST DEVICE
+    lab exec --timeout 60 "$1" -- sh -c "stat -c %i /sys/class/infiniband/$2 2>/dev/null" || true
+}
+
+wait_port_active() { # HOST DEVICE
+    local deadline=$((SECONDS + 30))
+    until lab exec --timeout 60 "$1" -- grep -q ACTIVE "/sys/class/infiniband/$2/ports/1/state"; do
+        ((SECONDS < deadline)) || fail "VM $1: $2 port 1 did not become ACTIVE"
+        sleep 0.2
+    done
+}
+
+# A device registered again under the same name (rdma link delete, add) and a device renamed
+# (rdma dev set NAME name NEW) are each served as what they now are, with nothing dropped: the
+# exporter knows a device again by its class entry's inode, which the kernel makes anew for a
+# registration.
+check_device_registered_again_and_renamed() { # HOST
+    local host=$1 entry_before entry_after entry_renamed counted_before body
+    counted_before=$(lab_hw_counter "$host" rcvd_pkts)
+    ((counted_before > 0)) || fail "VM $host: rxe0 received nothing before it was registered again"
+    curl -fsS "$(exporter_url "$host")/metrics" >/dev/null || fail "scrape of VM $host failed"
+    entry_before=$(class_entry_inode "$host" rxe0)
+    lab exec --timeout 60 "$host" -- sh -c 'rdma link delete rxe0 && rdma link add rxe0 type rxe netdev eth0' \
+        || fail "VM $host: cannot register rxe0 again"
+    wait_port_active "$host" rxe0
+    entry_after=$(class_entry_inode "$host" rxe0)
+    [[ -n $entry_before && $entry_after != "$entry_before" ]] \
+        || fail "VM $host: rxe0 registered again kept its class entry's inode ($entry_before, $entry_after)"
+    check_values_match_sysfs "$host" rcvd_pkts
+    body=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "scrape of VM $host failed"
+    local series='rdma_port_hw_stat_total{device="rxe0",port="1",counter="rcvd_pkts",class="informative"}'
+    (($(metric_value "$body" "$series") < counted_before)) \
+        || fail "VM $host: rxe0 registered again still shows the old device's rcvd_pkts"
+    note "VM $host: rxe0 registered again (class entry inode $entry_before, then $entry_after): rcvd_pkts $counted_before, then $(metric_value "$body" "$series")"
+
+    lab exec --timeout 60 "$host" -- rdma dev set rxe0 name rxe7 || fail "VM $host: cannot rename rxe0"
+    entry_renamed=$(class_entry_inode "$host" rxe7)
+    body=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "scrape of VM $host failed"
+    [[ $(metric_value "$body" 'rdma_port_state{device="rxe7",port="1"}') == 4 ]] \
+        || fail "VM $host: renamed rxe7 not served: $(grep '^rdma_port_state' <<<"$body")"
+    ! grep -q 'device="rxe0"' <<<"$body" || fail "VM $host: rxe0 still served after its rename"
+    lab exec --timeout 60 "$host" -- rdma dev set rxe7 name rxe0 || fail "VM $host: cannot rename rxe7 back"
+    body=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "scrape of VM $host failed"
+    [[ $(metric_value "$body" 'rdma_port_state{device="rxe0",port="1"}') == 4 ]] \
+        || fail "VM $host: rxe0 not served after renamed back"
+    ! grep -q 'device="rxe7"' <<<"$body" || fail "VM $host: rxe7 still served after its rename back"
+    ! grep -q '^ibprobe_scrape_errors_total' <<<"$body" \
+        || fail "VM $host dropped inputs: $(grep '^ibprobe_scrape_errors_total' <<<"$body")"
+    note "VM $host: rxe0 renamed rxe7 (class entry inode $entry_after, then $entry_renamed) and back, served under each name"
+}
+
 start_prometheus() {
     PROM_DIR=$(mktemp -d)
     local port
@@ -135,6 +188,11 @@ main() {
     done
     check_values_match_sysfs A rcvd_pkts
     check_values_match_sysfs B sent_pkts
+
+    # Prometheus would scrape while the device is gone: a scrape then drops the device's inputs.
+    stop_prometheus
+    PROM_PID="" PROM_DIR=""
+    check_device_registered_again_and_renamed A
 }
 
 main "$@"
