@@ -103,6 +103,17 @@ std::unexpected<ReadError> attribute_failure(const RawRead& raw) {
   return std::unexpected(ReadError::kMalformed);
 }
 
+// What a read into `buffer` yields: its text with surrounding white space removed, or its counter.
+Read<std::string> text_of(const RawRead& raw, const char* buffer) {
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return std::string(trim(std::string_view(buffer, raw.size)));
+}
+
+Read<std::uint64_t> counter_of(const RawRead& raw, const char* buffer) {
+  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
+  return parse_counter(std::string_view(buffer, raw.size));
+}
+
 }  // namespace
 
 std::string_view to_string(ReadError error) {
@@ -338,30 +349,26 @@ Read<std::string> SysfsDir::read_text(std::string_view name) const {
   if (!is_open()) return std::unexpected(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
-  return std::string(trim(std::string_view(buffer, raw.size)));
+  return text_of(raw, buffer);
 }
 
 Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
   if (!is_open()) return std::unexpected(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
-  return parse_counter(std::string_view(buffer, raw.size));
+  return counter_of(raw, buffer);
 }
 
 Read<std::uint64_t> SysfsDir::read_entry_counter(std::size_t index) const {
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read_listed(index, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
-  return parse_counter(std::string_view(buffer, raw.size));
+  return counter_of(raw, buffer);
 }
 
 Read<std::string> SysfsDir::read_entry_text(std::size_t index) const {
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read_listed(index, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
-  return std::string(trim(std::string_view(buffer, raw.size)));
+  return text_of(raw, buffer);
 }
 
 SysfsDir::Attribute::Attribute(std::shared_ptr<Node> node, std::string name,
@@ -382,8 +389,7 @@ Read<std::string> SysfsDir::Attribute::read_text() const {
   if (!node_->fd) return std::unexpected(ReadError::kNotFound);
   char buffer[kMaxAttributeSize + 1];
   const auto raw = index_ ? node_->read_listed(*index_, buffer) : node_->read(name_, buffer);
-  if (raw.error != 0 || raw.size > kMaxAttributeSize) return attribute_failure(raw);
-  return std::string(trim(std::string_view(buffer, raw.size)));
+  return text_of(raw, buffer);
 }
 
 std::optional<std::string> SysfsDir::Attribute::read_text(ErrorSink& errors) const {
