@@ -49,6 +49,11 @@ collectors::Options options_for(const SysfsTree& tree, int parallelism = 1) {
 
 const LabelMap kPort1{{"device", "mlx5_0"}, {"port", "1"}};
 
+// What rdma_port_data_transmitted_bytes_total says of port 1 of `device` as generated.
+double transmitted_bytes(const DeviceShape& device) {
+  return static_cast<double>(device.ports.at(1).counters->at("port_xmit_data")) * 4;
+}
+
 std::filesystem::path relative_counter(const SysfsTree& tree, const std::string& device,
                                        const std::string& counter) {
   return (tree.port_dir(device, 1) / "counters" / counter).lexically_relative(tree.root());
@@ -105,7 +110,7 @@ TEST(ScrapeCache, ReopensADeviceReplacedUnderTheSameName) {
   tree.add(replacement);
   const auto families = scraper.scrape();
   EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1),
-            static_cast<double>(replacement.ports.at(1).counters->at("port_xmit_data")) * 4);
+            transmitted_bytes(replacement));
   EXPECT_NE(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), old_value);
 }
 
@@ -129,7 +134,7 @@ TEST(ScrapeCache, ReopensADeviceWhoseDirectoryWasReplacedBehindTheSameEntry) {
 
   const auto families = scraper.scrape();
   EXPECT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1),
-            static_cast<double>(replacement.ports.at(1).counters->at("port_xmit_data")) * 4);
+            transmitted_bytes(replacement));
 }
 
 // Class entries renamed in place keep their inodes (a device rename does this on sysfs): two
@@ -141,10 +146,8 @@ TEST(ScrapeCache, FollowsDevicesThatSwappedNames) {
   tree.add(first);
   tree.add(second);
   const LabelMap port_of_mlx5_1{{"device", "mlx5_1"}, {"port", "1"}};
-  const auto first_bytes =
-      static_cast<double>(first.ports.at(1).counters->at("port_xmit_data")) * 4;
-  const auto second_bytes =
-      static_cast<double>(second.ports.at(1).counters->at("port_xmit_data")) * 4;
+  const auto first_bytes = transmitted_bytes(first);
+  const auto second_bytes = transmitted_bytes(second);
   ASSERT_NE(first_bytes, second_bytes);
   collectors::Scraper scraper(options_for(tree), port_counters());
   auto families = scraper.scrape();
