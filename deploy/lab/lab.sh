@@ -853,22 +853,31 @@ wake_agent() { # HOST
     return 0
 }
 
+# A pause that starts no process: a read with a timeout on a pipe this script holds both ends
+# of, so nothing ever arrives. The job loops below poll every 20 ms; an external sleep each time
+# would cost a fork and an exec per poll.
+NAP_FD=
+nap() { # SECONDS
+    [[ -n $NAP_FD ]] || exec {NAP_FD}<> <(:)
+    read -r -t "$1" -u "$NAP_FD" _ || true
+}
+
 wait_job_pickup() { # HOST NAME
-    local dir deadline
+    local dir deadline polls=0
     dir=$(xchg_dir "$1")/jobs/$2
     deadline=$(($(now_ms) + PICKUP_TIMEOUT * 1000))
-    until [[ -e $dir/pid ]]; do
-        if ! vm_running "$1"; then
+    until [[ -s $dir/pid ]]; do
+        if ((++polls % 25 == 0)) && ! vm_running "$1"; then
             say "error: VM $1 stopped"
             console_tail "$1" 10
             return 1
         fi
-        if (($(now_ms) > deadline)); then
+        if ((${EPOCHREALTIME/./} / 1000 > deadline)); then
             say "error: the agent in VM $1 did not pick up job $2 within ${PICKUP_TIMEOUT} s"
             console_tail "$1" 10
             return 1
         fi
-        sleep 0.05
+        nap 0.02
     done
 }
 
@@ -894,19 +903,21 @@ follow_job() { # HOST NAME TIMEOUT
     local host=$1 name=$2 limit=$3 dir deadline=0 rc polls=0
     dir=$(xchg_dir "$host")/jobs/$name
     ((limit > 0)) && deadline=$(($(now_ms) + (limit + EXEC_GRACE) * 1000))
-    while [[ ! -e $dir/rc ]]; do
-        stream_job_output "$dir"
-        if ((++polls % 10 == 0)) && ! vm_running "$host"; then
+    # The end is looked for every 20 ms, the output streamed every 200 ms and the VM checked
+    # every second.
+    while [[ ! -s $dir/rc ]]; do
+        ((++polls % 10 == 0)) && stream_job_output "$dir"
+        if ((polls % 50 == 0)) && ! vm_running "$host"; then
             say "error: VM $host stopped while running job $name"
             console_tail "$host" 10
             return "$RC_LAB_FAILURE"
         fi
-        if ((deadline > 0 && $(now_ms) > deadline)); then
+        if ((deadline > 0 && ${EPOCHREALTIME/./} / 1000 > deadline)); then
             say "error: job $name in VM $host did not end within $((limit + EXEC_GRACE)) s; the VM is not responding"
             console_tail "$host" 10
             return "$RC_LAB_FAILURE"
         fi
-        sleep 0.1
+        nap 0.02
     done
     stream_job_output "$dir"
     read -r rc <"$dir/rc"
@@ -928,7 +939,7 @@ cancel_followed_job() {
 sweep_abandoned_jobs() { # HOST
     local d
     for d in "$(xchg_dir "$1")"/jobs/*/; do
-        [[ -e $d/abandoned && -e $d/rc ]] && rm -rf "$d"
+        [[ -e $d/abandoned && -s $d/rc ]] && rm -rf "$d"
     done
     return 0
 }
@@ -987,7 +998,7 @@ cmd_exec() {
     if [[ -z $name ]]; then
         name=$(new_job_name "$([[ $JOB_BACKGROUND == 1 ]] && echo bg || echo x)")
     elif [[ -e $jobs/$name ]]; then
-        [[ -e $jobs/$name/rc ]] || die "job $name is still running in VM $JOB_HOST"
+        [[ -s $jobs/$name/rc ]] || die "job $name is still running in VM $JOB_HOST"
         rm -rf "${jobs:?}/$name"
     fi
     write_job "$JOB_HOST" "$name" "$JOB_TIMEOUT" "$JOB_CWD" "$JOB_CWD_STRICT" JOB_ENV -- "${JOB_CMD[@]}"
@@ -1031,9 +1042,9 @@ cmd_jobs() {
         [[ -d $d ]] || continue
         name=${d%/}
         name=${name##*/}
-        if [[ -e $d/rc ]]; then
+        if [[ -s $d/rc ]]; then
             state="exited $(<"$d/rc")"
-        elif [[ -e $d/pid ]]; then
+        elif [[ -s $d/pid ]]; then
             state="running pid $(<"$d/pid")"
         else
             state=queued
@@ -1063,16 +1074,17 @@ cmd_wait() {
     require_vm "$host"
     # Waiting is bounded here; the job itself keeps running if it outlives us.
     local deadline=$(($(now_ms) + limit * 1000))
-    while [[ ! -e $d/rc ]]; do
-        vm_running "$host" || {
+    local polls=0
+    while [[ ! -s $d/rc ]]; do
+        ((++polls % 50 == 0)) && ! vm_running "$host" && {
             say "error: VM $host stopped"
             exit "$RC_LAB_FAILURE"
         }
-        if (($(now_ms) > deadline)); then
+        if ((${EPOCHREALTIME/./} / 1000 > deadline)); then
             say "error: timeout: job $2 in VM $host still running after $limit s"
             exit "$RC_TIMEOUT"
         fi
-        sleep 0.1
+        nap 0.02
     done
     stream_job_output "$d"
     read -r rc <"$d/rc"
@@ -1086,15 +1098,15 @@ cmd_wait() {
 cmd_kill() {
     local d host=${1:-} i
     d=$(job_dir_of "$@")
-    if [[ ! -e $d/rc ]] && vm_running "$host"; then
+    if [[ ! -s $d/rc ]] && vm_running "$host"; then
         : >"$d/cancel"
         wake_agent "$host"
         # The agent sends SIGTERM, then SIGKILL after 3 s.
-        for ((i = 0; i < 100; i++)); do
-            [[ -e $d/rc ]] && break
-            sleep 0.1
+        for ((i = 0; i < 500; i++)); do
+            [[ -s $d/rc ]] && break
+            nap 0.02
         done
-        [[ -e $d/rc ]] || say "warning: job $2 in VM $host did not confirm its end"
+        [[ -s $d/rc ]] || say "warning: job $2 in VM $host did not confirm its end"
     fi
 }
 
