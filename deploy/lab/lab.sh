@@ -26,6 +26,8 @@
 #   lab.sh nic A|B                      QEMU's side of the VM's lab NIC: netdev, virtqueue indices
 #   lab.sh trunk [up|down]              fabric: cut or restore the link between the switches
 #   lab.sh console A|B                  the VM's console log
+#   lab.sh reset                        end every job in every VM and forget them all (the
+#                                       lab as booted, for the next user of a shared lab)
 #   lab.sh status                       state of the lab (exit 0 up, 3 down)
 #   lab.sh down                         stop the VMs and remove the runtime state
 #
@@ -1110,6 +1112,45 @@ cmd_kill() {
     fi
 }
 
+# Ends every job of every VM at once (SIGTERM, SIGKILL 3 s later, as kill), names each one that
+# was still running, and forgets them all: a lab shared by several tests hands the next one VMs
+# with nothing left running and no job names taken.
+cmd_reset() {
+    local hosts host d name rc=0 i
+    local -a running=()
+    hosts=$(lab_hosts) || die "no lab is up ($STATE_DIR)"
+    for host in $hosts; do
+        require_vm "$host"
+        for d in "$(xchg_dir "$host")"/jobs/*/; do
+            [[ -d $d && ! -s $d/rc ]] || continue
+            name=${d%/}
+            running+=("$host:${name##*/}")
+            : >"$d/cancel"
+        done
+        wake_agent "$host"
+    done
+    for ((i = 0; i < 500; i++)); do
+        local left=()
+        for name in "${running[@]}"; do
+            [[ -s $(xchg_dir "${name%%:*}")/jobs/${name#*:}/rc ]] || left+=("$name")
+        done
+        ((${#left[@]} == 0)) && break
+        nap 0.02
+    done
+    for name in "${running[@]}"; do
+        if [[ -s $(xchg_dir "${name%%:*}")/jobs/${name#*:}/rc ]]; then
+            say "job ${name#*:} in VM ${name%%:*} was still running: stopped"
+        else
+            say "error: job ${name#*:} in VM ${name%%:*} did not end within 10 s"
+            rc=1
+        fi
+    done
+    ((rc == 0)) || return "$rc"
+    for host in $hosts; do
+        find "$(xchg_dir "$host")/jobs" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    done
+}
+
 # ---------------------------------------------------------------------------
 # queries
 
@@ -1266,6 +1307,7 @@ main() {
         up) cmd_up "$@" ;;
         down) cmd_down ;;
         status) cmd_status ;;
+        reset) cmd_reset ;;
         exec) cmd_exec "$@" ;;
         spawn) cmd_spawn "$@" ;;
         jobs) cmd_jobs "$@" ;;

@@ -5,6 +5,10 @@
 # Environment:
 #   IBPROBE_LAB_SH     lab.sh to use (default: deploy/lab/lab.sh of this tree)
 #   IBPROBE_LAB_STATE  lab state dir (default: $TMPDIR/ibprobe-lab-test)
+#   IBPROBE_LAB_SHARED the lab shared by a group of tests, as `lab.sh up` takes it ("two
+#                      --forward 9470"): a test uses it when it is up and boots it (for itself
+#                      and the tests after it) when it is not; unset, a test boots a lab of its
+#                      own and takes it down at its end
 #   IBPROBE_EXPORTER   the exporter binary, for the tests that call lab_exporter_test
 
 LAB_TEST_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -13,6 +17,7 @@ source "$LAB_TEST_ROOT/tests/lib/scratch.sh"
 LAB_SH=${IBPROBE_LAB_SH:-$LAB_TEST_ROOT/deploy/lab/lab.sh}
 export IBPROBE_LAB_STATE=${IBPROBE_LAB_STATE:-${TMPDIR:-/tmp}/ibprobe-lab-test}
 LAB_STARTED=0
+LAB_SHARED_IN_USE=0
 LAB_TEST_START_MS=0
 
 lab() { "$LAB_SH" "$@"; }
@@ -48,8 +53,15 @@ lab_test_begin() {
 
 lab_test_end() {
     local rc=$?
-    if ((LAB_STARTED)); then
+    if ((LAB_SHARED_IN_USE && rc == 0)); then
+        lab_shared_release || rc=$?
+    fi
+    if ((LAB_STARTED || LAB_SHARED_IN_USE)); then
         ((rc == 0)) || lab_vm_network_state
+    fi
+    # A shared lab stays up for the next test unless this one failed: the next then boots a
+    # new one rather than inherit whatever the failure left behind.
+    if ((LAB_STARTED || (LAB_SHARED_IN_USE && rc != 0))); then
         lab down >/dev/null 2>&1 || echo "warning: lab down failed" >&2
     fi
     if ((rc == 0)); then
@@ -126,20 +138,93 @@ wait_for() { # SECONDS DESCRIPTION COMMAND...
     done
 }
 
-# Boots the lab; the EXIT trap takes it down again.
-lab_test_up() { # one|two [--forward PORT]...
+# Boots the lab; the EXIT trap takes it down again. With IBPROBE_LAB_SHARED the test uses the
+# shared lab when it is up, boots it when it is not, and leaves it up at its end: the mode must
+# be the shared lab's, and every forward asked for one that the shared lab has.
+lab_test_up() { # one|two|fabric [--forward PORT]...
     local t
     t=$(now_ms)
     lab prepare || fail "lab.sh prepare failed"
     note "prepare: $(seconds_since "$t") s"
+    local -a boot=("$@")
+    if [[ -n ${IBPROBE_LAB_SHARED:-} ]]; then
+        read -ra boot <<<"$IBPROBE_LAB_SHARED"
+        lab_shared_covers "${boot[*]}" "$@" \
+            || fail "this test needs a lab '$*', which the shared lab '${boot[*]}' is not"
+        LAB_SHARED_IN_USE=1
+        if lab status >/dev/null 2>&1; then
+            LAB_BOOT_SECONDS=$(<"$IBPROBE_LAB_STATE/boot-seconds")
+            note "the shared ${boot[*]} lab is up (booted in $LAB_BOOT_SECONDS s by an earlier test)"
+            return 0
+        fi
+    fi
     if lab status >/dev/null 2>&1; then
         fail "a lab is already up in $IBPROBE_LAB_STATE (lab.sh down, or set IBPROBE_LAB_STATE)"
     fi
     t=$(now_ms)
-    LAB_STARTED=1
-    lab up "$@" >/dev/null || fail "lab.sh up $* failed"
+    ((LAB_SHARED_IN_USE)) || LAB_STARTED=1
+    if ! lab up "${boot[@]}" >/dev/null; then
+        lab down >/dev/null 2>&1
+        fail "lab.sh up ${boot[*]} failed"
+    fi
     LAB_BOOT_SECONDS=$(seconds_since "$t")
-    note "boot ($1-host): $LAB_BOOT_SECONDS s"
+    echo "$LAB_BOOT_SECONDS" >"$IBPROBE_LAB_STATE/boot-seconds"
+    note "boot (${boot[0]}-host): $LAB_BOOT_SECONDS s"
+}
+
+# Whether a lab booted with SHARED_SPEC serves a test that asks for MODE [--forward PORT]...
+lab_shared_covers() { # SHARED_SPEC MODE [--forward PORT]...
+    local shared=" $1 " mode=$2
+    shift 2
+    [[ $shared == " $mode "* ]] || return 1
+    while (($#)); do
+        [[ $1 == --forward && $shared == *" --forward $2 "* ]] || return 1
+        shift 2
+    done
+}
+
+# What a test hands the next one in a shared lab: no job left running, every cable plugged in,
+# no queueing discipline or default route added, rxe0 ACTIVE with a RoCE GID of the lab address
+# and no QP of a process. Jobs are ended here (their end used to come with the lab's); anything
+# else a test changed and did not restore fails it. The VMs are asked at once, in parallel.
+lab_shared_release() {
+    local mode=${IBPROBE_LAB_SHARED%% *} host left=() dir
+    lab reset >&2 || left+=("jobs that did not end")
+    dir=$(mktemp -d)
+    local -a hosts=() asked=()
+    read -ra hosts <<<"$(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); printf "%s ", $2 }')"
+    for host in "${hosts[@]}"; do
+        # shellcheck disable=SC2016  # expanded in the VM
+        lab exec --timeout 60 "$host" -- bash -c '
+            port=/sys/class/infiniband/rxe0/ports/1
+            read -r state <"$port/state"
+            [[ $state == "4: ACTIVE" ]] || echo "rxe0 port 1 not ACTIVE: $state"
+            found=
+            for gid in "$port"/gids/*; do
+                read -r g <"$gid" 2>/dev/null && [[ $g == *":ffff:0a63:"* ]] && found=1 && break
+            done
+            [[ -n $found ]] || echo "rxe0 has no GID of the lab address"
+            tc qdisc show | grep -E "^qdisc (netem|tbf|htb|prio|red|sfq) " | sed "s/^/added /"
+            ip route show default | sed "s/^/added route: /"
+            rdma resource show qp | grep " pid " | sed "s/^/QP of a process: /"
+            true' >"$dir/$host" 2>&1 || echo "does not answer" >>"$dir/$host" &
+        asked+=($!)
+    done
+    # Only these: the test may leave processes of its own in the background.
+    wait "${asked[@]}"
+    for host in "${hosts[@]}"; do
+        if [[ $mode != one && $(lab link "$host") != up ]]; then
+            left+=("VM $host's lab link down")
+        fi
+        [[ ! -s $dir/$host ]] || left+=("VM $host: $(paste -sd ';' "$dir/$host")")
+    done
+    rm -rf "$dir"
+    if [[ $mode == fabric && $(lab trunk) != up ]]; then
+        left+=("the trunk down")
+    fi
+    ((${#left[@]} == 0)) && return 0
+    printf 'FAIL: the test left the shared lab changed: %s\n' "${left[@]}" >&2
+    return 1
 }
 
 # Waits until a TCP port listens inside a VM.

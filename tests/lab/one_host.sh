@@ -74,15 +74,41 @@ check_background_and_forwarding() {
     note "lab kill stopped the job: $(lab jobs A | grep '^web' | cut -f2)"
 }
 
+# lab.sh reset ends the jobs still running and forgets every job; the release of a shared lab
+# (lab-common.sh) names what a test left changed, here a queueing discipline.
+check_reset_and_release() {
+    local out
+    lab spawn --name sleeper A -- sleep 600 >/dev/null || fail "cannot spawn sleep in VM A"
+    lab exec A -- true # a finished job, forgotten as well
+    out=$(lab reset 2>&1) || fail "lab reset failed: $out"
+    grep -q 'job sleeper in VM A was still running: stopped' <<<"$out" \
+        || fail "lab reset did not name the running job: $out"
+    [[ -z $(lab jobs A) ]] || fail "jobs left after lab reset: $(lab jobs A)"
+    ! lab exec A -- pgrep -x sleep >/dev/null || fail "sleep still runs in VM A after lab reset"
+    note "lab reset: $out"
+
+    lab exec A -- tc qdisc add dev dummy0 root netem delay 1ms || fail "cannot add netem in VM A"
+    out=$(IBPROBE_LAB_SHARED=one lab_shared_release 2>&1) \
+        && fail "the release of a shared lab accepted a VM with netem added: $out"
+    grep -q 'VM A: added qdisc netem' <<<"$out" || fail "the release did not name the netem: $out"
+    lab exec A -- tc qdisc del dev dummy0 root || fail "cannot remove netem in VM A"
+    out=$(IBPROBE_LAB_SHARED=one lab_shared_release 2>&1) \
+        || fail "the release refused VM A as booted: $out"
+    note "the release of a shared lab refuses an added netem and accepts the VM once it is gone"
+}
+
 check_isolation() {
     # Even with a default route, user networking with restrict=on drops
     # everything the VM sends that is not a reply on a forwarded port.
+    # The route goes again: the VM is handed on as it was (IBPROBE_LAB_SHARED).
     # shellcheck disable=SC2016  # expanded in the VM
     if lab exec --timeout 60 A -- bash -c '
         ip route add default via 10.0.2.2 dev mgmt0
-        timeout 5 bash -c "exec 3<>/dev/tcp/10.0.2.2/22" && exit 0
-        timeout 5 bash -c "exec 3<>/dev/tcp/1.1.1.1/80" && exit 0
-        exit 1' 2>/dev/null; then
+        reached=1
+        timeout 5 bash -c "exec 3<>/dev/tcp/10.0.2.2/22" && reached=0
+        timeout 5 bash -c "exec 3<>/dev/tcp/1.1.1.1/80" && reached=0
+        ip route del default via 10.0.2.2 dev mgmt0
+        exit $reached' 2>/dev/null; then
         fail "VM A reached a network outside the lab"
     fi
     note "VM A reaches neither the host nor the outside network"
@@ -105,6 +131,7 @@ main() {
     note "VM A: rxe0 PORT_ACTIVE on $(lab exec A -- cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0)"
     check_exec_contract
     check_background_and_forwarding
+    check_reset_and_release
     check_isolation
     check_loopback_perftest
 }
