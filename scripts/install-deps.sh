@@ -14,6 +14,8 @@ build_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # io_uring against pread in tests/bench/pread_benchmark.cpp (not linked by the product)
   liburing-dev
+  # test.sh compiles through it when present: a second run on the machine compiles almost nothing
+  ccache
 )
 test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest strace
