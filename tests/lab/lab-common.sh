@@ -56,20 +56,17 @@ lab_test_end() {
     if ((LAB_SHARED_IN_USE && rc == 0)); then
         lab_shared_release || rc=$?
     fi
-    if ((LAB_STARTED || LAB_SHARED_IN_USE)); then
-        ((rc == 0)) || lab_vm_network_state
+    if ((rc != 0)); then
+        ((LAB_STARTED || LAB_SHARED_IN_USE)) && lab_vm_network_state
+        note "FAILED (exit $rc)"
+        lab_keep_console_logs
     fi
     # A shared lab stays up for the next test unless this one failed: the next then boots a
     # new one rather than inherit whatever the failure left behind.
     if ((LAB_STARTED || (LAB_SHARED_IN_USE && rc != 0))); then
         lab down >/dev/null 2>&1 || echo "warning: lab down failed" >&2
     fi
-    if ((rc == 0)); then
-        note "PASS"
-    else
-        note "FAILED (exit $rc)"
-        lab_keep_console_logs
-    fi
+    ((rc != 0)) || note "PASS"
     exit "$rc"
 }
 
@@ -119,6 +116,14 @@ lab_keep_console_logs() {
     [[ -d $logs ]] || return 0
     kept=$IBPROBE_LAB_STATE/failed/$(basename -- "$0" .sh)-$(date +%Y%m%dT%H%M%S)
     mkdir -p "$kept" && cp -a "$logs/." "$kept/"
+    # And every job's command, output and status (an exporter's log among them), which lab.sh
+    # down removes with the rest of the run.
+    local jobs
+    for jobs in "$IBPROBE_LAB_STATE"/run/*/xchg/jobs; do
+        [[ -d $jobs ]] || continue
+        mkdir -p "$kept/jobs-$(basename -- "$(dirname -- "$(dirname -- "$jobs")")")"
+        cp -a "$jobs/." "$kept/jobs-$(basename -- "$(dirname -- "$(dirname -- "$jobs")")")/" 2>/dev/null || true
+    done
     note "console logs kept in $kept"
     for log in "$logs"/*.console.log; do
         [[ -e $log ]] || continue
