@@ -83,6 +83,11 @@ lab_drop_counters() {
         /proc/net/snmp /proc/net/netstat
 }
 
+# The VMs of the lab that are up, on one line.
+lab_up_hosts() {
+    lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); printf "%s ", $2 }'
+}
+
 # Whether each VM still answers, and what its kernel counted on the lab link, while the failed
 # test's VMs are up: a peer that fell silent shows here as a VM that does not answer, or as
 # packets its NIC or its TCP/UDP layers dropped. On the host, the queues of the QEMU sockets that
@@ -97,7 +102,7 @@ lab_vm_network_state() {
     ps -C qemu-system-x86_64 -o pid=,stat=,pcpu=,etimes= >&2 || true
     ss -xnp 2>/dev/null | awk 'NR == 1 || /qemu/' >&2 || true
     local host
-    for host in $(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); print $2 }'); do
+    for host in $(lab_up_hosts); do
         echo "--- VM $host after the failure: QEMU's side of its lab NIC" >&2
         lab nic "$host" >&2 || true
         echo "--- VM $host after the failure: uptime, lab link, queueing, drop counters" >&2
@@ -197,7 +202,7 @@ lab_shared_release() {
     lab reset >&2 || left+=("jobs that did not end")
     dir=$(mktemp -d)
     local -a hosts=() asked=()
-    read -ra hosts <<<"$(lab status 2>/dev/null | awk '$1 == "VM" && $3 == "up" { sub(":", "", $2); printf "%s ", $2 }')"
+    read -ra hosts <<<"$(lab_up_hosts)"
     for host in "${hosts[@]}"; do
         # shellcheck disable=SC2016  # expanded in the VM
         lab exec --timeout 60 "$host" -- bash -c '
