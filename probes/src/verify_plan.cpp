@@ -211,15 +211,16 @@ std::string BatchHistogram::describe() const {
 
 bool backlog_grows(const std::vector<SoakInterval>& intervals) {
   constexpr double kOneBatch = 16;
-  const std::size_t third = intervals.size() / 3;
-  if (third == 0) return false;
-  auto mean = [&](std::size_t from, std::size_t to) {
-    double sum = 0;
-    for (std::size_t i = from; i < to; ++i) sum += intervals[i].mean_backlog;
-    return sum / static_cast<double>(to - from);
-  };
-  const double first = mean(0, third), last = mean(intervals.size() - third, intervals.size());
-  return last > 2 * first && last > kOneBatch;
+  constexpr std::size_t kFewestIntervals = 4;
+  if (intervals.size() < kFewestIntervals) return false;
+  const std::size_t half = intervals.size() / 2;
+  double first_half = 0;
+  for (std::size_t i = 0; i < half; ++i) first_half += intervals[i].mean_backlog;
+  first_half /= static_cast<double>(half);
+  const bool every_later_interval_doubled = std::all_of(
+      intervals.begin() + static_cast<std::ptrdiff_t>(intervals.size() - half), intervals.end(),
+      [&](const SoakInterval& i) { return i.mean_backlog > 2 * first_half; });
+  return every_later_interval_doubled && intervals.back().mean_backlog > kOneBatch;
 }
 
 }  // namespace ibprobe::probes::verify

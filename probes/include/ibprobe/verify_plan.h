@@ -140,9 +140,10 @@ struct SoakInterval {
   double mean_backlog = 0;        // CQEs per drain that found any
 };
 
-// A backlog that grows: the last third of the intervals drains, on average, more than twice
-// the first third and more than one poll batch (16), so a steady load that merely fills a batch
-// now and then is not flagged.
+// A backlog that grows: over at least four intervals, every interval of the second half drains,
+// on average, more than twice the first half's mean, and the last more than one poll batch (16).
+// A steady load that merely fills a batch now and then is not flagged, nor is one interval in
+// which the poller was held up (a stalled guest) while the ones around it drained as before.
 bool backlog_grows(const std::vector<SoakInterval>& intervals);
 
 }  // namespace ibprobe::probes::verify

@@ -186,6 +186,16 @@ TEST(BacklogGrowth, SteadyOrSmallBacklogIsNotFlagged) {
 TEST(BacklogGrowth, ABacklogThatKeepsGrowingIsFlagged) {
   EXPECT_TRUE(backlog_grows(with_backlogs({10, 12, 20, 40, 60, 90})));
   EXPECT_FALSE(backlog_grows(with_backlogs({10, 12, 20, 40, 20, 22})));
+  EXPECT_TRUE(backlog_grows(with_backlogs({5, 6, 20, 30})));
+}
+
+// A 20 s soak's four 5 s intervals as a lab run reported them: the receiver drained 8.5, 10.2,
+// 8.6 and then 20.0 CQEs per poll at the same completion rate. One interval of late polls is no
+// trend, and with one interval per third it alone decided the verdict.
+TEST(BacklogGrowth, OneLateIntervalIsNotATrend) {
+  EXPECT_FALSE(backlog_grows(with_backlogs({8.5, 10.2, 8.6, 20.0})));
+  EXPECT_FALSE(backlog_grows(with_backlogs({8, 9, 30, 9, 10, 11})));
+  EXPECT_FALSE(backlog_grows(with_backlogs({8, 9, 10})));
 }
 
 }  // namespace
