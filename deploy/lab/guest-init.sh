@@ -4,7 +4,8 @@
 # /init of the Soft-RoCE lab initramfs (runs as PID 1 under busybox).
 #
 # Loads the modules listed in /etc/lab/modules, mounts the host root (9p,
-# read-only) at /newroot and the per-VM exchange share inside it, configures
+# read-only, uncached reads), the host /usr over it (cached: the libraries every
+# process loads) and the per-VM exchange share inside it, configures
 # the lab network and the rxe device, reports readiness, then hands over to
 # busybox init, which keeps the job agent running inside the chroot.
 #
@@ -60,8 +61,10 @@ load_modules() {
 }
 
 mount_root() {
-    mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro hostroot "$NEWROOT" \
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro,cache=mmap hostroot "$NEWROOT" \
         || fail "cannot mount the host root (9p tag hostroot)"
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro,cache=loose hostusr "$NEWROOT/usr" \
+        || fail "cannot mount the host /usr (9p tag hostusr)"
     for dir in proc sys dev tmp run; do
         [ -d "$NEWROOT/$dir" ] || fail "host root has no /$dir"
     done
