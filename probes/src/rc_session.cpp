@@ -92,9 +92,10 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
       // validate() makes the iterations a multiple of the post list: every list is whole.
       while (sent[q] < per_qp && sent[q] - done[q] + spec_.post_list <= spec_.tx_depth &&
              (!pacer.limited() || pacer.may_post(steady_now_ns()))) {
-        posted[total_sent] = steady_now_ns();
+        const TimestampNs now = steady_now_ns();
+        posted[total_sent] = now;
         post(q, spec_.post_list, sent[q], per_qp);
-        pacer.posted(spec_.post_list);
+        pacer.posted(spec_.post_list, now);
         sent[q] += spec_.post_list;
         total_sent += spec_.post_list;
       }
@@ -186,7 +187,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
           break;
         }
         post(q, count, s.unsignaled, last);
-        pacer.posted(count);
+        pacer.posted(count, steady_now_ns());
         for (std::uint32_t i = 0; i < count; ++i) {
           ++s.in_flight;
           ++s.unsignaled;

@@ -102,16 +102,34 @@ TEST(RatePacer, ListsGoOutNoFasterThanTheRate) {
   RatePacer pacer(1e6, 1000);
   const TimestampNs start = 5'000'000'000;
   EXPECT_TRUE(pacer.may_post(start));
-  pacer.posted(4);  // a list of four may go at once, and then the next waits 4 ms
+  pacer.posted(4, start);  // a list of four may go at once, and then the next waits 4 ms
   EXPECT_FALSE(pacer.may_post(start + 3'999'999));
   EXPECT_TRUE(pacer.may_post(start + 4'000'000));
-  pacer.posted(4);
-  EXPECT_FALSE(pacer.may_post(start + 7'000'000));
+  // Posted 1 ms late: the next is still due at 8 ms, not 9.
+  pacer.posted(4, start + 5'000'000);
+  EXPECT_FALSE(pacer.may_post(start + 7'999'999));
   EXPECT_TRUE(pacer.may_post(start + 8'000'000));
   RatePacer unlimited(0, 1000);
   EXPECT_FALSE(unlimited.limited());
-  unlimited.posted(1'000'000);
+  unlimited.posted(1'000'000, start);
   EXPECT_TRUE(unlimited.may_post(start));
+}
+
+// After a stall, a schedule counted from the first post would let every list missed in the
+// stall out at once: 24 lists at 100 ms here, 96 messages in a moment at a rate of 1 per ms.
+TEST(RatePacer, ASenderHeldUpDoesNotCatchUpWithABurst) {
+  RatePacer pacer(1e6, 1000);
+  const TimestampNs start = 5'000'000'000;
+  pacer.posted(4, start);
+  const TimestampNs resumed = start + 100'000'000;
+  int lists_at_once = 0;
+  while (pacer.may_post(resumed) && lists_at_once < 100) {
+    pacer.posted(4, resumed);
+    ++lists_at_once;
+  }
+  EXPECT_EQ(lists_at_once, 2);  // the one due and one list of credit
+  EXPECT_FALSE(pacer.may_post(resumed + 3'999'999));
+  EXPECT_TRUE(pacer.may_post(resumed + 4'000'000));
 }
 
 TEST(Sweep, StepsDifferInTheSweptVariableOnly) {
