@@ -93,7 +93,8 @@ ctest_stage "tests e2e" '^e2e$'
 ctest_stage "tests fabric (ibsim)" '^fabric$'
 ctest_stage "tests simulation, rules, dashboards" '^(simulation|rules|dashboards)$' -j "$jobs"
 ctest_stage "tests package" '^package$'
-ctest_stage "tests lab" '^lab$'
+# Two chains of lab tests, each one lab at a time, side by side (tests/lab/CMakeLists.txt).
+ctest_stage "tests lab" '^lab$' -j 2
 # Every test carries one of the labels above: a test without one would be left out silently.
 unlabelled=$(ctest --test-dir build -N -LE '^(unit|e2e|fabric|simulation|rules|dashboards|package|lab)$' |
   sed -n 's/^Total Tests: //p')
