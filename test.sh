@@ -7,7 +7,7 @@
 #
 # Usage: ./test.sh [--quick]   (--quick: the normal build's tests only)
 #
-# What a run costs, and how to run one stage or one test alone: README.md, "What the tests cost".
+# What a run costs, and how to run one stage or one test alone: docs/testing.md.
 # ccache, when installed (scripts/install-deps.sh installs it), keeps compiled objects in
 # ~/.cache/ccache: a second run on the same machine, from any clone, compiles almost nothing.
 # The builds build what their stage runs: the sanitizer builds the unit and end-to-end tests'

@@ -14,7 +14,7 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 MESH = 'job=~"ibprobe_probe_.+"'
 PORT_JOIN = "on (job, instance, device, port)"
 PORT_LEGEND = "{{instance}} {{device}}/{{port}}"
-# Classes of the driver table (README "hw_counters classes") whose increase is a finding; a
+# Classes of the driver table (docs/metrics.md, "hw_counters classes") whose increase is a finding; a
 # probe delta of a PortCounter in the error family has class "error".
 HW_ERROR_CLASSES = 'class!~"informative|congestion"'
 PAUSE_STATS = ('stat=~"rx_prio[0-7]_pause|tx_prio[0-7]_pause|rx_pfc_ena_frames_pri[0-7]'

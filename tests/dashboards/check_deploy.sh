@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The deployment files as a newcomer uses them: `cmake --install` into a staging root puts the
-# binaries, the systemd unit, the defaults and the monitoring files where the README says; the
+# binaries, the systemd unit, the defaults and the monitoring files where docs/deployment.md says; the
 # installed unit passes systemd-analyze verify and its security review; the installed exporter
 # starts with the installed defaults and probe configuration; the example prometheus.yml is
 # valid and carries exactly the shipped scrape jobs; the Kubernetes manifests hang together

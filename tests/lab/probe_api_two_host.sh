@@ -138,7 +138,7 @@ check_prometheus_records_probes() {
 check_async_api() {
     local url id result
     url=$(exporter_url B)
-    # The README's runbook one-liner: start a run, then wait for its result.
+    # The runbook one-liner of docs/probes.md: start a run, then wait for its result.
     id=$(curl -fsS -XPOST "$url/api/v1/probes" -d "{\"target\":\"$(lab addr A):9471\",\"module\":\"read_lat\"}" | json_field 'r["id"]')
     result=$(curl -fsS "$url/api/v1/probes/$id?wait=60s")
     [[ $(json_field 'r["state"]' <<<"$result") == succeeded ]] || fail "async read_lat did not succeed: $result"

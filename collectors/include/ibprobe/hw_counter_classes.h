@@ -1,7 +1,7 @@
 // What a driver's hw_counters mean: the class of each name the kernel drivers of RoCE and
 // iWARP NICs publish (mlx5, rxe, irdma, bnxt_re, efa, hns), so error-class counters can join the
 // error view and a probe's verdict. The table, with the driver source of every entry, is in
-// hw_counter_classes.cpp and in the README.
+// hw_counter_classes.cpp and in docs/metrics.md.
 #pragma once
 
 #include <string_view>
