@@ -91,12 +91,12 @@ ctest_stage() { # NAME LABEL_REGEX [CTEST_ARGS...]
 ctest_stage "tests unit" '^unit$' -j "$jobs"
 ctest_stage "tests e2e" '^e2e$'
 ctest_stage "tests fabric (ibsim)" '^fabric$'
-ctest_stage "tests simulation, rules, dashboards" '^(simulation|rules|dashboards)$' -j "$jobs"
+ctest_stage "tests simulation, rules, dashboards, docs" '^(simulation|rules|dashboards|docs)$' -j "$jobs"
 ctest_stage "tests package" '^package$'
 # Two chains of lab tests, each one lab at a time, side by side (tests/lab/CMakeLists.txt).
 ctest_stage "tests lab" '^lab$' -j 2
 # Every test carries one of the labels above: a test without one would be left out silently.
-unlabelled=$(ctest --test-dir build -N -LE '^(unit|e2e|fabric|simulation|rules|dashboards|package|lab)$' |
+unlabelled=$(ctest --test-dir build -N -LE '^(unit|e2e|fabric|simulation|rules|dashboards|docs|package|lab)$' |
   sed -n 's/^Total Tests: //p')
 [[ $unlabelled == 0 ]] || { echo "$unlabelled tests carry none of test.sh's labels" >&2; exit 1; }
 
