@@ -58,8 +58,9 @@ std::vector<DeviceTable::Entry> DeviceTable::refresh() {
                             still_linked(known->second.device->dir.fd());
     if (!same_entry) {
       const auto identity = identity_of(entry.name);
+      // Opened anew when its directory could not be opened last time (no descriptor was left).
       if (known == devices_.end() || known->second.identity != identity ||
-          known->second.device->dir.stale()) {
+          known->second.device->dir.stale() || !known->second.device->dir.is_open()) {
         auto device =
             std::make_shared<const Device>(entry.name, SysfsDir(class_path_ / entry.name));
         known = devices_.insert_or_assign(entry.name, Entry{std::move(device), identity, 0}).first;

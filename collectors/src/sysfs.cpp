@@ -57,8 +57,15 @@ RawRead read_attribute(int fd, char* buffer) {
   return result;
 }
 
-UniqueFd open_attribute(int dir_fd, const std::string& name) {
-  return UniqueFd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+constexpr int kAttributeFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+constexpr int kDirectoryFlags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+
+// `name` in the directory `dir_fd`, or by its whole path `dir_path / name` when the directory
+// keeps no descriptor.
+UniqueFd open_in(int dir_fd, const std::filesystem::path& dir_path, const std::string& name,
+                 int flags) {
+  if (dir_fd >= 0) return UniqueFd(::openat(dir_fd, name.c_str(), flags));
+  return UniqueFd(::open((dir_path / name).c_str(), flags));
 }
 
 // The kernel's answer to a read through a descriptor of a file that is gone.
@@ -66,9 +73,10 @@ bool invalidated(int error) {
   return error == ENODEV || error == ENOENT || error == ESTALE;
 }
 
-// Descriptors the caches may keep open, process-wide: half the soft RLIMIT_NOFILE, so that a
-// host with many ports (a RoCE port alone has 256 GID files) leaves the rest to sockets and
-// everything else. Beyond it, files are opened for each read and closed again.
+// Descriptors the caches may keep open, process-wide, directories and files alike: half the
+// soft RLIMIT_NOFILE, so that a host with many ports (a RoCE port alone has 256 GID files, a
+// device a dozen directories) leaves the rest to sockets and everything else. Beyond it, a
+// directory is reached by its path and a file is opened for each read and closed again.
 class DescriptorBudget {
  public:
   static DescriptorBudget& instance() {
@@ -134,6 +142,8 @@ std::string_view to_string(ReadError error) {
       return "malformed";
     case ReadError::kIo:
       return "io_error";
+    case ReadError::kTooManyOpenFiles:
+      return "too_many_open_files";
     case ReadError::kTimeout:
       return "timeout";
     case ReadError::kMadStatus:
@@ -159,6 +169,9 @@ ReadError classify_errno(int err) {
       return ReadError::kNotSupported;
     case ENOSYS:
       return ReadError::kNotImplemented;
+    case EMFILE:
+    case ENFILE:
+      return ReadError::kTooManyOpenFiles;
     default:
       return ReadError::kIo;
   }
@@ -224,24 +237,61 @@ struct SysfsDir::Tree {
   std::atomic<bool> stale = false;
 };
 
+namespace {
+
+// A directory as opened: its descriptor, kept when the budget allows, and whether it exists.
+struct OpenedDirectory {
+  UniqueFd fd;
+  int error = 0;  // the errno of an open that failed; 0 when the directory exists
+};
+
+OpenedDirectory open_directory(int parent_fd, const std::filesystem::path& parent_path,
+                               const std::string& name) {
+  OpenedDirectory dir{open_in(parent_fd, parent_path, name, kDirectoryFlags), 0};
+  if (!dir.fd) {
+    dir.error = errno;
+  } else if (!DescriptorBudget::instance().acquire()) {
+    dir.fd.reset();
+  }
+  return dir;
+}
+
+// Out of descriptors: the directory may well exist, and a later open may succeed.
+bool out_of_descriptors(int error) {
+  return error == EMFILE || error == ENFILE;
+}
+
+}  // namespace
+
 struct SysfsDir::Node {
-  Node(UniqueFd dir_fd, std::filesystem::path dir_path, std::shared_ptr<Tree> owner)
-      : fd(std::move(dir_fd)), path(std::move(dir_path)), tree(std::move(owner)) {}
+  Node(OpenedDirectory dir, std::filesystem::path dir_path, std::shared_ptr<Tree> owner)
+      : fd(std::move(dir.fd)),
+        open_error(dir.error),
+        path(std::move(dir_path)),
+        tree(std::move(owner)) {}
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  ~Node() { DescriptorBudget::instance().release(files.size()); }
+  ~Node() { DescriptorBudget::instance().release(files.size() + (fd ? 1 : 0)); }
+
+  bool exists() const { return open_error == 0; }
+
+  // A read of a directory that could not be opened fails as its open did.
+  RawRead missing() const { return {0, open_error}; }
 
   std::shared_ptr<Node> child(std::string_view name) {
     std::lock_guard lock(mutex);
     if (const auto it = children.find(name); it != children.end()) return it->second;
-    UniqueFd child_fd;
-    if (fd) {
-      child_fd.reset(
-          ::openat(fd.get(), std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    }
-    auto node = std::make_shared<Node>(std::move(child_fd), path / name, tree);
-    children.emplace(std::string(name), node);
+    OpenedDirectory dir;
+    dir.error = open_error;
+    if (exists()) dir = open_directory(fd.get(), path, std::string(name));
+    auto node = std::make_shared<Node>(std::move(dir), path / name, tree);
+    // Not kept when the process was out of descriptors: the next look-up opens it again.
+    if (!out_of_descriptors(node->open_error)) children.emplace(std::string(name), node);
     return node;
+  }
+
+  UniqueFd open_file(const std::string& name) const {
+    return open_in(fd.get(), path, name, kAttributeFlags);
   }
 
   // With `kept`, the descriptor read through is stored there when it stays open.
@@ -253,7 +303,7 @@ struct SysfsDir::Node {
     }
     if (file_fd < 0) {
       std::string file_name(name);
-      auto opened = open_attribute(fd.get(), file_name);
+      auto opened = open_file(file_name);
       if (!opened) return {0, errno};
       if (!DescriptorBudget::instance().acquire()) return read_attribute(opened.get(), buffer);
       std::lock_guard lock(mutex);
@@ -268,7 +318,7 @@ struct SysfsDir::Node {
     // The file behind the kept descriptor is gone. The descriptor stays (another thread may be
     // reading through it) until the tree is dropped; this read goes through a fresh open.
     tree->stale = true;
-    const auto reopened = open_attribute(fd.get(), std::string(name));
+    const auto reopened = open_file(std::string(name));
     if (!reopened) return {0, errno};
     return read_attribute(reopened.get(), buffer);
   }
@@ -277,7 +327,7 @@ struct SysfsDir::Node {
   const std::vector<std::string>& entries() {
     std::lock_guard lock(mutex);
     if (!listing) {
-      listing = sorted_names(fd.get());
+      listing = names();
       listed_fds = std::make_unique<std::atomic<int>[]>(listing->size());
       for (std::size_t i = 0; i < listing->size(); ++i) listed_fds[i] = -1;
     }
@@ -305,7 +355,16 @@ struct SysfsDir::Node {
     static_texts.try_emplace(std::string(name), text);
   }
 
+  // Sorted names in the directory, through its descriptor or a fresh open of its path.
+  std::vector<std::string> names() const {
+    if (fd || !exists()) return sorted_names(fd.get());
+    const UniqueFd dir(::open(path.c_str(), kDirectoryFlags));
+    return sorted_names(dir.get());
+  }
+
+  // Kept only while the budget allows; an existing directory without one goes by its path.
   const UniqueFd fd;
+  const int open_error;
   const std::filesystem::path path;
   const std::shared_ptr<Tree> tree;
 
@@ -320,9 +379,7 @@ struct SysfsDir::Node {
 };
 
 SysfsDir::SysfsDir(std::filesystem::path path)
-    : node_(
-          std::make_shared<Node>(UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)),
-                                 std::move(path), std::make_shared<Tree>())) {}
+    : node_(std::make_shared<Node>(open_directory(-1, path, {}), path, std::make_shared<Tree>())) {}
 
 SysfsDir::SysfsDir(const SysfsDir& parent, std::string_view name)
     : node_(parent.node_->child(name)) {}
@@ -330,7 +387,7 @@ SysfsDir::SysfsDir(const SysfsDir& parent, std::string_view name)
 SysfsDir::~SysfsDir() = default;
 
 bool SysfsDir::is_open() const {
-  return static_cast<bool>(node_->fd);
+  return node_->exists();
 }
 
 const std::filesystem::path& SysfsDir::path() const {
@@ -346,14 +403,14 @@ bool SysfsDir::stale() const {
 }
 
 Read<std::string> SysfsDir::read_text(std::string_view name) const {
-  if (!is_open()) return std::unexpected(ReadError::kNotFound);
+  if (!is_open()) return attribute_failure(node_->missing());
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
   return text_of(raw, buffer);
 }
 
 Read<std::uint64_t> SysfsDir::read_counter(std::string_view name) const {
-  if (!is_open()) return std::unexpected(ReadError::kNotFound);
+  if (!is_open()) return attribute_failure(node_->missing());
   char buffer[kMaxAttributeSize + 1];
   const auto raw = node_->read(name, buffer);
   return counter_of(raw, buffer);
@@ -386,7 +443,7 @@ SysfsDir::Attribute SysfsDir::attribute(std::string_view name) const {
 }
 
 Read<std::string> SysfsDir::Attribute::read_text() const {
-  if (!node_->fd) return std::unexpected(ReadError::kNotFound);
+  if (!node_->exists()) return attribute_failure(node_->missing());
   char buffer[kMaxAttributeSize + 1];
   const auto raw = index_ ? node_->read_listed(*index_, buffer) : node_->read(name_, buffer);
   return text_of(raw, buffer);
@@ -436,7 +493,7 @@ Read<std::string> SysfsDir::read_static_text(std::string_view name) const {
 }
 
 std::vector<std::string> SysfsDir::current_entries() const {
-  return sorted_names(fd());
+  return node_->names();
 }
 
 std::optional<std::string> SysfsDir::read_text(std::string_view name, ErrorSink& errors) const {

@@ -3,7 +3,8 @@
 //
 // A scrape reads about a thousand attributes in a few dozen directories, again and again. Opening
 // and closing each file every time was most of a scrape's cost, so a SysfsDir keeps what it opens:
-// its subdirectories and the attribute files read through it stay open, and each read is one
+// its subdirectories and the attribute files read through it stay open, up to a budget of half
+// the soft RLIMIT_NOFILE (beyond it, opened by path for each read), and each read is one
 // pread at offset 0 (sysfs regenerates an attribute's text on every read from offset 0). When the
 // kernel unregisters a device its open files fail with ENODEV (ENOENT, ESTALE on some file
 // systems): the read is then retried through a fresh open, and the tree marks itself stale so
@@ -63,7 +64,9 @@ class SysfsDir {
 
   bool is_open() const;
   const std::filesystem::path& path() const;
-  // The directory's own descriptor (-1 when it could not be opened).
+  // The directory's own descriptor: -1 when it could not be opened, or when the descriptor
+  // budget (half the soft RLIMIT_NOFILE, for every descriptor the cache keeps) was spent and the
+  // directory is reached by its path.
   int fd() const;
 
   // The file's content with surrounding white space removed.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <exception>
 #include <iostream>
@@ -36,6 +37,20 @@ void raise_open_file_limit() {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+// Said once; every read that finds no descriptor left is counted by its reason and logged at
+// debug like any other dropped input.
+void warn_out_of_descriptors(const std::filesystem::path& path) {
+  static std::atomic_flag warned;
+  if (warned.test_and_set()) return;
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  spdlog::warn(
+      "no file descriptor left to read {} (RLIMIT_NOFILE soft {}, hard {}): reads that find none "
+      "are dropped and counted in ibprobe_scrape_errors_total{{reason=\"too_many_open_files\"}}; "
+      "raise the hard limit (LimitNOFILE= in the systemd unit)",
+      path.string(), limit.rlim_cur, limit.rlim_max);
 }
 
 collectors::Options collector_options(const exporter::Config& config) {
@@ -168,6 +183,7 @@ int main(int argc, char** argv) {
         collector_options(config), make_collectors(config),
         [](std::string_view collector, collectors::ReadError reason,
            const std::filesystem::path& path) {
+          if (reason == collectors::ReadError::kTooManyOpenFiles) warn_out_of_descriptors(path);
           spdlog::debug("collector={} dropped input path={} reason={}", collector, path.string(),
                         collectors::to_string(reason));
         },

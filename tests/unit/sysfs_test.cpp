@@ -43,6 +43,9 @@ TEST(ClassifyErrno, MapsDriverErrorsToReasons) {
   EXPECT_EQ(classify_errno(ENOSYS), ReadError::kNotImplemented);
   EXPECT_EQ(classify_errno(EIO), ReadError::kIo);
   EXPECT_EQ(classify_errno(EISDIR), ReadError::kIo);
+  EXPECT_EQ(classify_errno(EMFILE), ReadError::kTooManyOpenFiles);
+  EXPECT_EQ(classify_errno(ENFILE), ReadError::kTooManyOpenFiles);
+  EXPECT_EQ(to_string(ReadError::kTooManyOpenFiles), "too_many_open_files");
 }
 
 TEST(ReadText, ReportsFilesystemFailures) {

@@ -23,14 +23,15 @@ namespace ibprobe::collectors {
 
 // Why one input could not be turned into a series. Each maps to one `reason` label value.
 enum class ReadError {
-  kNotFound,        // ENOENT: file or device vanished
-  kPermission,      // EPERM / EACCES
-  kInvalid,         // EINVAL: the driver refused the read (common on unsupported counters)
-  kNotSupported,    // EOPNOTSUPP
-  kNotImplemented,  // ENOSYS
-  kNoPma,           // old kernels print "N/A (no PMA)"
-  kMalformed,       // text that is not a number of the expected form
-  kIo,              // any other errno (EIO, EISDIR, ...)
+  kNotFound,          // ENOENT: file or device vanished
+  kPermission,        // EPERM / EACCES
+  kInvalid,           // EINVAL: the driver refused the read (common on unsupported counters)
+  kNotSupported,      // EOPNOTSUPP
+  kNotImplemented,    // ENOSYS
+  kNoPma,             // old kernels print "N/A (no PMA)"
+  kMalformed,         // text that is not a number of the expected form
+  kIo,                // any other errno (EIO, EISDIR, ...)
+  kTooManyOpenFiles,  // EMFILE / ENFILE: the process or the system has no descriptor left
   // Remote inputs (MADs to other ports of the fabric):
   kTimeout,         // no answer within the timeout, retries included
   kMadStatus,       // the answer carried a non-zero MAD status
