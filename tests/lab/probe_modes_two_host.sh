@@ -73,7 +73,8 @@ total = float(re.search(r'^bw_average_MiBps=([0-9.]+)', out, re.M).group(1))
 print(f'{total:.2f} {d[0]:.2f} {d[1]:.2f}')
 sys.exit(0 if abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out") \
         || fail "write_bw -b: BW average is not the sum of both directions: $out"
-    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_write_bw -b -D 6 -s 65536 --report_gbits) \
+        || fail "ib_write_bw -b beside it failed (its output above)"
     local perftest_bw
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "write_bw -b: sum/initiator/responder MiB/s $sum; NIC tx responder $((a1 - a0)) B (one-way run: $one_way_peer B), initiator $((b1 - b0)) B; ib_write_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
@@ -111,7 +112,8 @@ sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
     out=$(run_probe -t send_bw -b -n 300 -s 65536 --use-srq) || fail "send_bw -b -n 300 --use-srq failed: $out"
     grep -Eq '^direction responder .*messages=300\b' <<<"$out" && grep -Eq '^direction initiator .*messages=300\b' <<<"$out" \
         || fail "send_bw -b -n 300 --use-srq: not 300 messages each way: $out"
-    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 --report_gbits 2>&1 | tail -n 20)
+    theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 --report_gbits) \
+        || fail "ib_send_bw -b beside it failed (its output above)"
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian package as a site installs it, on this machine (root; CI runs it on its clean
-# machine): a packager's build (Release, product only: no test libraries, prefix /usr) and
+# machine): a packager's build (product only: no test libraries, prefix /usr; Release unless
+# CMAKE_ARGS give a build type, as the ctest gives its tree's so that ccache has the objects) and
 # `cpack -G DEB` give ibprobe_<version>_amd64.deb; its control data name runtime libraries only
 # and mark the /etc files as conffiles; `apt-get install ./ibprobe_...deb` installs it; the
 # installed exporter serves a fixture tree; the installed unit passes systemd-analyze verify;
