@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 
 #include "ibprobe/collectors.h"
 #include "ibprobe/exposition.h"
@@ -37,6 +39,17 @@ void append_label_text(std::string& out, std::initializer_list<MetricSet::ExtraL
   }
 }
 
+// A histogram's series name after the family's: what prometheus-cpp appends.
+constexpr std::string_view kSuffixText[] = {"_count", "_sum", "_bucket"};
+constexpr std::size_t kMaxSuffixSize = 7;
+
+double parse_bound(std::string_view extra) {
+  // le="BOUND"
+  const auto value = extra.substr(4, extra.size() - 5);
+  if (value == "+Inf") return std::numeric_limits<double>::infinity();
+  return std::strtod(std::string(value).c_str(), nullptr);
+}
+
 }  // namespace
 
 MetricSet::Family& MetricSet::family(std::string_view name, std::string_view help,
@@ -54,7 +67,7 @@ MetricSet::Family& MetricSet::family(std::string_view name, std::string_view hel
     last_family_ = static_cast<std::size_t>(it - families_.begin());
     return *it;
   }
-  families_.push_back(Family{std::string(name), std::string(help), type, {}});
+  families_.push_back(Family{std::string(name), std::string(help), type, {}, {}, false});
   last_family_ = families_.size() - 1;
   return families_.back();
 }
@@ -156,18 +169,47 @@ void MetricSet::add_rendered(FamilyHandle family, LabelSet labels, std::string_v
        value});
 }
 
+void MetricSet::add_histogram(std::string_view family_name, std::string_view help,
+                              const Labels& labels, std::span<const double> upper_bounds,
+                              std::span<const std::uint64_t> cumulative_counts, std::uint64_t count,
+                              double sum) {
+  const auto at_labels = label_set(labels).span_;
+  auto& f = family(family_name, help, prometheus::MetricType::Histogram);
+  auto push = [&f](Span labels, Span extra, Suffix suffix, double value) {
+    f.samples.push_back({labels, extra, value});
+    f.suffixes.push_back(suffix);
+  };
+  push(at_labels, {}, Suffix::kCount, static_cast<double>(count));
+  push(at_labels, {}, Suffix::kSum, sum);
+  std::string bound;
+  for (std::size_t i = 0; i < upper_bounds.size(); ++i) {
+    bound.clear();
+    exposition::append_value(bound, upper_bounds[i]);
+    push(at_labels, render({{"le", bound}}), Suffix::kBucket,
+         static_cast<double>(cumulative_counts[i]));
+  }
+  push(at_labels, render({{"le", "+Inf"}}), Suffix::kBucket, static_cast<double>(count));
+}
+
+void MetricSet::declare(std::string_view family_name, std::string_view help,
+                        prometheus::MetricType type) {
+  family(family_name, help, type).declared = true;
+}
+
 void MetricSet::merge(const MetricSet& other) {
   const auto shift = static_cast<std::uint32_t>(label_text_.size());
   label_text_ += other.label_text_;
   for (const auto& incoming : other.families_) {
-    if (incoming.samples.empty()) continue;
+    if (!incoming.written()) continue;
     auto& f = family(incoming.name, incoming.help, incoming.type);
+    f.declared = f.declared || incoming.declared;
     f.samples.reserve(f.samples.size() + incoming.samples.size());
     for (auto sample : incoming.samples) {
       sample.labels.offset += shift;
       sample.extra.offset += shift;
       f.samples.push_back(sample);
     }
+    f.suffixes.insert(f.suffixes.end(), incoming.suffixes.begin(), incoming.suffixes.end());
   }
 }
 
@@ -177,7 +219,11 @@ bool MetricSet::empty() const {
 }
 
 void MetricSet::clear() {
-  for (auto& f : families_) f.samples.clear();
+  for (auto& f : families_) {
+    f.samples.clear();
+    f.suffixes.clear();
+    f.declared = false;
+  }
   label_text_.clear();
   last_family_ = 0;
   rendered_any_ = false;
@@ -187,8 +233,30 @@ std::vector<prometheus::MetricFamily> MetricSet::take() && {
   std::vector<prometheus::MetricFamily> result;
   result.reserve(families_.size());
   for (const auto& f : families_) {
-    if (f.samples.empty()) continue;
+    if (!f.written()) continue;
     prometheus::MetricFamily family{f.name, f.help, f.type, {}};
+    if (f.type == prometheus::MetricType::Histogram) {
+      // Each histogram's samples in the order add_histogram() added them: _count first.
+      for (std::size_t i = 0; i < f.samples.size(); ++i) {
+        const auto& sample = f.samples[i];
+        switch (f.suffixes[i]) {
+          case Suffix::kCount:
+            family.metric.emplace_back();
+            parse_labels(text(sample.labels), family.metric.back().label);
+            family.metric.back().histogram.sample_count = static_cast<std::uint64_t>(sample.value);
+            break;
+          case Suffix::kSum:
+            family.metric.back().histogram.sample_sum = sample.value;
+            break;
+          case Suffix::kBucket:
+            family.metric.back().histogram.bucket.push_back(
+                {static_cast<std::uint64_t>(sample.value), parse_bound(text(sample.extra))});
+            break;
+        }
+      }
+      result.push_back(std::move(family));
+      continue;
+    }
     family.metric.reserve(f.samples.size());
     for (const auto& sample : f.samples) {
       prometheus::ClientMetric metric;
@@ -248,7 +316,7 @@ void MetricSet::append_text(std::span<const MetricSet* const> sets, std::string&
   for (const MetricSet* set : sets) {
     bool first_in_set = true;
     for (const auto& f : set->families_) {
-      if (f.samples.empty()) continue;
+      if (!f.written()) continue;
       parts.push_back({set, &f, group_of(f, first_in_set)});
       if (first_in_set) set_start = last;
       first_in_set = false;
@@ -270,9 +338,10 @@ void MetricSet::append_text(std::span<const MetricSet* const> sets, std::string&
   constexpr std::size_t kPunctuation = std::string_view("{,} \n").size();
   for (const auto* head : heads) size += exposition::family_head_size(head->name, head->help);
   for (const auto& part : parts) {
+    const std::size_t suffix = part.family->suffixes.empty() ? 0 : kMaxSuffixSize;
     for (const auto& sample : part.family->samples) {
-      size += part.family->name.size() + sample.labels.size + sample.extra.size + kPunctuation +
-              exposition::kMaxValueSize;
+      size += part.family->name.size() + suffix + sample.labels.size + sample.extra.size +
+              kPunctuation + exposition::kMaxValueSize;
     }
   }
   out.resize_and_overwrite(size, [&parts, &heads, start](char* data, std::size_t) {
@@ -285,8 +354,10 @@ void MetricSet::append_text(std::span<const MetricSet* const> sets, std::string&
         const Family& head = *heads[group];
         p = exposition::write_family_head(p, head.name, head.help, head.type);
       }
-      for (const auto& sample : f->samples) {
+      for (std::size_t i = 0; i < f->samples.size(); ++i) {
+        const auto& sample = f->samples[i];
         put(f->name);
+        if (!f->suffixes.empty()) put(kSuffixText[static_cast<std::size_t>(f->suffixes[i])]);
         if (sample.labels.size != 0 || sample.extra.size != 0) {
           *p++ = '{';
           put(set->text(sample.labels));

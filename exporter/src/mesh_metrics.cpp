@@ -1,13 +1,10 @@
 #include "mesh_metrics.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace ibprobe::exporter {
 namespace {
 
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 std::string_view to_string(MeshClock clock) {
@@ -53,76 +50,58 @@ void MeshMetrics::record(const std::string& peer, const MeshPingResult& result) 
   if (bucket < static_cast<std::ptrdiff_t>(kMeshRttBuckets.size())) ++histogram.buckets[bucket];
 }
 
-std::vector<MetricFamily> MeshMetrics::collect() const {
+collectors::MetricSet MeshMetrics::collect() const {
   const std::lock_guard lock(mutex_);
-  MetricFamily sent{
-      "rdma_mesh_pings_sent_total", "Mesh pings sent to the peer.", MetricType::Counter, {}};
-  MetricFamily lost{"rdma_mesh_pings_lost_total",
-                    "Mesh pings to the peer that got no answer within the timeout.",
-                    MetricType::Counter,
-                    {}};
-  MetricFamily rtt{"rdma_mesh_rtt_seconds",
-                   "Mesh ping round-trip time, the responder's turnaround subtracted; clock says "
-                   "whether the RNICs' completion timestamps or the host's clock measured it.",
-                   MetricType::Histogram,
-                   {}};
+  collectors::MetricSet out;
+  constexpr std::string_view kSent = "rdma_mesh_pings_sent_total";
+  constexpr std::string_view kSentHelp = "Mesh pings sent to the peer.";
+  constexpr std::string_view kLost = "rdma_mesh_pings_lost_total";
+  constexpr std::string_view kLostHelp =
+      "Mesh pings to the peer that got no answer within the timeout.";
+  constexpr std::string_view kRtt = "rdma_mesh_rtt_seconds";
+  constexpr std::string_view kRttHelp =
+      "Mesh ping round-trip time, the responder's turnaround subtracted; clock says whether the "
+      "RNICs' completion timestamps or the host's clock measured it.";
+  // Written before the first plan too, without series.
+  out.declare(kSent, kSentHelp, MetricType::Counter);
+  out.declare(kLost, kLostHelp, MetricType::Counter);
+  out.declare(kRtt, kRttHelp, MetricType::Histogram);
   double rate = 0;
   std::map<std::string, double> peers_by_reason{{"same_tor", 0}, {"cross_tor", 0}};
+  std::array<std::uint64_t, kMeshRttBuckets.size()> cumulative{};
   for (const auto& [target, state] : peers_) {
-    const std::vector<ClientMetric::Label> labels = {
-        {"local_tor", local_tor_},
-        {"peer", target},
-        {"peer_tor", state.tor},
-        {"reason", std::string(to_string(state.reason))}};
-    ClientMetric metric;
-    metric.label = labels;
-    metric.counter.value = static_cast<double>(state.sent);
-    sent.metric.push_back(metric);
-    metric.counter.value = static_cast<double>(state.lost);
-    lost.metric.push_back(metric);
+    const collectors::MetricSet::Labels labels = {{"local_tor", local_tor_},
+                                                  {"peer", target},
+                                                  {"peer_tor", state.tor},
+                                                  {"reason", std::string(to_string(state.reason))}};
+    out.add(kSent, kSentHelp, MetricType::Counter, labels, static_cast<double>(state.sent));
+    out.add(kLost, kLostHelp, MetricType::Counter, labels, static_cast<double>(state.lost));
     for (const auto clock : {MeshClock::kSoftware, MeshClock::kDevice}) {
       const auto& measured = state.rtt[static_cast<std::size_t>(clock)];
       if (clock != usual_clock_ && measured.answered == 0) continue;
-      ClientMetric histogram;
-      histogram.label = labels;
-      histogram.label.push_back({"clock", std::string(to_string(clock))});
-      std::uint64_t cumulative = 0;
+      auto with_clock = labels;
+      with_clock.emplace_back("clock", std::string(to_string(clock)));
+      std::uint64_t at_or_below = 0;
       for (std::size_t i = 0; i < kMeshRttBuckets.size(); ++i) {
-        cumulative += measured.buckets[i];
-        histogram.histogram.bucket.push_back({cumulative, kMeshRttBuckets[i]});
+        at_or_below += measured.buckets[i];
+        cumulative[i] = at_or_below;
       }
-      histogram.histogram.bucket.push_back(
-          {measured.answered, std::numeric_limits<double>::infinity()});
-      histogram.histogram.sample_count = measured.answered;
-      histogram.histogram.sample_sum = measured.rtt_sum;
-      rtt.metric.push_back(std::move(histogram));
+      out.add_histogram(kRtt, kRttHelp, with_clock, kMeshRttBuckets, cumulative, measured.answered,
+                        measured.rtt_sum);
     }
     rate += state.rate_hz;
     peers_by_reason[std::string(to_string(state.reason))] += 1;
   }
-  MetricFamily plan{
-      "rdma_mesh_plan_peers", "Peers in this host's current mesh plan.", MetricType::Gauge, {}};
   for (const auto& [reason, count] : peers_by_reason) {
-    ClientMetric metric;
-    metric.label = {{"local_tor", local_tor_}, {"reason", reason}};
-    metric.gauge.value = count;
-    plan.metric.push_back(metric);
+    out.add("rdma_mesh_plan_peers", "Peers in this host's current mesh plan.", MetricType::Gauge,
+            {{"local_tor", local_tor_}, {"reason", reason}}, count);
   }
-  auto gauge = [this](std::string name, std::string help, double value) {
-    MetricFamily family{std::move(name), std::move(help), MetricType::Gauge, {}};
-    ClientMetric metric;
-    metric.label = {{"local_tor", local_tor_}};
-    metric.gauge.value = value;
-    family.metric.push_back(metric);
-    return family;
-  };
-  std::vector<MetricFamily> families = {std::move(sent), std::move(lost), std::move(rtt),
-                                        std::move(plan)};
-  families.push_back(gauge("rdma_mesh_plan_rate_pings_per_second",
-                           "Pings per second the current plan sends, all peers together.", rate));
-  families.push_back(gauge("rdma_mesh_budget_pings_per_second",
-                           "The host's mesh budget (mesh.host_budget).", budget_hz_));
-  return families;
+  out.add("rdma_mesh_plan_rate_pings_per_second",
+          "Pings per second the current plan sends, all peers together.", MetricType::Gauge,
+          {{"local_tor", local_tor_}}, rate);
+  out.add("rdma_mesh_budget_pings_per_second", "The host's mesh budget (mesh.host_budget).",
+          MetricType::Gauge, {{"local_tor", local_tor_}}, budget_hz_);
+  return out;
 }
 
 }  // namespace ibprobe::exporter

@@ -6,14 +6,13 @@
 // the hosts' delays too, and one histogram of both would mix two quantities.
 #pragma once
 
-#include <prometheus/metric_family.h>
-
 #include <array>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "ibprobe/collectors.h"
 #include "mesh_plan.h"
 
 namespace ibprobe::exporter {
@@ -43,7 +42,7 @@ class MeshMetrics {
   void set_plan(const MeshFabric& fabric, const std::vector<PlannedPing>& plan);
   // A ping to a planned peer ended; results for peers outside the plan are ignored.
   void record(const std::string& peer, const MeshPingResult& result);
-  std::vector<prometheus::MetricFamily> collect() const;
+  collectors::MetricSet collect() const;
 
  private:
   struct Peer {

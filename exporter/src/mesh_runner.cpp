@@ -370,7 +370,7 @@ const probes::MeshEndpoint& MeshRunner::endpoint() const {
   return state_->pinger->endpoint();
 }
 
-std::vector<prometheus::MetricFamily> MeshRunner::metrics() const {
+collectors::MetricSet MeshRunner::metrics() const {
   return state_->metrics->collect();
 }
 

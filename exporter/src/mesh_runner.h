@@ -6,12 +6,11 @@
 // sends the pings on time, sleeps on the completion channel in between and counts the losses.
 #pragma once
 
-#include <prometheus/metric_family.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ibprobe/collectors.h"
 #include "ibprobe/mesh_pinger.h"
 #include "mesh_config.h"
 
@@ -38,7 +37,7 @@ class MeshRunner {
 
   // What this host's responder tells peers that ask.
   const probes::MeshEndpoint& endpoint() const;
-  std::vector<prometheus::MetricFamily> metrics() const;
+  collectors::MetricSet metrics() const;
 
  private:
   struct State;

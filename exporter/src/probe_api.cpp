@@ -7,7 +7,6 @@
 
 #include "probe_metrics.h"
 #include "probe_request.h"
-#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -330,7 +329,7 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   const auto& run = finished.value();
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = text_format(probe_run_families(run, false));
+  probe_run_metrics(run, false).append_text(response.body);
   if (params.debug) {
     response.content_type = "text/plain; charset=utf-8";
     response.body = "Logs for the probe:\n" + debug_log(run) +
@@ -419,8 +418,8 @@ HttpResponse ProbeApi::reload() const {
   return json_response(200, {{"status", "reloaded"}, {"modules", std::move(modules)}});
 }
 
-std::vector<prometheus::MetricFamily> ProbeApi::metrics() const {
-  return last_result_families(service_.last_results(), service_.totals());
+collectors::MetricSet ProbeApi::metrics() const {
+  return last_result_metrics(service_.last_results(), service_.totals());
 }
 
 }  // namespace ibprobe::exporter

@@ -38,7 +38,7 @@ class ProbeApi {
   HttpResponse reload() const;
 
   // Every probe family for /metrics: the last result per (target, module) and the run counts.
-  std::vector<prometheus::MetricFamily> metrics() const;
+  collectors::MetricSet metrics() const;
   // Requests waiting right now.
   std::size_t waiting() const { return waiting_; }
 

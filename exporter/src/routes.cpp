@@ -1,6 +1,5 @@
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
-#include "text_format.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -12,14 +11,11 @@ HttpResponse text(int status, std::string body) {
   return response;
 }
 
-prometheus::MetricFamily build_info() {
-  prometheus::ClientMetric metric;
-  metric.label = {{"version", kVersion}, {"revision", kRevision}, {"compiler", __VERSION__}};
-  metric.gauge.value = 1;
-  return {"ibprobe_build_info",
-          "ibprobe build; value is always 1.",
-          prometheus::MetricType::Gauge,
-          {metric}};
+collectors::MetricSet build_info() {
+  collectors::MetricSet info;
+  info.add("ibprobe_build_info", "ibprobe build; value is always 1.", prometheus::MetricType::Gauge,
+           {{"version", kVersion}, {"revision", kRevision}, {"compiler", __VERSION__}}, 1);
+  return info;
 }
 
 HttpResponse method_not_allowed(const HttpRequest& request, const std::string& allow) {
@@ -92,18 +88,13 @@ HttpResponse Routes::metrics() const {
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
   scraper_.append_text(response.body);
-  std::vector<prometheus::MetricFamily> families{build_info()};
-  if (extra_metrics_) {
-    auto extra = extra_metrics_();
-    families.insert(families.end(), std::make_move_iterator(extra.begin()),
-                    std::make_move_iterator(extra.end()));
-  }
-  if (probes_) {
-    auto probe_families = probes_->metrics();
-    families.insert(families.end(), std::make_move_iterator(probe_families.begin()),
-                    std::make_move_iterator(probe_families.end()));
-  }
-  append_text_format(response.body, families);
+  const auto info = build_info();
+  std::vector<const collectors::MetricSet*> sets{&info};
+  std::optional<collectors::MetricSet> extra;
+  if (extra_metrics_) sets.push_back(&extra.emplace(extra_metrics_()));
+  std::optional<collectors::MetricSet> probe_results;
+  if (probes_) sets.push_back(&probe_results.emplace(probes_->metrics()));
+  collectors::MetricSet::append_text(sets, response.body);
   return response;
 }
 

@@ -7,7 +7,6 @@
 
 #include "ibprobe/collectors.h"
 #include "sysfs_fixture.h"
-#include "text_format.h"
 
 namespace {
 
@@ -59,12 +58,6 @@ void BM_SerializePrometheusCpp(benchmark::State& state) {
   }
 }
 
-void BM_SerializeTextFormat(benchmark::State& state) {
-  auto scraper = make(all_names());
-  const auto families = scraper.scrape();
-  for (auto _ : state) benchmark::DoNotOptimize(exporter::text_format(families));
-}
-
 // What the metrics page does: the metric set writes itself.
 void BM_SerializeMetricSet(benchmark::State& state) {
   auto scraper = make(all_names());
@@ -89,7 +82,6 @@ BENCHMARK(BM_ScrapeAll)
     ->UseRealTime()
     ->MeasureProcessCPUTime();
 BENCHMARK(BM_SerializePrometheusCpp);
-BENCHMARK(BM_SerializeTextFormat);
 BENCHMARK(BM_SerializeMetricSet);
 
 }  // namespace

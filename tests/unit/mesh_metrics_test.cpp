@@ -1,7 +1,6 @@
 #include "mesh_metrics.h"
 
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 
 #include <iostream>
 
@@ -19,7 +18,9 @@ using exporter::MeshReason;
 using exporter::PlannedPing;
 
 std::string text_of(const MeshMetrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.collect());
+  std::string text;
+  metrics.collect().append_text(text);
+  return text;
 }
 
 // Samples in the exposition: every line that is not a comment.

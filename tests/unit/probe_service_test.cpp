@@ -18,7 +18,6 @@
 #include "hold.h"
 #include "probe_api.h"
 #include "probe_metrics.h"
-#include "text_format.h"
 
 namespace ibprobe::testing {
 namespace {
@@ -741,7 +740,9 @@ ProbeOutcome sized_outcome(const probes::ProbeSpec& spec) {
 }
 
 std::string metric_text(const ProbeRun& run) {
-  return exporter::text_format(exporter::probe_run_families(run, false));
+  std::string text;
+  exporter::probe_run_metrics(run, false).append_text(text);
+  return text;
 }
 
 TEST_F(ProbeServiceTest, SweepRunsEveryStepWithOneVariableChangedAndFindsTheKnee) {

@@ -1,7 +1,6 @@
-// The exporter's text format writer against prometheus-cpp's TextSerializer, the reference it
-// replaces: byte-identical on every fixture shape and on values and labels chosen to be awkward.
-#include "text_format.h"
-
+// The metric set's text, the exporter's one writer of the exposition format, against
+// prometheus-cpp's TextSerializer, the reference it replaces: byte-identical on every fixture
+// shape and on values and labels chosen to be awkward, histograms included.
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
@@ -63,8 +62,6 @@ TEST(TextFormat, MatchesPrometheusCppOnEveryFixture) {
     collectors::Scraper scraper(std::move(options), all_collectors());
     const auto families = scraper.scrape();
     ASSERT_GT(families.size(), 5u) << name;
-    EXPECT_EQ(exporter::text_format(families), reference(families)) << name;
-    // The metric set's own writer, which the metrics page uses, on the same scrape.
     const auto set = scraper.scrape_set();
     std::string text;
     set.append_text(text);
@@ -159,18 +156,25 @@ ClientMetric metric(std::vector<prometheus::ClientMetric::Label> labels) {
 // every position of values longer and shorter than a word.
 TEST(TextFormat, EscapesLabelCharactersAtEveryPosition) {
   MetricFamily family{"escaped", "", MetricType::Gauge, {}};
+  collectors::MetricSet set;
+  auto add = [&](const std::string& value) {
+    family.metric.push_back(metric({{"v", value}}));
+    set.add("escaped", "", MetricType::Gauge, {{"v", value}}, 0);
+  };
   for (const char special : {'\\', '"', '\n'}) {
     for (std::size_t length = 1; length <= 25; ++length) {
       for (std::size_t at = 0; at < length; ++at) {
         std::string value(length, 'x');
         value[at] = special;
-        family.metric.push_back(metric({{"v", value}}));
+        add(value);
       }
     }
   }
   // Bytes that differ from the specials in one bit, which a wrong word test would take for them.
-  family.metric.push_back(metric({{"v", std::string("\x5d\x23\x0b\xdc\xa2\x8a]#\x0bzzzzzzzz")}}));
-  EXPECT_EQ(exporter::text_format({family}), reference({family}));
+  add(std::string("\x5d\x23\x0b\xdc\xa2\x8a]#\x0bzzzzzzzz"));
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text, reference({family}));
 }
 
 // Labels rendered once with render_text() and added with add_rendered(), as hw_counters adds
@@ -263,37 +267,79 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
   MetricFamily gauge{"awkward_gauge", "help with \\ and \"quotes\"", MetricType::Gauge, {}};
   MetricFamily counter{"awkward_total", "", MetricType::Counter, {}};
   MetricFamily untyped{"awkward_untyped", "untyped", MetricType::Untyped, {}};
+  collectors::MetricSet set;
   for (const double value : values) {
     auto g = metric({{"a", "back\\slash \"quoted\"\nnewline"}, {"b", ""}});
     g.gauge.value = value;
     gauge.metric.push_back(g);
+    set.add(gauge.name, gauge.help, MetricType::Gauge,
+            {{"a", "back\\slash \"quoted\"\nnewline"}, {"b", ""}}, value);
     auto c = metric({});
     c.counter.value = value;
-    c.timestamp_ms = static_cast<std::int64_t>(random() >> 20);
     counter.metric.push_back(c);
+    set.add(counter.name, counter.help, MetricType::Counter, {}, value);
     auto u = metric({{"only", "one"}});
     u.untyped.value = value;
     untyped.metric.push_back(u);
+    set.add(untyped.name, untyped.help, MetricType::Untyped, {{"only", "one"}}, value);
   }
-  MetricFamily summary{"awkward_summary", "a summary", MetricType::Summary, {}};
-  auto s = metric({{"x", "y"}});
-  s.summary.sample_count = 12345678901234ULL;
-  s.summary.sample_sum = 0.1 + 0.2;
-  s.summary.quantile = {{0.5, 1.25}, {0.99, 1e-9}, {0.999, std::nan("")}};
-  summary.metric.push_back(s);
+  const std::vector<MetricFamily> families = {gauge, counter, untyped};
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text, reference(families));
+  auto copy = set;
+  EXPECT_EQ(reference(std::move(copy).take()), reference(families));
+}
+
+// Histograms: the open form (prometheus-cpp adds the +Inf bucket) and the closed one (its last
+// bound is +Inf), with awkward bounds and sums, beside a gauge family; and a declared family
+// with no sample, written as prometheus-cpp writes a family without metrics. take() gives the
+// families back.
+TEST(TextFormat, HistogramsAndDeclaredFamiliesWriteWhatPrometheusCppWrites) {
   MetricFamily histogram{"awkward_histogram", "a histogram", MetricType::Histogram, {}};
-  auto h = metric({});
-  h.histogram.sample_count = 42;
-  h.histogram.sample_sum = 17.5;
-  h.histogram.bucket = {{3, 0.005}, {20, 1}, {42, 2.5}};
-  histogram.metric.push_back(h);
-  auto closed = metric({{"le_owner", "closed"}});
+  auto open = metric({{"x", "quo\"te"}});
+  open.histogram.sample_count = 42;
+  open.histogram.sample_sum = 0.1 + 0.2;
+  open.histogram.bucket = {{3, 5e-6}, {20, 1}, {42, 2.5}};
+  histogram.metric.push_back(open);
+  auto closed = metric({});
   closed.histogram.sample_count = 2;
+  closed.histogram.sample_sum = 1e300;
   closed.histogram.bucket = {{1, 1}, {2, std::numeric_limits<double>::infinity()}};
   histogram.metric.push_back(closed);
+  MetricFamily declared{"declared_total", "nothing yet", MetricType::Counter, {}};
+  auto g = metric({{"x", "y"}});
+  g.gauge.value = 3;
+  MetricFamily gauge{"after", "after help", MetricType::Gauge, {g}};
 
-  const std::vector<MetricFamily> families = {gauge, counter, untyped, summary, histogram};
-  EXPECT_EQ(exporter::text_format(families), reference(families));
+  collectors::MetricSet set;
+  const std::vector<double> open_bounds = {5e-6, 1, 2.5};
+  const std::vector<std::uint64_t> open_counts = {3, 20, 42};
+  set.add_histogram("awkward_histogram", "a histogram", {{"x", "quo\"te"}}, open_bounds,
+                    open_counts, 42, 0.1 + 0.2);
+  set.declare("declared_total", "nothing yet", MetricType::Counter);
+  set.add("after", "after help", MetricType::Gauge, {{"x", "y"}}, 3);
+  const std::vector<double> closed_bounds = {1};
+  const std::vector<std::uint64_t> closed_counts = {1};
+  set.add_histogram("awkward_histogram", "a histogram", {}, closed_bounds, closed_counts, 2, 1e300);
+
+  const std::vector<MetricFamily> expected = {histogram, declared, gauge};
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text, reference(expected));
+  auto copy = set;
+  EXPECT_EQ(reference(std::move(copy).take()), reference(expected));
+  // Merged into another set, and written beside one: the same.
+  collectors::MetricSet merged;
+  merged.merge(set);
+  text.clear();
+  merged.append_text(text);
+  EXPECT_EQ(text, reference(expected));
+  // clear() forgets the declaration with the samples.
+  set.clear();
+  text.clear();
+  set.append_text(text);
+  EXPECT_EQ(text, "");
 }
 
 }  // namespace

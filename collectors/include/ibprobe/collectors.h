@@ -134,6 +134,14 @@ class MetricSet {
                     LabelSet labels, std::string_view rendered_extra, double value);
   void add_rendered(FamilyHandle family, LabelSet labels, std::string_view rendered_extra,
                     double value);
+  // A histogram's series: _count, _sum, and one _bucket per upper bound (labelled le, with the
+  // cumulative count at that bound) and +Inf (with `count`), as prometheus-cpp writes them.
+  void add_histogram(std::string_view family, std::string_view help, const Labels& labels,
+                     std::span<const double> upper_bounds,
+                     std::span<const std::uint64_t> cumulative_counts, std::uint64_t count,
+                     double sum);
+  // A family written (HELP and TYPE) even while it has no sample, until clear().
+  void declare(std::string_view family, std::string_view help, prometheus::MetricType type);
   // Appends every family of `other`, merging samples into families of the same name.
   void merge(const MetricSet& other);
   std::vector<prometheus::MetricFamily> take() &&;
@@ -155,11 +163,17 @@ class MetricSet {
     Span extra;   // name="value",... of the labels after them, if any
     double value;
   };
+  // The series of a histogram's sample, after the family's name.
+  enum class Suffix : std::uint8_t { kCount, kSum, kBucket };
   struct Family {
     std::string name;
     std::string help;
     prometheus::MetricType type;
     std::vector<Sample> samples;
+    std::vector<Suffix> suffixes;  // a histogram's: one per sample
+    bool declared = false;
+
+    bool written() const { return declared || !samples.empty(); }
   };
 
   Family& family(std::string_view name, std::string_view help, prometheus::MetricType type);

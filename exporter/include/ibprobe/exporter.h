@@ -1,8 +1,6 @@
 // The exporter: flags, HTTP routes and the civetweb server. The only layer that speaks HTTP.
 #pragma once
 
-#include <prometheus/metric_family.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -111,7 +109,7 @@ class Routes {
   // Serves /fabric, /fabric/sd and POST /fabric/discover from `fabric` (null: they answer 503).
   void set_fabric(collectors::Fabric* fabric) { fabric_ = fabric; }
   // Families appended to every /metrics answer (the mesh's); set before serving starts.
-  void set_extra_metrics(std::function<std::vector<prometheus::MetricFamily>()> extra) {
+  void set_extra_metrics(std::function<collectors::MetricSet()> extra) {
     extra_metrics_ = std::move(extra);
   }
 
@@ -125,7 +123,7 @@ class Routes {
   collectors::Scraper& scraper_;
   const ProbeApi* probes_;
   collectors::Fabric* fabric_ = nullptr;
-  std::function<std::vector<prometheus::MetricFamily>()> extra_metrics_;
+  std::function<collectors::MetricSet()> extra_metrics_;
   std::atomic<bool> ready_ = false;
 };
 

@@ -97,7 +97,7 @@ TEST(ValidationMetrics, VerdictAndCoverageAreSeparateSeries) {
   report.races = 7;
   report.tail_checks = 128;
   run.outcome->validation = report;
-  const auto families = probe_run_families(run, false);
+  const auto families = probe_run_metrics(run, false).take();
 
   const auto* checked = family(families, "rdma_probe_validation_messages_checked");
   ASSERT_NE(checked, nullptr);
@@ -126,7 +126,7 @@ TEST(ValidationMetrics, VerdictAndCoverageAreSeparateSeries) {
 TEST(ValidationMetrics, PlainRunsHaveNone) {
   ProbeRun run;
   run.outcome.emplace();
-  const auto families = probe_run_families(run, false);
+  const auto families = probe_run_metrics(run, false).take();
   EXPECT_EQ(family(families, "rdma_probe_validation_messages_checked"), nullptr);
   EXPECT_EQ(family(families, "rdma_probe_validation_errors"), nullptr);
 }
