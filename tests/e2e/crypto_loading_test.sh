@@ -19,13 +19,7 @@ scratch_begin ibprobe-crypto-loading
 start_exporter() { # SCHEME EXTRA_FLAGS...
   local scheme=$1
   shift
-  : >"$work/exporter.log"
-  "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
-    --probe.responder-address= "$@" 2>"$work/exporter.log" &
-  exporter_pid=$!
-  pids+=("$exporter_pid")
-  wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-  port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+  launch_exporter --probe.responder-address= "$@"
   url=$scheme://127.0.0.1:$port
 }
 

@@ -19,14 +19,7 @@ readonly LIMIT=1024
 "$fixture_bin" "$work/sys" --hcas 80 --ports 2 >/dev/null
 
 start_exporter() { # [prlimit ARGS...]: sets exporter_pid and url
-  : >"$work/exporter.log"
-  "$@" "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
-    --probe.responder-address= 2>"$work/exporter.log" &
-  exporter_pid=$!
-  pids+=("$exporter_pid")
-  wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-  local port
-  port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+  launch_exporter "$@" -- --probe.responder-address=
   url=http://127.0.0.1:$port
   wait_for 10 curl -sf "$url/-/ready" || fail "exporter not ready"
 }

@@ -41,14 +41,8 @@ allowed_targets: [127.0.0.0/8, localhost]
 scheduler: {queue_length: 2, history_length: 8}
 YAML
 responder_port=$(free_port)
-"$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
-  --web.config.file="$work/web.yml" --config.file="$work/ibprobe.yml" \
-  --probe.responder-address="127.0.0.1:$responder_port" --web.threads=8 \
-  2>"$work/exporter.log" &
-exporter_pid=$!
-pids+=("$exporter_pid")
-wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+launch_exporter --web.config.file="$work/web.yml" --config.file="$work/ibprobe.yml" \
+  --probe.responder-address="127.0.0.1:$responder_port" --web.threads=8
 url=http://127.0.0.1:$port
 auth=(-u "runbook:$password")
 # A closed port on this host: probes to it fail at once as unreachable.

@@ -22,14 +22,8 @@ scheduler: {queue_length: 4}
 YAML
 
 start_exporter() { # EXTRA_FLAGS...
-  : >"$work/exporter.log"
-  "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
-    --config.file="$work/ibprobe.yml" --probe.responder-address="127.0.0.1:$(free_port)" \
-    "$@" 2>"$work/exporter.log" &
-  exporter_pid=$!
-  pids+=("$exporter_pid")
-  wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-  port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+  launch_exporter --config.file="$work/ibprobe.yml" \
+    --probe.responder-address="127.0.0.1:$(free_port)" "$@"
   url=http://127.0.0.1:$port
   wait_for 10 curl -sf "$url/-/ready" || fail "exporter not ready"
 }

@@ -18,3 +18,25 @@ wait_for() { # SECONDS COMMAND...
     sleep 0.05
   done
 }
+
+# Starts $exporter_bin on a port the kernel picks, serving the fixture tree in $work/sys and
+# logging to $work/exporter.log, with FLAGS after those; WRAPPER (e.g. prlimit ...), given before
+# `--`, runs it. Returns once it logged its port: sets exporter_pid (also added to pids) and port.
+# shellcheck disable=SC2154,SC2034  # exporter_bin, pids and port are the sourcing script's
+launch_exporter() { # [WRAPPER... --] FLAGS...
+  local -a wrapper=()
+  if [[ " $* " == *" -- "* ]]; then
+    while [[ $1 != -- ]]; do
+      wrapper+=("$1")
+      shift
+    done
+    shift
+  fi
+  : >"$work/exporter.log"
+  "${wrapper[@]}" "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$work/sys" \
+    "$@" 2>"$work/exporter.log" &
+  exporter_pid=$!
+  pids+=("$exporter_pid")
+  wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
+  port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+}
