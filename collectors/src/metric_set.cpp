@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 
 #include "ibprobe/collectors.h"
 #include "ibprobe/exposition.h"
@@ -41,13 +40,14 @@ void append_label_text(std::string& out, std::initializer_list<MetricSet::ExtraL
 
 // A histogram's series name after the family's: what prometheus-cpp appends.
 constexpr std::string_view kSuffixText[] = {"_count", "_sum", "_bucket"};
-constexpr std::size_t kMaxSuffixSize = 7;
+constexpr std::size_t kMaxSuffixSize =
+    std::ranges::max(kSuffixText, {}, [](std::string_view suffix) { return suffix.size(); }).size();
 
+// A bucket's upper bound from its rendered le="..." label (strtod reads "+Inf" too).
 double parse_bound(std::string_view extra) {
-  // le="BOUND"
-  const auto value = extra.substr(4, extra.size() - 5);
-  if (value == "+Inf") return std::numeric_limits<double>::infinity();
-  return std::strtod(std::string(value).c_str(), nullptr);
+  std::vector<prometheus::ClientMetric::Label> le;
+  parse_labels(extra, le);
+  return std::strtod(le.at(0).value.c_str(), nullptr);
 }
 
 }  // namespace

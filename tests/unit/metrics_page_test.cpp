@@ -222,33 +222,36 @@ ProbeRun failed_run() {
   return run;
 }
 
+ProbeRun run_with(std::string target, std::string module, double seconds, ProbeOutcome outcome) {
+  auto run = run_of(std::move(target), std::move(module), seconds);
+  run.outcome = std::move(outcome);
+  return run;
+}
+
+ProbeRun bandwidth_run() {
+  return run_with("192.0.2.2:9471", "write_bw", 5.375, bandwidth_outcome());
+}
+
+ProbeRun latency_run() {
+  return run_with("192.0.2.4:9471", "write_lat", 1.5, latency_outcome());
+}
+
 TEST(MetricsPage, ProbeAnswersAreTheKeptPages) {
-  auto bandwidth = run_of("192.0.2.2:9471", "write_bw", 5.375);
-  bandwidth.outcome = bandwidth_outcome();
-  expect_page("probe_bandwidth", probe_page(bandwidth));
-  auto latency = run_of("192.0.2.2:9471", "write_lat", 1.5);
-  latency.outcome = latency_outcome();
-  expect_page("probe_latency", probe_page(latency));
-  auto duration_latency = run_of("192.0.2.2:9471", "send_lat", 6.25);
-  duration_latency.outcome = duration_latency_outcome();
-  expect_page("probe_duration_latency", probe_page(duration_latency));
-  auto validation = run_of("192.0.2.3:9471", "validate", 2);
-  validation.outcome = validation_outcome();
-  expect_page("probe_validation", probe_page(validation));
-  auto verify = run_of("192.0.2.3:9471", "verify", 2.25);
-  verify.outcome = verify_outcome();
-  expect_page("probe_verify", probe_page(verify));
-  expect_page("probe_sweep", probe_page(sweep_run()));
-  expect_page("probe_sweep_failed", probe_page(failed_sweep_run()));
-  expect_page("probe_failed", probe_page(failed_run()));
+  const std::vector<std::pair<std::string, ProbeRun>> answers = {
+      {"probe_bandwidth", bandwidth_run()},
+      {"probe_latency", latency_run()},
+      {"probe_duration_latency",
+       run_with("192.0.2.2:9471", "send_lat", 6.25, duration_latency_outcome())},
+      {"probe_validation", run_with("192.0.2.3:9471", "validate", 2, validation_outcome())},
+      {"probe_verify", run_with("192.0.2.3:9471", "verify", 2.25, verify_outcome())},
+      {"probe_sweep", sweep_run()},
+      {"probe_sweep_failed", failed_sweep_run()},
+      {"probe_failed", failed_run()}};
+  for (const auto& [page, run] : answers) expect_page(page, probe_page(run));
 }
 
 TEST(MetricsPage, LastResultsAreTheKeptPage) {
-  auto bandwidth = run_of("192.0.2.2:9471", "write_bw", 5.375);
-  bandwidth.outcome = bandwidth_outcome();
-  auto latency = run_of("192.0.2.4:9471", "write_lat", 1.5);
-  latency.outcome = latency_outcome();
-  const std::vector<ProbeRun> runs = {bandwidth, latency, sweep_run(), failed_run()};
+  const std::vector<ProbeRun> runs = {bandwidth_run(), latency_run(), sweep_run(), failed_run()};
   const std::map<std::pair<std::string, std::string>, std::uint64_t> totals = {
       {{"write_bw", "success"}, 41},
       {{"write_bw", "unreachable"}, 2},
