@@ -5,42 +5,19 @@
 
 #include "ibprobe/crypto.h"
 #include "ibprobe/exporter.h"
+#include "ibprobe/host_port.h"
 #include "peer_auth.h"
 #include "web_config.h"
 
 namespace ibprobe::exporter {
-namespace {
-
-bool valid_port(std::string_view port) {
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  return ec == std::errc() && end == port.data() + port.size() && value <= 65535;
-}
-
-}  // namespace
 
 std::string civetweb_listening_port(const std::string& listen_address) {
-  const auto colon = listen_address.rfind(':');
-  if (colon == std::string::npos) {
-    throw std::invalid_argument("listen address '" + listen_address +
-                                "' has no port: use HOST:PORT or :PORT");
+  const auto address = probes::parse_host_port(listen_address, probes::HostPortRules::listen());
+  if (!address) {
+    throw std::invalid_argument("listen address '" + listen_address + "': " + address.error());
   }
-  const std::string host = listen_address.substr(0, colon);
-  const std::string port = listen_address.substr(colon + 1);
-  if (!valid_port(port)) {
-    throw std::invalid_argument("listen address '" + listen_address +
-                                "': port must be a number from 0 to 65535 (0: any free port)");
-  }
-  if (host.empty()) return port;
-  if (host.front() == '[' && host.back() != ']') {
-    throw std::invalid_argument("listen address '" + listen_address +
-                                "': unterminated IPv6 bracket");
-  }
-  if (host.front() != '[' && host.find(':') != std::string::npos) {
-    throw std::invalid_argument("listen address '" + listen_address +
-                                "': write IPv6 hosts in brackets, e.g. [::1]:9470");
-  }
-  return host + ":" + port;
+  if (address->host.empty()) return std::to_string(address->port);
+  return probes::to_string(*address);
 }
 
 std::optional<int> parse_flags(int argc, const char* const argv[], Config& config) {

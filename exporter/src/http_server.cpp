@@ -18,6 +18,7 @@
 
 #include "client_watch.h"
 #include "ibprobe/exporter.h"
+#include "ibprobe/host_port.h"
 #include "tls_context.h"
 #include "web_config.h"
 
@@ -72,8 +73,8 @@ void connect_once(const std::string& host, int port) {
 // Where this host reaches a server listening on `listen_address`: the host itself, or loopback
 // for the wildcard addresses.
 std::string reachable_host(const std::string& listen_address) {
-  std::string host = listen_address.substr(0, listen_address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const auto address = probes::parse_host_port(listen_address, probes::HostPortRules::listen());
+  const std::string host = address ? address->host : "";
   if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
   if (host == "::") return "::1";
   return host;

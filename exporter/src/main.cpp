@@ -11,6 +11,7 @@
 #include "ibprobe/active_port.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
+#include "ibprobe/host_port.h"
 #include "ibprobe/verbs_probe.h"
 #include "mesh_plan_command.h"
 #include "mesh_runner.h"
@@ -104,6 +105,17 @@ std::optional<probes::LocalPort> probe_port(const exporter::Config& config) {
   return probes::LocalPort{active->device, active->port, active->sysfs_root};
 }
 
+// Where the responder listens (parse_flags checked the address).
+probes::HostPort responder_address(const exporter::Config& config) {
+  const auto address =
+      probes::parse_host_port(config.probe_responder_address, probes::HostPortRules::listen());
+  if (!address) {
+    throw std::invalid_argument("--probe.responder-address '" + config.probe_responder_address +
+                                "': " + address.error());
+  }
+  return *address;
+}
+
 // The verbs probe responder, when asked for and when there is a port to probe on.
 std::unique_ptr<probes::Responder> start_probe_responder(
     const exporter::Config& config, const std::optional<probes::LocalPort>& local,
@@ -114,11 +126,9 @@ std::unique_ptr<probes::Responder> start_probe_responder(
     spdlog::info("probe responder off: no RDMA port is ACTIVE");
     return nullptr;
   }
-  const auto colon = config.probe_responder_address.rfind(':');
-  std::string host = config.probe_responder_address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const auto address = responder_address(config);
   auto responder = std::make_unique<probes::Responder>(
-      host, config.probe_responder_address.substr(colon + 1), *local,
+      address.host, std::to_string(address.port), *local,
       probes::ResponderOptions{limits, config.probe_shared_secret, std::move(gate),
                                std::move(mesh_endpoint)});
   spdlog::info("probe responder listening on {} port {} for {} port {}",
@@ -138,9 +148,7 @@ std::unique_ptr<exporter::MeshRunner> start_mesh(const exporter::Config& config,
   }
   if (!local) throw std::invalid_argument("mesh: enabled, but no RDMA port is ACTIVE");
   return std::make_unique<exporter::MeshRunner>(exporter::MeshRunner::Options{
-      mesh, *local,
-      config.probe_responder_address.substr(config.probe_responder_address.rfind(':') + 1),
-      config.probe_shared_secret});
+      mesh, *local, std::to_string(responder_address(config).port), config.probe_shared_secret});
 }
 
 }  // namespace

@@ -4,12 +4,13 @@
 #include <netdb.h>
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "ibprobe/host_port.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -25,22 +26,11 @@ std::string where(const YAML::Node& node) {
   throw std::invalid_argument(where(node) + what);
 }
 
-bool valid_port(std::string_view port) {
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  return !port.empty() && ec == std::errc() && end == port.data() + port.size() && value > 0 &&
-         value <= 65535;
-}
-
 // A file_sd target is HOST:PORT, an IPv6 host in brackets; the mesh dials it, so it needs both.
 void check_target(const YAML::Node& node, const std::string& target) {
-  const auto colon = target.rfind(':');
-  if (colon == std::string::npos || colon == 0 || !valid_port(target.substr(colon + 1))) {
-    fail(node, "target '" + target + "' is not HOST:PORT with a port from 1 to 65535");
-  }
-  const std::string host = target.substr(0, colon);
-  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
-    fail(node, "target '" + target + "': write IPv6 hosts in brackets, e.g. [fd00::1]:9470");
+  if (const auto address = probes::parse_host_port(target); !address) {
+    fail(node, "target '" + target +
+                   "' is not HOST:PORT with a port from 1 to 65535: " + address.error());
   }
 }
 
@@ -108,13 +98,13 @@ std::vector<MeshPeer> load_file_sd(const std::string& path) {
 }
 
 std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port) {
-  const auto colon = name_and_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || !valid_port(name_and_port.substr(colon + 1))) {
-    throw std::invalid_argument("'" + name_and_port +
-                                "' is not NAME:PORT with a port from 1 to 65535");
+  const auto address = probes::parse_host_port(name_and_port);
+  if (!address) {
+    throw std::invalid_argument(
+        "'" + name_and_port + "' is not NAME:PORT with a port from 1 to 65535: " + address.error());
   }
-  const std::string name = name_and_port.substr(0, colon);
-  const std::string port = name_and_port.substr(colon + 1);
+  const std::string& name = address->host;
+  const std::string port = std::to_string(address->port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

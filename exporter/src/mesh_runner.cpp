@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "ibprobe/host_port.h"
 #include "mesh_fabric_peers.h"
 #include "mesh_follow_ups.h"
 #include "mesh_metrics.h"
@@ -41,10 +42,10 @@ constexpr int kLossesBeforeRefresh = 3;
 constexpr auto kMinRefreshInterval = std::chrono::seconds(10);
 constexpr auto kAddressDeadline = std::chrono::seconds(3);
 
+// Targets were checked when the peer list was read.
 std::string host_of(const std::string& target) {
-  std::string host = target.substr(0, target.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return host;
+  const auto address = probes::parse_host_port(target);
+  return address ? address->host : target;
 }
 
 // The fabric is rediscovered at most this often for the peer list (as /fabric's default

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <functional>
+
+#include "ibprobe/host_port.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -20,7 +21,7 @@ std::uint64_t budget_seconds(const ProbeModule& module) {
   return module.spec.timeout_seconds * std::max<std::size_t>(runs, 1);
 }
 
-constexpr const char* kDefaultResponderPort = "9471";
+constexpr std::uint16_t kDefaultResponderPort = 9471;
 // DNS names are at most 253 characters.
 constexpr std::size_t kMaxHostLength = 253;
 
@@ -30,12 +31,6 @@ bool valid_host(const std::string& host) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
            c == ':';
   });
-}
-
-bool valid_port(const std::string& port) {
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  return ec == std::errc() && end == port.data() + port.size() && value >= 1 && value <= 65535;
 }
 
 }  // namespace
@@ -56,32 +51,14 @@ std::string_view to_string(RunState state) {
 
 std::expected<std::pair<std::string, std::string>, std::string> parse_target(
     const std::string& target) {
-  std::string host = target, port = kDefaultResponderPort;
-  if (target.starts_with("[")) {
-    const auto close = target.find(']');
-    if (close == std::string::npos)
-      return std::unexpected("target '" + target + "': unterminated IPv6 bracket");
-    host = target.substr(1, close - 1);
-    const auto rest = target.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':')
-        return std::unexpected("target '" + target + "': expected :PORT after ]");
-      port = rest.substr(1);
-    }
-  } else if (const auto colon = target.rfind(':'); colon != std::string::npos) {
-    if (target.find(':') != colon) {
-      return std::unexpected("target '" + target +
-                             "': write IPv6 addresses in brackets, e.g. [fd00::1]:9471");
-    }
-    host = target.substr(0, colon);
-    port = target.substr(colon + 1);
-  }
-  if (!valid_host(host)) {
+  const auto address =
+      probes::parse_host_port(target, probes::HostPortRules::peer(kDefaultResponderPort));
+  if (!address) return std::unexpected("target '" + target + "': " + address.error());
+  if (!valid_host(address->host)) {
     return std::unexpected("target '" + target + "': host must be a name or address of at most " +
                            std::to_string(kMaxHostLength) + " characters");
   }
-  if (!valid_port(port)) return std::unexpected("target '" + target + "': port must be 1-65535");
-  return std::pair{host, port};
+  return std::pair{address->host, std::to_string(address->port)};
 }
 
 ProbeService::ProbeService(Options options, Runner runner)

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "ibprobe/crypto.h"
+#include "ibprobe/host_port.h"
 #include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "ibprobe/verify.h"
@@ -18,14 +19,11 @@ using namespace ibprobe::probes;
 
 constexpr std::uint32_t kDefaultBandwidthSeconds = 5;
 
-std::pair<std::string, std::string> split_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) throw CLI::ValidationError("address", "expected HOST:PORT");
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return {host, address.substr(colon + 1)};
+std::pair<std::string, std::string> split_address(const std::string& address, bool listening) {
+  const auto parsed =
+      parse_host_port(address, listening ? HostPortRules::listen() : HostPortRules::peer());
+  if (!parsed) throw CLI::ValidationError("address", "'" + address + "': " + parsed.error());
+  return {parsed->host, std::to_string(parsed->port)};
 }
 
 void print(const ProbeOutcome& outcome) {
@@ -362,7 +360,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*serve) {
-      const auto [host, port] = split_address(listen);
+      const auto [host, port] = split_address(listen, true);
       sigset_t stop;
       sigemptyset(&stop);
       sigaddset(&stop, SIGINT);
@@ -383,7 +381,7 @@ int main(int argc, char** argv) {
         }
         return 2;
       }
-      const auto [host, port] = split_address(verify_peer);
+      const auto [host, port] = split_address(verify_peer, false);
       RunOptions run_options;
       run_options.shared_secret = secret;
       const auto results = verify::run_verify(local, host, port, *plan, run_options);
@@ -447,7 +445,7 @@ int main(int argc, char** argv) {
       spec.rate_limit =
           RateLimit{*rate_limit, *parse_rate_unit(rate_units), *parse_rate_limiter(rate_limiter)};
     }
-    const auto [host, port] = split_address(peer);
+    const auto [host, port] = split_address(peer, false);
     RunOptions options;
     options.fabric_ports = fabric_ports;
     options.shared_secret = secret;
