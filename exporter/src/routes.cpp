@@ -4,13 +4,6 @@
 namespace ibprobe::exporter {
 namespace {
 
-HttpResponse text(int status, std::string body) {
-  HttpResponse response;
-  response.status = status;
-  response.body = std::move(body);
-  return response;
-}
-
 collectors::MetricSet build_info() {
   collectors::MetricSet info;
   info.add("ibprobe_build_info", "ibprobe build; value is always 1.", prometheus::MetricType::Gauge,
@@ -19,7 +12,8 @@ collectors::MetricSet build_info() {
 }
 
 HttpResponse method_not_allowed(const HttpRequest& request, const std::string& allow) {
-  auto response = text(405, "method " + request.method + " not allowed on " + request.path + "\n");
+  auto response = HttpResponse::text(
+      405, "method " + request.method + " not allowed on " + request.path + "\n");
   response.headers.emplace_back("Allow", allow);
   return response;
 }
@@ -37,13 +31,14 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
     if (request.method != "POST" && request.method != "PUT") {
       return method_not_allowed(request, "POST, PUT");
     }
-    if (!probes_) return text(503, "probes are off on this exporter: nothing to reload\n");
+    if (!probes_)
+      return HttpResponse::text(503, "probes are off on this exporter: nothing to reload\n");
     return probes_->reload();
   }
   if (!probes_) {
-    return text(503,
-                "probes are off on this exporter (no --probe.responder-address or no "
-                "ACTIVE RDMA port)\n");
+    return HttpResponse::text(503,
+                              "probes are off on this exporter (no --probe.responder-address or no "
+                              "ACTIVE RDMA port)\n");
   }
   if (request.path == "/probe") {
     // Not HEAD: a HEAD request would start a probe whose result nobody reads.
@@ -76,12 +71,12 @@ HttpResponse Routes::handle(const HttpRequest& request) const {
     return method_not_allowed(request, "GET, HEAD");
   }
   if (request.path == config_.telemetry_path) return metrics();
-  if (request.path == "/-/healthy") return text(200, "Healthy\n");
+  if (request.path == "/-/healthy") return HttpResponse::text(200, "Healthy\n");
   if (request.path == "/-/ready") {
-    return ready_ ? text(200, "Ready\n") : text(503, "Not ready\n");
+    return ready_ ? HttpResponse::text(200, "Ready\n") : HttpResponse::text(503, "Not ready\n");
   }
   if (request.path == "/") return landing_page();
-  return text(404, "no handler for " + request.path + "\n");
+  return HttpResponse::text(404, "no handler for " + request.path + "\n");
 }
 
 HttpResponse Routes::metrics() const {

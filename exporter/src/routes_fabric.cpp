@@ -16,13 +16,6 @@ namespace {
 // Left of the scrape timeout for serialising and sending the answer.
 constexpr double kScrapeTimeoutOffset = 0.5;
 
-HttpResponse text(int status, std::string body) {
-  HttpResponse response;
-  response.status = status;
-  response.body = std::move(body);
-  return response;
-}
-
 class LoggedErrors final : public collectors::ErrorSink {
  public:
   void record(collectors::ReadError reason, const std::filesystem::path& path) override {
@@ -42,19 +35,20 @@ HttpResponse serialize(const collectors::MetricSet& metrics) {
 
 HttpResponse Routes::fabric_route(const HttpRequest& request) const {
   if (!fabric_) {
-    return text(503,
-                "fabric discovery is off on this exporter (--fabric.enabled or "
-                "--collector.fabric)\n");
+    return HttpResponse::text(503,
+                              "fabric discovery is off on this exporter (--fabric.enabled or "
+                              "--collector.fabric)\n");
   }
   if (request.path == "/fabric/discover") {
     if (request.method != "POST") {
-      auto response =
-          text(405, "method " + request.method + " not allowed on " + request.path + "\n");
+      auto response = HttpResponse::text(
+          405, "method " + request.method + " not allowed on " + request.path + "\n");
       response.headers.emplace_back("Allow", "POST");
       return response;
     }
-    return fabric_->rediscover() ? text(200, "discovered\n")
-                                 : text(500, "discovery failed; the previous model is served\n");
+    return fabric_->rediscover()
+               ? HttpResponse::text(200, "discovered\n")
+               : HttpResponse::text(500, "discovery failed; the previous model is served\n");
   }
   if (request.path == "/fabric/sd") {
     nlohmann::json groups = nlohmann::json::array();
@@ -71,27 +65,30 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
     return response;
   }
   const auto parsed = parse_query(request.query);
-  if (!parsed) return text(400, parsed.error() + "\n");
+  if (!parsed) return HttpResponse::text(400, parsed.error() + "\n");
   const auto& params = parsed.value();
   for (const auto& [name, value] : params) {
-    if (name != "target") return text(400, "unknown parameter '" + name + "' (only target)\n");
+    if (name != "target")
+      return HttpResponse::text(400, "unknown parameter '" + name + "' (only target)\n");
   }
   const auto target = params.find("target");
   if (target == params.end()) {
-    return text(400, "missing target: /fabric?target=SWITCH_GUID (listed by /fabric/sd)\n");
+    return HttpResponse::text(
+        400, "missing target: /fabric?target=SWITCH_GUID (listed by /fabric/sd)\n");
   }
   const auto guid = collectors::parse_guid(target->second);
   if (!guid) {
-    return text(400, "target '" + target->second +
-                         "' is not a GUID (0x0002c90300100001 or 0002:c903:0010:0001)\n");
+    return HttpResponse::text(400,
+                              "target '" + target->second +
+                                  "' is not a GUID (0x0002c90300100001 or 0002:c903:0010:0001)\n");
   }
   std::chrono::milliseconds budget{0};
   if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
       header != request.headers.end()) {
     const auto scrape = parse_wait_seconds(header->second);
     if (!scrape) {
-      return text(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
-                           "' is not a number of seconds\n");
+      return HttpResponse::text(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
+                                         "' is not a number of seconds\n");
     }
     budget = std::chrono::milliseconds(
         static_cast<long>(std::max(*scrape - kScrapeTimeoutOffset, 0.1) * 1000));
@@ -100,9 +97,10 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
   LoggedErrors errors;
   switch (fabric_->collect_switch(*guid, budget, metrics, errors)) {
     case collectors::Fabric::Lookup::kNoModel:
-      return text(503, "no fabric model yet: the first discovery has not succeeded\n");
+      return HttpResponse::text(503,
+                                "no fabric model yet: the first discovery has not succeeded\n");
     case collectors::Fabric::Lookup::kUnknownSwitch:
-      return text(404, "no switch " + target->second + " in the fabric model\n");
+      return HttpResponse::text(404, "no switch " + target->second + " in the fabric model\n");
     case collectors::Fabric::Lookup::kFound:
       break;
   }

@@ -9,9 +9,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kPollBatch = 16;
-// Spinning loops look at the clock only every so many turns: reading it costs more than a poll.
-constexpr unsigned kSpinsPerClockCheck = 1024;
+using verbs::kPollBatch;
+using verbs::kSpinsPerClockCheck;
 // A ping-pong's waits make no system call while answers come on time: the guard's checks (the
 // peer's control socket, the deadline) run between iterations every kIterationsPerGuardCheck,
 // and inside a wait only once its answer is late, when that sample is an outlier anyway.

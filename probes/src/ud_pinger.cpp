@@ -37,7 +37,7 @@ constexpr std::size_t kMaxCachedHandles = 1024;
 // Send stamps of pings awaiting their pong. At the 100 pings/s budget and a 1 s timeout about
 // 100 are in flight; beyond this many, the oldest are long lost.
 constexpr std::size_t kMaxPingStamps = 4096;
-constexpr std::size_t kPollBatch = 32;
+constexpr std::size_t kUdPollBatch = 32;
 
 // What the extended CQ must report besides the timestamp: the fields ibv_poll_cq fills that the
 // receive path and ibv_create_ah_from_wc read.
@@ -319,9 +319,9 @@ struct UdPinger::Impl {
 
   // Up to one batch of completions; the extended CQ's fields are read between its start and end
   // of polling, so they are handled after it.
-  std::size_t poll(std::array<Completion, kPollBatch>& batch) {
+  std::size_t poll(std::array<Completion, kUdPollBatch>& batch) {
     if (!stamped_cq) {
-      std::array<ibv_wc, kPollBatch> wcs{};
+      std::array<ibv_wc, kUdPollBatch> wcs{};
       const int n = ibv_poll_cq(cq.get(), static_cast<int>(wcs.size()), wcs.data());
       if (n < 0) throw verbs::VerbsError("ibv_poll_cq", EIO);
       for (int k = 0; k < n; ++k) {
@@ -343,7 +343,7 @@ struct UdPinger::Impl {
   }
 
   void drain(Events& events) {
-    std::array<Completion, kPollBatch> batch{};
+    std::array<Completion, kUdPollBatch> batch{};
     std::size_t n = 0;
     while ((n = poll(batch)) > 0) {
       for (std::size_t k = 0; k < n; ++k) {

@@ -22,8 +22,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kPollBatch = 16;
-constexpr unsigned kSpinsPerClockCheck = 1024;
+using verbs::kPollBatch;
+using verbs::kSpinsPerClockCheck;
 constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
 // Slot scans between looks at the control connection while the writes stream in.
 constexpr unsigned kScansPerPeerCheck = 64;

@@ -17,6 +17,11 @@
 
 namespace ibprobe::probes::verbs {
 
+// Completions a data loop takes from its CQ per ibv_poll_cq.
+inline constexpr int kPollBatch = 16;
+// Spinning loops look at the clock only every so many turns: reading it costs more than a poll.
+inline constexpr unsigned kSpinsPerClockCheck = 1024;
+
 // A failed verbs call, with what was attempted and the errno text.
 // A verbs call refused, or no device to make it on: a failed probe of kind kVerbs.
 class VerbsError : public ProbeFailure {

@@ -14,7 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kPollBatch = 16;
+using verbs::kPollBatch;
 constexpr std::uint32_t kDepth = 16;  // messages in flight, receives posted
 constexpr std::uint64_t kMessageBytes = 4096;
 constexpr std::uint32_t kDelayedMessagesMax = 100;

@@ -140,4 +140,12 @@ inline std::size_t series_count(const Families& families, const std::string& nam
   return family ? family->metric.size() : 0;
 }
 
+// Collector options that read the sysfs tree at `root` with `parallelism` device workers.
+inline collectors::Options options_for(const std::filesystem::path& root, int parallelism) {
+  collectors::Options options;
+  options.sysfs_root = root;
+  options.parallelism = parallelism;
+  return options;
+}
+
 }  // namespace ibprobe::testing

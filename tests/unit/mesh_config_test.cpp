@@ -16,7 +16,7 @@ std::expected<ProbeConfig, std::string> parse_mesh(const std::string& mesh) {
   return parse_probe_config(kModules + "mesh:\n" + mesh);
 }
 
-std::string error_of(const std::string& mesh) {
+std::string mesh_error(const std::string& mesh) {
   auto parsed = parse_mesh(mesh);
   if (!parsed) return parsed.error();
   ADD_FAILURE() << "accepted: " << mesh;
@@ -51,15 +51,16 @@ TEST(MeshConfig, ReadsEveryField) {
 
 TEST(MeshConfig, RefusesBadValuesSayingWhere) {
   EXPECT_NE(
-      error_of("  peer_rate: 0\n").find("line 5, column 14: peer_rate must be a number above 0"),
+      mesh_error("  peer_rate: 0\n").find("line 5, column 14: peer_rate must be a number above 0"),
       std::string::npos);
-  EXPECT_NE(error_of("  peer_rate: fast\n").find("peer_rate"), std::string::npos);
-  EXPECT_NE(error_of("  host_budget: 1e9\n").find("at most 100000"), std::string::npos);
-  EXPECT_NE(error_of("  epoch: 0s\n").find("epoch must be at least 1s"), std::string::npos);
-  EXPECT_NE(error_of("  host_pairs_per_tor_pair: 0\n").find(">= 1"), std::string::npos);
-  EXPECT_NE(error_of("  enabled: sometimes\n").find("enabled"), std::string::npos);
-  EXPECT_NE(error_of("  peers_file: a\n  peers_dns: b:1\n").find("not several"), std::string::npos);
-  EXPECT_NE(error_of("  rate: 1\n").find("unknown field 'rate' in mesh"), std::string::npos);
+  EXPECT_NE(mesh_error("  peer_rate: fast\n").find("peer_rate"), std::string::npos);
+  EXPECT_NE(mesh_error("  host_budget: 1e9\n").find("at most 100000"), std::string::npos);
+  EXPECT_NE(mesh_error("  epoch: 0s\n").find("epoch must be at least 1s"), std::string::npos);
+  EXPECT_NE(mesh_error("  host_pairs_per_tor_pair: 0\n").find(">= 1"), std::string::npos);
+  EXPECT_NE(mesh_error("  enabled: sometimes\n").find("enabled"), std::string::npos);
+  EXPECT_NE(mesh_error("  peers_file: a\n  peers_dns: b:1\n").find("not several"),
+            std::string::npos);
+  EXPECT_NE(mesh_error("  rate: 1\n").find("unknown field 'rate' in mesh"), std::string::npos);
 }
 
 TEST(MeshConfig, ReadsTheFabricPeerSource) {
@@ -79,14 +80,14 @@ TEST(MeshConfig, ReadsTheFabricPeerSource) {
 }
 
 TEST(MeshConfig, RefusesABadFabricPeerSource) {
-  EXPECT_NE(error_of("  peers_fabric:\n    exporter_port: 0\n").find("1 to 65535"),
+  EXPECT_NE(mesh_error("  peers_fabric:\n    exporter_port: 0\n").find("1 to 65535"),
             std::string::npos);
-  EXPECT_NE(error_of("  peers_fabric:\n    exporter_port: 70000\n").find("exporter_port"),
+  EXPECT_NE(mesh_error("  peers_fabric:\n    exporter_port: 70000\n").find("exporter_port"),
             std::string::npos);
-  EXPECT_NE(error_of("  peers_fabric:\n    port: 9470\n").find("unknown field 'port'"),
+  EXPECT_NE(mesh_error("  peers_fabric:\n    port: 9470\n").find("unknown field 'port'"),
             std::string::npos);
-  EXPECT_NE(error_of("  peers_fabric: yes\n").find("peers_fabric"), std::string::npos);
-  EXPECT_NE(error_of("  peers_file: a\n  peers_fabric: {}\n").find("not several"),
+  EXPECT_NE(mesh_error("  peers_fabric: yes\n").find("peers_fabric"), std::string::npos);
+  EXPECT_NE(mesh_error("  peers_file: a\n  peers_fabric: {}\n").find("not several"),
             std::string::npos);
 }
 

@@ -13,7 +13,7 @@ namespace {
 using exporter::MeshPeer;
 using exporter::parse_file_sd;
 
-std::string error_of(const std::string& text) {
+std::string file_sd_error(const std::string& text) {
   try {
     parse_file_sd(text);
   } catch (const std::invalid_argument& e) {
@@ -52,20 +52,22 @@ TEST(MeshPeers, ReadsYamlFileSd) {
 }
 
 TEST(MeshPeers, RefusesBadFilesSayingWhere) {
-  EXPECT_NE(error_of(R"({"targets": ["a:1"]})").find("list of target groups"), std::string::npos);
-  EXPECT_NE(error_of(R"([{"labels": {"tor": "x"}}])").find("non-empty list of targets"),
+  EXPECT_NE(file_sd_error(R"({"targets": ["a:1"]})").find("list of target groups"),
             std::string::npos);
-  EXPECT_NE(error_of(R"([{"targets": ["a"]}])").find("not HOST:PORT"), std::string::npos);
-  EXPECT_NE(error_of(R"([{"targets": ["a:0"]}])").find("not HOST:PORT"), std::string::npos);
-  EXPECT_NE(error_of(R"([{"targets": ["fd00::1:9470"]}])").find("brackets"), std::string::npos);
-  EXPECT_NE(error_of("[{\"targets\": [\"a:1\"]},\n {\"targets\": [\"a:1\"]}]")
+  EXPECT_NE(file_sd_error(R"([{"labels": {"tor": "x"}}])").find("non-empty list of targets"),
+            std::string::npos);
+  EXPECT_NE(file_sd_error(R"([{"targets": ["a"]}])").find("not HOST:PORT"), std::string::npos);
+  EXPECT_NE(file_sd_error(R"([{"targets": ["a:0"]}])").find("not HOST:PORT"), std::string::npos);
+  EXPECT_NE(file_sd_error(R"([{"targets": ["fd00::1:9470"]}])").find("brackets"),
+            std::string::npos);
+  EXPECT_NE(file_sd_error("[{\"targets\": [\"a:1\"]},\n {\"targets\": [\"a:1\"]}]")
                 .find("line 2, column 15: target a:1 is listed twice"),
             std::string::npos);
-  EXPECT_NE(error_of(R"([{"targets": ["a:1"], "label": {}}])").find("unknown field 'label'"),
+  EXPECT_NE(file_sd_error(R"([{"targets": ["a:1"], "label": {}}])").find("unknown field 'label'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"([{"targets": ["a:1"], "labels": {"tor": ["x"]}}])").find("label tor"),
+  EXPECT_NE(file_sd_error(R"([{"targets": ["a:1"], "labels": {"tor": ["x"]}}])").find("label tor"),
             std::string::npos);
-  EXPECT_FALSE(error_of("[{").empty());
+  EXPECT_FALSE(file_sd_error("[{").empty());
 }
 
 TEST(MeshPeers, LoadNamesTheFile) {

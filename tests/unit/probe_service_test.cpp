@@ -53,7 +53,7 @@ struct Call {
   bool has_cancel = false;
 };
 
-ProbeOutcome bandwidth_outcome(const probes::ProbeSpec& spec) {
+ProbeOutcome plain_bandwidth_outcome(const probes::ProbeSpec& spec) {
   ProbeOutcome outcome;
   outcome.spec = spec;
   outcome.peer = "192.0.2.2:9471";
@@ -103,7 +103,7 @@ class StandIn {
         std::atomic<int>& active;
         ~Leave() { --active; }
       } leave{active_};
-      if (!behaviour) return bandwidth_outcome(spec.spec());
+      if (!behaviour) return plain_bandwidth_outcome(spec.spec());
       return behaviour(call, options);
     };
   }
@@ -207,7 +207,7 @@ class ProbeServiceTest : public ::testing::Test {
         cancel_seen_ = true;
         throw ProbeFailure("cancelled by the service", FailureKind::kCancelled);
       }
-      return bandwidth_outcome(call.spec);
+      return plain_bandwidth_outcome(call.spec);
     });
   }
 
@@ -396,7 +396,7 @@ TEST_F(ProbeServiceTest, OneRunAtATimeUnderConcurrentSubmits) {
       "scheduler:\n  queue_length: 64\n");
   stand_in_.set([](const Call& call, const RunOptions&) {
     std::this_thread::sleep_for(1ms);
-    return bandwidth_outcome(call.spec);
+    return plain_bandwidth_outcome(call.spec);
   });
   constexpr int kThreads = 4, kEach = 8;
   std::vector<std::thread> threads;
@@ -550,7 +550,7 @@ TEST_F(ProbeServiceTest, ShutdownCancelsRunningAndFailsQueued) {
       cancel_seen_ = true;
       throw ProbeFailure("stopped", FailureKind::kCancelled);
     }
-    return bandwidth_outcome(call.spec);
+    return plain_bandwidth_outcome(call.spec);
   });
   const auto running = submit_ok("h:1", "write_bw");
   ASSERT_TRUE(eventually([&] { return stand_in_.call_count() == 1; }));
@@ -621,7 +621,7 @@ TEST_F(ProbeServiceTest, LastResultPerTargetAndModule) {
     if (call.host == "a" && call.spec.test == probes::TestKind::kBandwidth && call.port == "1") {
       throw ProbeFailure("no route", FailureKind::kUnreachable);
     }
-    return bandwidth_outcome(call.spec);
+    return plain_bandwidth_outcome(call.spec);
   });
   const auto a_bw_failed = submit_ok("a:1", "write_bw");
   const auto b_bw = submit_ok("b:1", "write_bw");
@@ -732,7 +732,7 @@ constexpr const char* kSweepConfig =
 
 // BW average grows with the message size up to 64 KiB, then by 2 %: the knee is at 64 KiB.
 ProbeOutcome sized_outcome(const probes::ProbeSpec& spec) {
-  auto outcome = bandwidth_outcome(spec);
+  auto outcome = plain_bandwidth_outcome(spec);
   const std::map<std::uint64_t, double> bw = {
       {4096, 1e8}, {16384, 3e8}, {65536, 6e8}, {262144, 6.12e8}};
   outcome.bandwidth->bytes_per_second = bw.at(spec.message_size);
@@ -788,7 +788,7 @@ TEST_F(ProbeServiceTest, SweepRunsEveryStepWithOneVariableChangedAndFindsTheKnee
 TEST_F(ProbeServiceTest, AFailedStepEndsTheSweepWithItsClass) {
   stand_in_.set([](const Call& call, const RunOptions&) -> ProbeOutcome {
     if (call.spec.tx_depth == 32) throw ProbeFailure("link went down", FailureKind::kVerbs);
-    return bandwidth_outcome(call.spec);
+    return plain_bandwidth_outcome(call.spec);
   });
   start(kSweepConfig);
   const auto run = finished(submit_ok("192.0.2.2:9471", "broken"));

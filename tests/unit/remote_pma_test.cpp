@@ -87,7 +87,7 @@ void expect_node(ReplayTransport& transport, std::uint16_t lid, std::uint16_t ca
   }
 }
 
-collectors::RemotePmaOptions options_for(std::vector<RemotePort> targets) {
+collectors::RemotePmaOptions remote_options(std::vector<RemotePort> targets) {
   collectors::RemotePmaOptions options;
   options.targets = std::move(targets);
   options.timeout = 20ms;
@@ -158,7 +158,7 @@ TEST(RemotePma, ExtendedPmaExportsTheLocalFamiliesByLidAndPort) {
                                          {"port_rcv_data", 10},
                                          {"unicast_xmit_packets", 5},
                                          {"multicast_rcv_packets", 6}}));
-  const auto result = scrape(transport, options_for({{12, 3}}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_EQ(transport.unused(), 0u);
   const auto& f = result.families;
@@ -193,7 +193,7 @@ TEST(RemotePma, BasicOnlyPmaUses32BitCountersAndFlagsTheirSaturation) {
       7, port_counters_request(1),
       port_counters_response(
           1, {{"port_xmit_data", 0xFFFFFFFF}, {"port_rcv_packets", 9}, {"port_xmit_wait", 1234}}));
-  const auto result = scrape(transport, options_for({{7, 1}}));
+  const auto result = scrape(transport, remote_options({{7, 1}}));
   EXPECT_TRUE(result.errors.empty());
   const LabelMap port{{"lid", "7"}, {"port", "1"}};
   const auto& f = result.families;
@@ -213,7 +213,7 @@ TEST(RemotePma, NoIetfExtendedTableHasNoUnicastOrMulticast) {
   transport.expect(
       12, extended_request(3),
       extended_response(3, {{"port_xmit_packets", 1ull << 40}, {"unicast_xmit_packets", 99}}));
-  const auto result = scrape(transport, options_for({{12, 3}}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_EQ(sample(result.families, "rdma_port_packets_transmitted_total", kPort3),
             static_cast<double>(1ull << 40));
@@ -227,7 +227,7 @@ TEST(RemotePma, AllPortsWithAllPortSelectIsOneQuery) {
   expect_node(transport, 12, kAllPortSelect);
   transport.expect(12, port_counters_request(0xFF),
                    port_counters_response(0xFF, {{"port_rcv_errors", 4}}));
-  const auto result = scrape(transport, options_for({{12, std::nullopt}}));
+  const auto result = scrape(transport, remote_options({{12, std::nullopt}}));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_EQ(sample(result.families, "rdma_port_errors_total",
                    {{"lid", "12"},
@@ -250,7 +250,7 @@ TEST(RemotePma, AllPortsWithoutAllPortSelectSumsEveryPortWithSaturation) {
     transport.expect(12, extended_request(p),
                      extended_response(p, {{"port_xmit_data", p == 1 ? ~0ull - 5 : 3}}));
   }
-  const auto result = scrape(transport, options_for({{12, std::nullopt}}));
+  const auto result = scrape(transport, remote_options({{12, std::nullopt}}));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_EQ(transport.unused(), 0u);
   const LabelMap all{{"lid", "12"}, {"port", "all"}, {"node_guid", "0002:c903:00a1:b2c3"}};
@@ -273,7 +273,8 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
                    port_counters_response(3, {{"link_downed", 3}, {"port_xmit_wait", 5}}));
   transport.expect(12, extended_request(3), extended_response(3, {{"port_xmit_data", 1000}}));
   RecordingSink errors;
-  const auto snapshot = collectors::query_remote_ports(transport, options_for({{12, 3}}), errors);
+  const auto snapshot =
+      collectors::query_remote_ports(transport, remote_options({{12, 3}}), errors);
   EXPECT_TRUE(errors.recorded.empty());
   ASSERT_EQ(snapshot.size(), 1u);
   EXPECT_EQ(snapshot[0].target, (RemotePort{12, 3}));
@@ -308,7 +309,7 @@ TEST(RemotePma, DeadTargetCostsItsOwnSeriesAndOneTimeout) {
     transport.expect_silence(40, node_info_request());
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto result = scrape(transport, options_for({{12, 3}, {40, 1}}));
+  const auto result = scrape(transport, remote_options({{12, 3}, {40, 1}}));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   EXPECT_EQ(transport.unused(), 0u);
   EXPECT_EQ(sample(result.families, "rdma_port_data_received_bytes_total", kPort3), 4);
@@ -335,7 +336,7 @@ TEST(RemotePma, WrongTransactionIdIsIgnoredAndTheRetryAnswered) {
                    Reply::kTransportTimeout);
   transport.expect(12, port_counters_request(3),
                    port_counters_response(3, {{"port_xmit_discards", 8}}));
-  const auto result = scrape(transport, options_for({{12, 3}}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_EQ(transport.unused(), 0u);
   EXPECT_EQ(sample(result.families, "rdma_port_errors_total",
@@ -349,7 +350,7 @@ TEST(RemotePma, MadStatusIsReportedPreciselyAndCostsOnlyItsAttribute) {
   transport.expect(12, port_counters_request(3),
                    port_counters_response(3, {{"VL15_dropped", 3}, {"port_xmit_data", 1}}));
   transport.expect(12, extended_request(3), extended_response(3, {}, 0x001C));
-  const auto result = scrape(transport, options_for({{12, 3}}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
   ASSERT_EQ(result.errors.size(), 1u);
   EXPECT_EQ(result.errors[0].reason, ReadError::kMadStatus);
   EXPECT_EQ(result.errors[0].path.string(),
@@ -372,7 +373,7 @@ TEST(RemotePma, TruncatedOrForeignAnswersAreMalformed) {
   transport.expect(12, port_counters_request(3), truncated);
   expect_node(transport, 13, 0);
   transport.expect(13, port_counters_request(1), port_counters_response(2, {}));
-  const auto result = scrape(transport, options_for({{12, 3}, {13, 1}}));
+  const auto result = scrape(transport, remote_options({{12, 3}, {13, 1}}));
   ASSERT_EQ(result.errors.size(), 2u);
   EXPECT_EQ(result.errors[0].reason, ReadError::kMalformed);
   EXPECT_EQ(result.errors[0].path.string(),
@@ -386,7 +387,7 @@ TEST(RemotePma, BudgetBoundsTheWholeScrape) {
   ReplayTransport transport(false);
   for (int attempt = 0; attempt < 3; ++attempt)
     transport.expect_silence(12, class_port_info_request());
-  auto options = options_for({{12, 3}});
+  auto options = remote_options({{12, 3}});
   options.timeout = 40ms;
   options.retries = 10;
   options.budget = 100ms;
@@ -404,7 +405,7 @@ TEST(RemotePma, ConcurrencyLimitsMadsInFlight) {
   ReplayTransport transport(false);
   for (std::uint16_t lid = 1; lid <= 4; ++lid)
     transport.expect_silence(lid, class_port_info_request());
-  auto options = options_for({{1, 1}, {2, 1}, {3, 1}, {4, 1}});
+  auto options = remote_options({{1, 1}, {2, 1}, {3, 1}, {4, 1}});
   options.retries = 0;
   options.timeout = 30ms;
   options.concurrency = 2;
@@ -423,7 +424,8 @@ TEST(RemotePma, WithoutAnInfiniBandPortReportsDownWithItsReasonAndNothingElse) {
   port.reason = "not_infiniband";
   port.detail = "rxe0 port 1 is Ethernet";
   std::vector<std::unique_ptr<collectors::FabricCollector>> fabric;
-  fabric.push_back(collectors::make_remote_pma_collector(options_for({{12, 3}}), std::move(port)));
+  fabric.push_back(
+      collectors::make_remote_pma_collector(remote_options({{12, 3}}), std::move(port)));
   std::vector<std::unique_ptr<collectors::Collector>> local;
   local.push_back(collectors::make_collector("port_info"));
   collectors::Options options;

@@ -40,13 +40,6 @@ std::vector<std::unique_ptr<collectors::Collector>> port_counters() {
   return list;
 }
 
-collectors::Options options_for(const SysfsTree& tree, int parallelism = 1) {
-  collectors::Options options;
-  options.sysfs_root = tree.root();
-  options.parallelism = parallelism;
-  return options;
-}
-
 const LabelMap kPort1{{"device", "mlx5_0"}, {"port", "1"}};
 
 // What rdma_port_data_transmitted_bytes_total says of port 1 of `device` as generated.
@@ -63,7 +56,7 @@ TEST(ScrapeCache, KeepsFilesOpenAndReadsFreshValues) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
   const auto before = open_descriptors();
-  collectors::Scraper scraper(options_for(tree), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 1), port_counters());
   scraper.scrape();
   const auto after_first = open_descriptors();
   // Every counter file of both ports stays open, with the directories they are read through.
@@ -77,7 +70,7 @@ TEST(ScrapeCache, KeepsFilesOpenAndReadsFreshValues) {
 TEST(ScrapeCache, NoticesDevicesPluggedAndUnplugged) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  collectors::Scraper scraper(options_for(tree), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 1), port_counters());
   scraper.scrape();
   const auto one_device = open_descriptors();
   tree.add(mlx5_ib_device("mlx5_1", 1, 1));
@@ -101,7 +94,7 @@ TEST(ScrapeCache, NoticesDevicesPluggedAndUnplugged) {
 TEST(ScrapeCache, ReopensADeviceReplacedUnderTheSameName) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  collectors::Scraper scraper(options_for(tree), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 1), port_counters());
   const auto old_value = sample(scraper.scrape(), "rdma_port_data_transmitted_bytes_total", kPort1);
   ASSERT_TRUE(old_value);
   std::filesystem::remove(tree.device_dir("mlx5_0"));
@@ -120,7 +113,7 @@ TEST(ScrapeCache, ReopensADeviceReplacedUnderTheSameName) {
 TEST(ScrapeCache, ReopensADeviceWhoseDirectoryWasReplacedBehindTheSameEntry) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  collectors::Scraper scraper(options_for(tree), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 1), port_counters());
   const auto old_value = sample(scraper.scrape(), "rdma_port_data_transmitted_bytes_total", kPort1);
   ASSERT_TRUE(old_value);
   const auto entry = tree.device_dir("mlx5_0");
@@ -149,7 +142,7 @@ TEST(ScrapeCache, FollowsDevicesThatSwappedNames) {
   const auto first_bytes = transmitted_bytes(first);
   const auto second_bytes = transmitted_bytes(second);
   ASSERT_NE(first_bytes, second_bytes);
-  collectors::Scraper scraper(options_for(tree), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 1), port_counters());
   auto families = scraper.scrape();
   ASSERT_EQ(sample(families, "rdma_port_data_transmitted_bytes_total", kPort1), first_bytes);
 
@@ -168,7 +161,7 @@ TEST(ScrapeCache, StartsItsThreadsOnce) {
   SysfsTree tree;
   for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
   const auto before = thread_count();
-  collectors::Scraper scraper(options_for(tree, 4), port_counters());
+  collectors::Scraper scraper(options_for(tree.root(), 4), port_counters());
   // The caller's thread is the fourth; sanitizer runtimes may add a thread of their own.
   const auto with_pool = thread_count();
   EXPECT_GE(with_pool, before + 3);

@@ -25,17 +25,10 @@ std::vector<std::unique_ptr<Collector>> all_collectors() {
   return result;
 }
 
-collectors::Options options_for(const SysfsTree& tree, int parallelism = 2) {
-  collectors::Options options;
-  options.sysfs_root = tree.root();
-  options.parallelism = parallelism;
-  return options;
-}
-
 TEST(Scraper, ReportsCollectorSuccessAndDuration) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
-  collectors::Scraper scraper(options_for(tree), all_collectors());
+  collectors::Scraper scraper(options_for(tree.root(), 2), all_collectors());
   const auto families = scraper.scrape();
   for (const auto& info : collectors::available_collectors()) {
     const LabelMap labels{{"collector", std::string(info.name)}};
@@ -53,8 +46,8 @@ TEST(Scraper, ParallelScrapeMatchesSequential) {
   SysfsTree tree;
   for (int i = 0; i < 6; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 2, i));
   tree.add(rxe_device("rxe0", "eth0", 9));
-  collectors::Scraper sequential(options_for(tree, 1), all_collectors());
-  auto always_parallel = options_for(tree, 4);
+  collectors::Scraper sequential(options_for(tree.root(), 1), all_collectors());
+  auto always_parallel = options_for(tree.root(), 4);
   always_parallel.parallel_collection_from = {};
   collectors::Scraper parallel(always_parallel, all_collectors());
   auto strip_self = [](std::vector<prometheus::MetricFamily> families) {
@@ -130,7 +123,7 @@ class ThreadRecordingCollector final : public Collector {
 TEST(Scraper, CollectsInParallelOnlyAfterASlowScrape) {
   SysfsTree tree;
   for (int i = 0; i < 4; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 1, i));
-  auto options = options_for(tree, 4);
+  auto options = options_for(tree.root(), 4);
   // Four slow devices take 240 ms in all; four fast ones a few microseconds.
   options.parallel_collection_from = std::chrono::milliseconds(200);
   auto recorder = std::make_unique<ThreadRecordingCollector>();
@@ -169,7 +162,7 @@ TEST(Scraper, CountsDroppedInputsAcrossScrapes) {
   tree.write((counters / "link_downed").lexically_relative(tree.root()), "N/A (no PMA)");
   tree.write((counters / "port_rcv_errors").lexically_relative(tree.root()), "x");
   std::vector<std::string> observed;
-  collectors::Scraper scraper(options_for(tree), all_collectors(),
+  collectors::Scraper scraper(options_for(tree.root(), 2), all_collectors(),
                               [&](std::string_view collector, collectors::ReadError reason,
                                   const std::filesystem::path& path) {
                                 observed.push_back(std::string(collector) + " " +
@@ -204,7 +197,7 @@ TEST(Scraper, FailingCollectorCostsOnlyItself) {
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
   auto collectors = all_collectors();
   collectors.insert(collectors.begin(), std::make_unique<ThrowingCollector>());
-  collectors::Scraper scraper(options_for(tree), std::move(collectors));
+  collectors::Scraper scraper(options_for(tree.root(), 2), std::move(collectors));
   const auto families = scraper.scrape();
   EXPECT_EQ(sample(families, "ibprobe_scrape_collector_success", {{"collector", "throwing"}}), 0);
   EXPECT_EQ(series_count(families, "partial_metric"), 0u);
@@ -237,7 +230,7 @@ TEST(Scraper, DeviceVanishingMidScrapeCostsOnlyThatDevice) {
   collectors.push_back(std::make_unique<UnpluggingCollector>("mlx5_1"));
   collectors.push_back(collectors::make_collector("port_counters"));
   std::vector<std::string> errors;
-  collectors::Scraper scraper(options_for(tree, 1), std::move(collectors),
+  collectors::Scraper scraper(options_for(tree.root(), 1), std::move(collectors),
                               [&](std::string_view collector, collectors::ReadError reason,
                                   const std::filesystem::path& path) {
                                 errors.push_back(std::string(collector) + " " +
@@ -273,7 +266,7 @@ TEST(Scraper, KeptStorageWritesWhatANewScraperWrites) {
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
   tree.add(rxe_device("rxe0", "eth0", 1));
   tree.add(hfi1_device("hfi1_0", 2));
-  collectors::Scraper kept(options_for(tree, 1), all_collectors());
+  collectors::Scraper kept(options_for(tree.root(), 1), all_collectors());
   const auto first = page_of(kept);
   EXPECT_NE(first.find("device=\"rxe0\""), std::string::npos);
   EXPECT_EQ(page_of(kept), first);
@@ -282,14 +275,14 @@ TEST(Scraper, KeptStorageWritesWhatANewScraperWrites) {
   const auto without_rxe = page_of(kept);
   EXPECT_EQ(without_rxe.find("rxe0"), std::string::npos);
   {
-    collectors::Scraper fresh(options_for(tree, 1), all_collectors());
+    collectors::Scraper fresh(options_for(tree.root(), 1), all_collectors());
     EXPECT_EQ(without_rxe, page_of(fresh));
   }
 
   tree.add(mlx5_roce_device("mlx5_1", "eth1", 3));
   const auto with_roce = page_of(kept);
   EXPECT_NE(with_roce.find("device=\"mlx5_1\""), std::string::npos);
-  collectors::Scraper fresh(options_for(tree, 1), all_collectors());
+  collectors::Scraper fresh(options_for(tree.root(), 1), all_collectors());
   EXPECT_EQ(with_roce, page_of(fresh));
 }
 

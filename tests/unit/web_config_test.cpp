@@ -32,7 +32,7 @@ WebConfig parsed(const std::string& text, const std::filesystem::path& base = {}
   return *std::move(result);
 }
 
-std::string error_of(const std::string& text) {
+std::string web_config_error(const std::string& text) {
   auto result = parse_web_config(text);
   if (!result) return result.error();
   return "accepted";
@@ -85,56 +85,61 @@ TEST(WebConfig, TlsDefaultsFollowExporterToolkit) {
 }
 
 TEST(WebConfig, ErrorsNameTheLine) {
-  EXPECT_EQ(error_of("basic_auth_users: {}\nbogus: 1\n"), "line 2: unknown key bogus");
-  EXPECT_EQ(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: c\n"),
+  EXPECT_EQ(web_config_error("basic_auth_users: {}\nbogus: 1\n"), "line 2: unknown key bogus");
+  EXPECT_EQ(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: c\n"),
             "line 4: unknown key tls_server_config.cert_fil");
-  EXPECT_EQ(error_of("basic_auth_users:\n  alice: plaintext\n").substr(0, 8), "line 2: ");
-  EXPECT_NE(error_of("basic_auth_users:\n  alice: plaintext\n").find("bcrypt"), std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n"
-                     "  client_auth_type: Sometimes\n")
+  EXPECT_EQ(web_config_error("basic_auth_users:\n  alice: plaintext\n").substr(0, 8), "line 2: ");
+  EXPECT_NE(web_config_error("basic_auth_users:\n  alice: plaintext\n").find("bcrypt"),
+            std::string::npos);
+  EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n"
+                             "  client_auth_type: Sometimes\n")
                 .find("line 4: "),
             std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: SSL3\n")
-                .find("line 4: "),
-            std::string::npos);
-  EXPECT_NE(error_of("unauthenticated_paths:\n  - /metrics\n  - metrics\n").find("line 3: "),
-            std::string::npos);
+  EXPECT_NE(
+      web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: SSL3\n")
+          .find("line 4: "),
+      std::string::npos);
+  EXPECT_NE(
+      web_config_error("unauthenticated_paths:\n  - /metrics\n  - metrics\n").find("line 3: "),
+      std::string::npos);
 }
 
 TEST(WebConfig, YamlSyntaxErrorsNameTheLine) {
-  const auto error = error_of("basic_auth_users:\n  alice: x\n   bob: [\n");
+  const auto error = web_config_error("basic_auth_users:\n  alice: x\n   bob: [\n");
   EXPECT_EQ(error.substr(0, 5), "line ") << error;
   EXPECT_NE(error, "accepted");
-  EXPECT_EQ(error_of("tls_server_config: [1, 2\n").substr(0, 5), "line ");
+  EXPECT_EQ(web_config_error("tls_server_config: [1, 2\n").substr(0, 5), "line ");
 }
 
 TEST(WebConfig, ExporterToolkitSettingsIbprobeLacksAreRefusedByName) {
-  EXPECT_NE(error_of("http_server_config:\n  http2: false\n").find("not supported"),
+  EXPECT_NE(web_config_error("http_server_config:\n  http2: false\n").find("not supported"),
             std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: []\n")
-                .find("line 4: tls_server_config.cipher_suites"),
-            std::string::npos);
+  EXPECT_NE(
+      web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: []\n")
+          .find("line 4: tls_server_config.cipher_suites"),
+      std::string::npos);
 }
 
 TEST(WebConfig, InconsistentTlsSettingsAreRefused) {
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a.crt\n").find("key_file"),
+  EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a.crt\n").find("key_file"),
             std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n"
-                     "  client_auth_type: RequireAndVerifyClientCert\n")
+  EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n"
+                             "  client_auth_type: RequireAndVerifyClientCert\n")
                 .find("client_ca_file"),
             std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: c\n")
-                .find("line 4: "),
-            std::string::npos);
-  EXPECT_NE(error_of("tls_server_config:\n  cert_file: a\n  key_file: b\n"
-                     "  min_version: TLS13\n  max_version: TLS12\n"),
+  EXPECT_NE(
+      web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: c\n")
+          .find("line 4: "),
+      std::string::npos);
+  EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n"
+                             "  min_version: TLS13\n  max_version: TLS12\n"),
             "accepted");
 }
 
 TEST(WebConfig, DuplicateKeysAndUsersAreRefused) {
-  EXPECT_NE(error_of("bearer_tokens: []\nbearer_tokens: []\n").find("line 2: duplicate"),
+  EXPECT_NE(web_config_error("bearer_tokens: []\nbearer_tokens: []\n").find("line 2: duplicate"),
             std::string::npos);
-  EXPECT_NE(error_of("basic_auth_users:\n  \"a:b\": " + bcrypt("x") + "\n").find("':'"),
+  EXPECT_NE(web_config_error("basic_auth_users:\n  \"a:b\": " + bcrypt("x") + "\n").find("':'"),
             std::string::npos);
 }
 

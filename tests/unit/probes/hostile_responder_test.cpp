@@ -13,10 +13,14 @@
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
+#include "raw_peer.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
+
+using raw_peer::read_frame;
+using raw_peer::write_all;
 
 using protocol::Bytes;
 
@@ -55,31 +59,13 @@ class FakeResponder {
   std::thread thread_;
 };
 
-void write_all(int fd, const Bytes& bytes) {
-  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(bytes.size()));
-}
-
-// Reads one frame from the initiator and returns its message.
-protocol::Message read_frame(int fd) {
-  Bytes header(protocol::kHeaderSize);
-  EXPECT_EQ(::recv(fd, header.data(), header.size(), MSG_WAITALL),
-            static_cast<ssize_t>(header.size()));
-  const auto parsed = protocol::decode_header(header).value();
-  Bytes body(parsed.body_length);
-  EXPECT_EQ(::recv(fd, body.data(), body.size(), MSG_WAITALL), static_cast<ssize_t>(body.size()));
-  return protocol::decode_body(parsed, body).value();
-}
-
 void handshake(int fd) {
   EXPECT_TRUE(std::holds_alternative<protocol::Hello>(read_frame(fd)));
   write_all(fd, protocol::encode(protocol::Hello{protocol::kProtocolVersion, "fake", {}, {}}));
 }
 
-ProbeSpec quick_spec() {
-  auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
-  spec.timeout_seconds = 2;
-  return spec;
+ProbeSpec short_timeout_spec() {
+  return raw_peer::write_bw_spec(2);
 }
 
 struct Failure {
@@ -89,7 +75,7 @@ struct Failure {
 };
 
 // Runs a probe against the fake responder; returns the failure, its class and how long it took.
-Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = quick_spec()) {
+Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = short_timeout_spec()) {
   const auto start = std::chrono::steady_clock::now();
   Failure failure{"no failure", "none"};
   try {
@@ -220,7 +206,7 @@ TEST(HostileResponder, NobodyListening) {
   }
   try {
     run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),
-              valid(quick_spec()));
+              valid(short_timeout_spec()));
     FAIL() << "connected to nothing";
   } catch (const ProbeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
@@ -230,7 +216,7 @@ TEST(HostileResponder, NobodyListening) {
 
 // run_probe takes only a validated spec: an inconsistent one is refused before any connection.
 TEST(HostileResponder, InvalidSpecFailsBeforeConnecting) {
-  auto spec = quick_spec();
+  auto spec = short_timeout_spec();
   spec.mtu = 3000;
   const auto valid = validate(spec);
   ASSERT_FALSE(valid);

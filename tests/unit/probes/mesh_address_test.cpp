@@ -7,11 +7,12 @@
 #include "ibprobe/mesh_pinger.h"
 #include "ibprobe/verbs_probe.h"
 #include "peer_auth.h"
+#include "raw_peer.h"
 
 namespace ibprobe::probes {
 namespace {
 
-constexpr const char* kSecret = "correct horse battery staple";
+using raw_peer::kSecret;
 
 MeshEndpoint some_endpoint() {
   MeshEndpoint endpoint;

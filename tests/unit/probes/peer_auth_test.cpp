@@ -15,6 +15,7 @@
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
+#include "raw_peer.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
@@ -22,13 +23,13 @@ namespace {
 
 using protocol::Bytes;
 
-constexpr const char* kSecret = "correct horse battery staple";
-constexpr const char* kMissingDevice = "no_such_rdma_device";
+using raw_peer::kMissingDevice;
+using raw_peer::kSecret;
+using raw_peer::read_frame;
+using raw_peer::write_all;
 
 ProbeSpec quick_spec() {
-  auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
-  spec.timeout_seconds = 3;
-  return spec;
+  return raw_peer::write_bw_spec(3);
 }
 
 struct Outcome {
@@ -99,25 +100,6 @@ TEST(PeerAuth, InitiatorRefusesAResponderWithoutTheSecret) {
 }
 
 // ------------------------------------------------------------------ speaking the protocol raw
-
-void write_all(int fd, const Bytes& bytes) {
-  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(bytes.size()));
-}
-
-protocol::Message read_frame(int fd) {
-  Bytes header(protocol::kHeaderSize);
-  if (::recv(fd, header.data(), header.size(), MSG_WAITALL) !=
-      static_cast<ssize_t>(header.size())) {
-    throw std::runtime_error("connection closed before a frame");
-  }
-  const auto parsed = protocol::decode_header(header).value();
-  Bytes body(parsed.body_length);
-  if (::recv(fd, body.data(), body.size(), MSG_WAITALL) != static_cast<ssize_t>(body.size())) {
-    throw std::runtime_error("connection closed inside a frame");
-  }
-  return protocol::decode_body(parsed, body).value();
-}
 
 class RawConnection {
  public:

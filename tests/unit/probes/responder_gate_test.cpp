@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "ibprobe/verbs_probe.h"
+#include "raw_peer.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
 namespace {
 
-constexpr const char* kMissingDevice = "no_such_rdma_device";
+using raw_peer::kMissingDevice;
 
 struct Attempt {
   std::string kind;
