@@ -80,8 +80,13 @@ asan_targets=$unit_targets,ibprobe_exporter,ibprobe_fixture
 # and line, and full debug info cost a third of the compile time (probe_api_test.cpp: 22.6 s at
 # -O2 -g, 15.3 s at -O2 -g1). The normal build (and the package, which takes its flags) at -O2;
 # the sanitizer and fuzz builds at -O1, which the sanitizers' documentation recommends.
+# The sanitizer and fuzz builds compile in unity batches (a target's sources eight to a compiler
+# run), which parses the shared headers once per batch instead of once per file: the ASan build of
+# the unit and end-to-end targets took 379 s against 490-542 s file by file. The normal build
+# compiles every file on its own, so a file that leans on an include of the file before it in a
+# batch still fails there.
 normal_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
-sanitizer_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+sanitizer_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON)
 
 stage "build normal (all targets)" build build all "${normal_flags[@]}"
 
