@@ -6,27 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 
 #include "payload.h"
 
 namespace ibprobe::probes {
-namespace {
-
-// Drawn from the system's source for each queue pair: a thread_local std::mt19937 would be 5 KB
-// of static TLS that glibc clears in every thread the exporter starts (about 80).
-std::uint32_t random_psn() {
-  return std::random_device{}() & 0xffffff;
-}
-
-void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
-  if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
-    throw verbs::VerbsError(std::string("ibv_modify_qp to ") + step, rc);
-  }
-}
-
-}  // namespace
-
 NumaBinding::NumaBinding(int node) : node_(node) {
   if (node_ < 0) return;
   if (numa_run_on_node(node_) != 0) {
@@ -127,16 +110,10 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = port_number_;
-    attr.qp_access_flags =
-        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    modify(qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-           "INIT");
+    verbs::rc_qp_to_init(qp.get(), port_number_,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     qps_.push_back(std::move(qp));
-    psns_.push_back(random_psn());
+    psns_.push_back(verbs::random_psn());
   }
 }
 
@@ -194,38 +171,11 @@ void RcResources::connect(const protocol::QpInfo& remote) {
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu));
-    attr.dest_qp_num = peer.qpn;
-    attr.rq_psn = peer.psn;
-    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic_);
-    attr.min_rnr_timer = static_cast<std::uint8_t>(spec_.rc.min_rnr_timer);
-    attr.ah_attr.dlid = peer.lid;
-    attr.ah_attr.port_num = port_number_;
-    // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
-    if (port_.is_ethernet) {
-      attr.ah_attr.is_global = 1;
-      std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
-      attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port_.gid_index);
-      attr.ah_attr.grh.hop_limit = 64;
-    }
-    modify(qps_[q].get(), attr,
-           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-           "RTR");
-
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
-    attr.retry_cnt = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
-    attr.rnr_retry = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
-    attr.sq_psn = psns_[q];
-    attr.max_rd_atomic = static_cast<std::uint8_t>(outstanding_reads_);
-    modify(qps_[q].get(), attr,
-           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-               IBV_QP_MAX_QP_RD_ATOMIC,
-           "RTS");
+    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
+                             verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
+    verbs::rc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
+                        static_cast<std::uint8_t>(max_rd_atomic_),
+                        static_cast<std::uint8_t>(outstanding_reads_));
     peers_.push_back(Peer{peer.addr, peer.rkey});
   }
   apply_rate_limit();

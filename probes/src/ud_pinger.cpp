@@ -446,22 +446,15 @@ UdPinger::UdPinger(const LocalPort& local, std::uint32_t qkey) : impl_(std::make
   attr.pkey_index = 0;
   attr.port_num = local.port;
   attr.qkey = qkey;
-  if (const int rc = ibv_modify_qp(s.qp.get(), &attr,
-                                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
-      rc != 0) {
-    throw verbs::VerbsError("ibv_modify_qp(UD INIT)", rc);
-  }
+  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
+                   "UD INIT");
   for (std::uint32_t i = 0; i < kRecvDepth; ++i) s.post_recv(i);
   attr = {};
   attr.qp_state = IBV_QPS_RTR;
-  if (const int rc = ibv_modify_qp(s.qp.get(), &attr, IBV_QP_STATE); rc != 0) {
-    throw verbs::VerbsError("ibv_modify_qp(UD RTR)", rc);
-  }
+  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE, "UD RTR");
   attr.qp_state = IBV_QPS_RTS;
   attr.sq_psn = 0;
-  if (const int rc = ibv_modify_qp(s.qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN); rc != 0) {
-    throw verbs::VerbsError("ibv_modify_qp(UD RTS)", rc);
-  }
+  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "UD RTS");
   if (const int rc = ibv_req_notify_cq(s.cq.get(), 0); rc != 0) {
     throw verbs::VerbsError("ibv_req_notify_cq", rc);
   }

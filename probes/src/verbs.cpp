@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace ibprobe::probes::verbs {
 namespace {
@@ -177,6 +178,84 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
   if (!buffer.mr && errno == EINVAL) buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, access));
   if (!buffer.mr) throw VerbsError("ibv_reg_mr(" + std::to_string(rounded) + " bytes)", errno);
   return buffer;
+}
+
+// Drawn from the system's source for each queue pair: a thread_local std::mt19937 would be 5 KB
+// of static TLS that glibc clears in every thread the exporter starts (about 80).
+std::uint32_t random_psn() {
+  return std::random_device{}() & 0xffffff;
+}
+
+const char* qp_state_name(ibv_qp_state state) {
+  switch (state) {
+    case IBV_QPS_RESET:
+      return "RESET";
+    case IBV_QPS_INIT:
+      return "INIT";
+    case IBV_QPS_RTR:
+      return "RTR";
+    case IBV_QPS_RTS:
+      return "RTS";
+    case IBV_QPS_SQD:
+      return "SQD";
+    case IBV_QPS_SQE:
+      return "SQE";
+    case IBV_QPS_ERR:
+      return "ERR";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
+  if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
+    throw VerbsError(std::string("ibv_modify_qp to ") + step, rc);
+  }
+}
+
+void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = port_number;
+  attr.qp_access_flags = access;
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+}
+
+void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                  std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
+                  std::uint8_t max_rd_atomic) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = peer.path_mtu;
+  attr.dest_qp_num = peer.qpn;
+  attr.rq_psn = peer.psn;
+  attr.max_dest_rd_atomic = max_dest_rd_atomic;
+  attr.min_rnr_timer = static_cast<std::uint8_t>(rc.min_rnr_timer);
+  attr.ah_attr.dlid = peer.lid;
+  attr.ah_attr.port_num = port_number;
+  // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
+  if (port.is_ethernet) {
+    attr.ah_attr.is_global = 1;
+    std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
+    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
+    attr.ah_attr.grh.hop_limit = 64;
+  }
+  modify_qp(qp, attr,
+            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+            "RTR");
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = static_cast<std::uint8_t>(rc.timeout);
+  attr.retry_cnt = static_cast<std::uint8_t>(rc.retry_cnt);
+  attr.rnr_retry = static_cast<std::uint8_t>(rc.rnr_retry);
+  attr.sq_psn = sq_psn;
+  attr.max_rd_atomic = max_rd_atomic;
+  modify_qp(qp, attr,
+            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                IBV_QP_MAX_QP_RD_ATOMIC,
+            "RTS");
 }
 
 }  // namespace ibprobe::probes::verbs

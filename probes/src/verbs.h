@@ -90,6 +90,34 @@ double port_rate_gbps(const ibv_port_attr& attr);
 ibv_mtu mtu_enum(std::uint32_t bytes);
 std::uint32_t mtu_bytes(ibv_mtu mtu);
 
+// A starting PSN for a new queue pair (24 bits), as perftest draws one.
+std::uint32_t random_psn();
+
+// "RTS", "ERR", ... as rdma-core's documentation names the states.
+const char* qp_state_name(ibv_qp_state state);
+
+// ibv_modify_qp, or a VerbsError naming `step` (the state asked for).
+void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step);
+
+// An RC QP from RESET to INIT on `port_number`, with `access` for the peer's requests.
+void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access);
+
+// The far end of an RC QP and what the two ends agreed on for the connection.
+struct RcPeer {
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;  // the peer's first PSN: our expected receive PSN
+  std::uint16_t lid = 0;
+  std::array<std::uint8_t, 16> gid{};
+  ibv_mtu path_mtu = IBV_MTU_1024;
+};
+
+// An RC QP from INIT through RTR to RTS against `peer`, sending from `sq_psn`: the path over
+// `port` (by GID on RoCE, by LID on InfiniBand), the spec's RC timers, and the RDMA reads in
+// flight each way (`max_dest_rd_atomic` the peer's to us, `max_rd_atomic` ours to it).
+void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                  std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
+                  std::uint8_t max_rd_atomic);
+
 // Page-aligned, zeroed memory registered for local and remote access.
 struct RegisteredBuffer {
   Buffer memory;

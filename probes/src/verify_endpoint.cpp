@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "payload.h"
@@ -14,39 +13,6 @@ namespace ibprobe::probes::verify {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
-  if (const int rc = ibv_modify_qp(qp, &attr, mask); rc != 0) {
-    throw verbs::VerbsError(std::string("ibv_modify_qp to ") + step, rc);
-  }
-}
-
-// Drawn from the system's source for each queue pair: a thread_local std::mt19937 would be 5 KB
-// of static TLS that glibc clears in every thread the exporter starts (about 80).
-std::uint32_t random_psn() {
-  return std::random_device{}() & 0xffffff;
-}
-
-const char* state_name(ibv_qp_state state) {
-  switch (state) {
-    case IBV_QPS_RESET:
-      return "RESET";
-    case IBV_QPS_INIT:
-      return "INIT";
-    case IBV_QPS_RTR:
-      return "RTR";
-    case IBV_QPS_RTS:
-      return "RTS";
-    case IBV_QPS_SQD:
-      return "SQD";
-    case IBV_QPS_SQE:
-      return "SQE";
-    case IBV_QPS_ERR:
-      return "ERR";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 }  // namespace
 
@@ -133,15 +99,9 @@ Endpoint::Qp Endpoint::create_qp() {
   // ibv_create_qp writes back what the device granted.
   qp.inline_granted = init.cap.max_inline_data;
   qp.send_sge_granted = init.cap.max_send_sge;
-  qp.psn = random_psn();
+  qp.psn = verbs::random_psn();
   qp.generation = payload::next_generation();
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
-  attr.port_num = local_.port;
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-  modify(qp.qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-         "INIT");
+  verbs::rc_qp_to_init(qp.qp.get(), local_.port, IBV_ACCESS_LOCAL_WRITE);
   return qp;
 }
 
@@ -164,36 +124,9 @@ protocol::QpInfo Endpoint::endpoints() const {
 
 void Endpoint::connect(std::size_t q, const protocol::QpEndpoint& peer) {
   const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = verbs::mtu_enum(std::min(peer.mtu, spec_.mtu ? *spec_.mtu : port_mtu));
-  attr.dest_qp_num = peer.qpn;
-  attr.rq_psn = peer.psn;
-  attr.max_dest_rd_atomic = 1;
-  attr.min_rnr_timer = static_cast<std::uint8_t>(spec_.rc.min_rnr_timer);
-  attr.ah_attr.dlid = peer.lid;
-  attr.ah_attr.port_num = local_.port;
-  if (port_.is_ethernet) {
-    attr.ah_attr.is_global = 1;
-    std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
-    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port_.gid_index);
-    attr.ah_attr.grh.hop_limit = 64;
-  }
-  modify(qps_[q].qp.get(), attr,
-         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-         "RTR");
-  attr = {};
-  attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
-  attr.retry_cnt = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
-  attr.rnr_retry = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
-  attr.sq_psn = qps_[q].psn;
-  attr.max_rd_atomic = 1;
-  modify(qps_[q].qp.get(), attr,
-         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-             IBV_QP_MAX_QP_RD_ATOMIC,
-         "RTS");
+  const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
+                           verbs::mtu_enum(std::min(peer.mtu, spec_.mtu ? *spec_.mtu : port_mtu))};
+  verbs::rc_qp_to_rts(qps_[q].qp.get(), port_, local_.port, path, qps_[q].psn, spec_.rc, 1, 1);
 }
 
 void Endpoint::connect_all(const protocol::QpInfo& peer) {
@@ -284,7 +217,7 @@ ibv_qp_state Endpoint::state_code(std::size_t q) const {
 
 std::string Endpoint::state(std::size_t q) const {
   if (!qps_[q].qp) return "destroyed";
-  return state_name(state_code(q));
+  return verbs::qp_state_name(state_code(q));
 }
 
 std::vector<std::string> Endpoint::async_events() {
