@@ -209,16 +209,27 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
   const auto& job = entry.job;
   const auto& module = job.resolved;
   const auto deadline = job.deadline.value_or(std::chrono::steady_clock::now() + job.budget);
+  const auto fail = [&](probes::FailureKind kind, std::string text) {
+    reason = to_string(kind);
+    failure = std::move(text);
+  };
+  if (job.sweep ? !*job.sweep : !job.spec) {
+    fail(probes::FailureKind::kRejected, job.sweep
+                                             ? "invalid sweep: " + job.sweep->error().message()
+                                             : "invalid probe: " + job.spec.error().message());
+    return;
+  }
   try {
     // A peer's run on our responder holds the port; ours waits for it rather than failing.
     const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
     if (!held) {
       if (entry.stop.stop_requested()) {
-        throw probes::ProbeFailure("cancelled while a peer's probe held the port",
-                                   probes::FailureKind::kCancelled);
+        fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
+      } else {
+        fail(probes::FailureKind::kTimeout,
+             "timed out: a peer's probe held the port until the deadline");
       }
-      throw probes::ProbeFailure("timed out: a peer's probe held the port until the deadline",
-                                 probes::FailureKind::kTimeout);
+      return;
     }
     probes::RunOptions run_options;
     run_options.fabric_ports = module.fabric_ports;
@@ -231,9 +242,6 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
     const auto& local = *options_.local;
     if (job.sweep) {
       const auto& valid_sweep = *job.sweep;
-      if (!valid_sweep) {
-        throw std::invalid_argument("invalid sweep: " + valid_sweep.error().message());
-      }
       // The gate stays held from the first step to the last: no other run comes between
       // two steps that should differ in one variable only.
       sweep = probes::run_sweep(*valid_sweep, [&](const probes::ValidSpec& spec) {
@@ -250,18 +258,15 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
                               probes::to_string(sweep->sweep.variable), last.value, last.error);
       }
     } else {
-      if (!job.spec) throw std::invalid_argument("invalid probe: " + job.spec.error().message());
       outcome = runner_(local, job.host, job.port, *job.spec, run_options);
     }
   } catch (const probes::ProbeFailure& e) {
-    reason = to_string(e.kind());
-    failure = e.what();
+    fail(e.kind(), e.what());
   } catch (const std::invalid_argument& e) {
-    reason = "rejected";
-    failure = e.what();
+    // A spec the responder's side of the library refused (its limits, its validation).
+    fail(probes::FailureKind::kRejected, e.what());
   } catch (const std::exception& e) {
-    reason = "internal";
-    failure = e.what();
+    fail(probes::FailureKind::kInternal, e.what());
   }
 }
 
