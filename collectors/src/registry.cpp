@@ -1,3 +1,5 @@
+#include <regex>
+
 #include "collectors_internal.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/gids.h"
@@ -34,15 +36,24 @@ const std::vector<Factory>& factories() {
 
 }  // namespace
 
+struct DeviceFilter::Patterns {
+  std::optional<std::regex> include;
+  std::optional<std::regex> exclude;
+};
+
 DeviceFilter::DeviceFilter(const std::string& include, const std::string& exclude) {
-  if (!include.empty()) include_.emplace(include, std::regex::ECMAScript);
-  if (!exclude.empty()) exclude_.emplace(exclude, std::regex::ECMAScript);
+  if (include.empty() && exclude.empty()) return;
+  auto patterns = std::make_shared<Patterns>();
+  if (!include.empty()) patterns->include.emplace(include, std::regex::ECMAScript);
+  if (!exclude.empty()) patterns->exclude.emplace(exclude, std::regex::ECMAScript);
+  patterns_ = std::move(patterns);
 }
 
 bool DeviceFilter::accepts(std::string_view device) const {
+  if (!patterns_) return true;
   const std::string name(device);
-  if (include_ && !std::regex_match(name, *include_)) return false;
-  if (exclude_ && std::regex_match(name, *exclude_)) return false;
+  if (patterns_->include && !std::regex_match(name, *patterns_->include)) return false;
+  if (patterns_->exclude && std::regex_match(name, *patterns_->exclude)) return false;
   return true;
 }
 

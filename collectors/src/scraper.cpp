@@ -83,6 +83,14 @@ struct Scraper::State {
   // One workspace per scrape in progress; scrapes overlap when Prometheus servers do.
   std::mutex idle_mutex;
   std::vector<std::unique_ptr<Workspace>> idle;
+  // Inputs dropped since start, by collector and reason.
+  struct ErrorCount {
+    std::string collector;
+    ReadError reason;
+    double count;
+  };
+  std::mutex error_counts_mutex;
+  std::vector<ErrorCount> error_counts;
 
   std::unique_ptr<Workspace> take_workspace() {
     std::lock_guard lock(idle_mutex);
@@ -223,8 +231,8 @@ void Scraper::collect(Workspace& workspace) {
     count_errors(name, error_counts);
   }
 
-  std::lock_guard lock(error_counts_mutex_);
-  for (const auto& e : error_counts_) {
+  std::lock_guard lock(state_->error_counts_mutex);
+  for (const auto& e : state_->error_counts) {
     self.add("ibprobe_scrape_errors_total",
              "Inputs dropped since start (unreadable, vanished or malformed sysfs files, remote "
              "queries that failed), by collector and reason; each costs its series, never the "
@@ -236,15 +244,17 @@ void Scraper::collect(Workspace& workspace) {
 }
 
 void Scraper::count_errors(std::string_view collector, const std::vector<double>& counts) {
-  std::lock_guard lock(error_counts_mutex_);
+  auto& error_counts = state_->error_counts;
+  std::lock_guard lock(state_->error_counts_mutex);
   for (std::size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] == 0) continue;
     const auto reason = static_cast<ReadError>(r);
-    auto it = std::find_if(error_counts_.begin(), error_counts_.end(), [&](const auto& e) {
+    auto it = std::find_if(error_counts.begin(), error_counts.end(), [&](const auto& e) {
       return e.collector == collector && e.reason == reason;
     });
-    if (it == error_counts_.end()) {
-      it = error_counts_.insert(error_counts_.end(), ErrorCount{std::string(collector), reason, 0});
+    if (it == error_counts.end()) {
+      it = error_counts.insert(error_counts.end(),
+                               State::ErrorCount{std::string(collector), reason, 0});
     }
     it->count += counts[r];
   }

@@ -32,8 +32,6 @@ namespace ibprobe::collectors {
 template <class T>
 using Read = std::expected<T, ReadError>;
 
-ReadError classify_errno(int err);
-
 // A counter value as the kernel prints it ("%llu\n"); "N/A (no PMA)" and anything that is not
 // a plain unsigned decimal fitting 64 bits are errors.
 Read<std::uint64_t> parse_counter(std::string_view text);

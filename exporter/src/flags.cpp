@@ -1,12 +1,12 @@
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <iostream>
+#include <regex>
 #include <stdexcept>
 
 #include "ibprobe/crypto.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
-#include "peer_auth.h"
+#include "ibprobe/shared_secret.h"
 #include "web_config.h"
 
 namespace ibprobe::exporter {
@@ -103,8 +103,8 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->check(CLI::Range(0, 86400));
 
   int remote_pma = 0;
-  app.add_flag("--collector." + std::string(collectors::kRemotePmaCollector) + ",!--no-collector." +
-                   std::string(collectors::kRemotePmaCollector),
+  app.add_flag("--collector." + std::string(fabric::kRemotePmaCollector) + ",!--no-collector." +
+                   std::string(fabric::kRemotePmaCollector),
                remote_pma,
                "Enable the remote_pma collector: PortCounters of remote ports (switches, peers) "
                "over PerfMgt MADs from a local InfiniBand port (default: off)");
@@ -113,9 +113,9 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--collector.remote_pma.target", remote_targets,
                  "Remote port to read, LID:PORT or LID:all (repeatable)")
       ->check([](const std::string& text) {
-        return collectors::parse_remote_port(text) ? std::string()
-                                                   : "must be LID:PORT or LID:all, LID 1-49151 "
-                                                     "(decimal or 0x-hex), PORT 0-254";
+        return fabric::parse_remote_port(text) ? std::string()
+                                               : "must be LID:PORT or LID:all, LID 1-49151 "
+                                                 "(decimal or 0x-hex), PORT 0-254";
       });
   app.add_option("--collector.remote_pma.ca", remote.ca,
                  "Local CA to send MADs from (default: the first with an InfiniBand port)");
@@ -143,8 +143,8 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->check(CLI::Range(1, 256));
 
   int fabric_collector = 0;
-  app.add_flag("--collector." + std::string(collectors::kFabricCollector) + ",!--no-collector." +
-                   std::string(collectors::kFabricCollector),
+  app.add_flag("--collector." + std::string(fabric::kFabricCollector) + ",!--no-collector." +
+                   std::string(fabric::kFabricCollector),
                fabric_collector,
                "Serve every switch port of the fabric on the metrics page (implies "
                "--fabric.enabled; default: off)");
@@ -226,7 +226,7 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   }
   if (!probe_secret_file.empty()) {
     try {
-      config.probe_shared_secret = probes::peer_auth::load_secret(probe_secret_file);
+      config.probe_shared_secret = probes::load_shared_secret(probe_secret_file);
       crypto::require();
     } catch (const std::exception& e) {
       std::cerr << "ibprobe_exporter: --probe.secret-file: " << e.what() << "\n";
@@ -259,7 +259,7 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   config.gid_rescan_interval = std::chrono::seconds(gid_rescan_seconds);
   remote.targets.clear();
   for (const auto& target : remote_targets) {
-    remote.targets.push_back(*collectors::parse_remote_port(target));
+    remote.targets.push_back(*fabric::parse_remote_port(target));
   }
   remote.ca_port = ca_port;
   remote.timeout = std::chrono::milliseconds(timeout_ms);

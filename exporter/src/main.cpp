@@ -12,9 +12,9 @@
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
+#include "ibprobe/mesh_runner.h"
 #include "ibprobe/verbs_probe.h"
 #include "mesh_plan_command.h"
-#include "mesh_runner.h"
 #include "probe_api.h"
 #include "probe_service.h"
 #include "web_config.h"
@@ -78,13 +78,13 @@ std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
 }
 
 std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors(
-    const exporter::Config& config, const std::shared_ptr<collectors::Fabric>& fabric) {
+    const exporter::Config& config, const std::shared_ptr<fabric::Fabric>& fabric) {
   std::vector<std::unique_ptr<collectors::FabricCollector>> result;
   if (fabric) {
-    result.push_back(collectors::make_fabric_collector(fabric, config.fabric_collector));
+    result.push_back(fabric::make_fabric_collector(fabric, config.fabric_collector));
   }
   if (!config.remote_pma) return result;
-  auto remote = collectors::make_remote_pma_collector(config.remote_pma_options);
+  auto remote = fabric::make_remote_pma_collector(config.remote_pma_options);
   // Said once here; scrapes then carry only ibprobe_remote_pma_up 0 and its reason.
   if (!remote.unavailable.empty()) {
     spdlog::warn("remote_pma: {}; the collector stays idle", remote.unavailable);
@@ -138,24 +138,25 @@ std::unique_ptr<probes::Responder> start_probe_responder(
 
 // The mesh, when the configuration turns it on: it needs the port to ping from and the
 // responder, which tells peers where this host answers.
-std::unique_ptr<exporter::MeshRunner> start_mesh(const exporter::Config& config,
-                                                 const std::optional<probes::LocalPort>& local,
-                                                 const exporter::MeshConfig& mesh) {
-  if (!mesh.enabled) return nullptr;
+std::unique_ptr<mesh::MeshRunner> start_mesh(const exporter::Config& config,
+                                             const std::optional<probes::LocalPort>& local,
+                                             const mesh::MeshConfig& mesh_config) {
+  if (!mesh_config.enabled) return nullptr;
   if (config.probe_responder_address.empty()) {
     throw std::invalid_argument(
         "mesh: enabled needs --probe.responder-address, where peers learn this host's address");
   }
   if (!local) throw std::invalid_argument("mesh: enabled, but no RDMA port is ACTIVE");
-  return std::make_unique<exporter::MeshRunner>(exporter::MeshRunner::Options{
-      mesh, *local, std::to_string(responder_address(config).port), config.probe_shared_secret});
+  return std::make_unique<mesh::MeshRunner>(
+      mesh::MeshRunner::Options{mesh_config, *local, std::to_string(responder_address(config).port),
+                                config.probe_shared_secret});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && argv[1] == collectors::kDiscoverOnceFlag) {
-    collectors::run_discovery_child(std::vector<std::string_view>(argv + 2, argv + argc));
+  if (argc > 1 && argv[1] == fabric::kDiscoverOnceFlag) {
+    fabric::run_discovery_child(std::vector<std::string_view>(argv + 2, argv + argc));
   }
   // One malloc arena for every thread: each extra arena keeps the pages of the scrapes its
   // thread served. Measured with tests/bench/scrape_benchmark.sh after 1,000 scrapes: RSS
@@ -185,8 +186,8 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
-    std::shared_ptr<collectors::Fabric> fabric;
-    if (config.fabric) fabric = std::make_shared<collectors::Fabric>(config.fabric_options);
+    std::shared_ptr<fabric::Fabric> fabric;
+    if (config.fabric) fabric = std::make_shared<fabric::Fabric>(config.fabric_options);
     collectors::Scraper scraper(
         collector_options(config), make_collectors(config),
         [](std::string_view collector, collectors::ReadError reason,
@@ -202,16 +203,16 @@ int main(int argc, char** argv) {
         local, config.probe_shared_secret, config.config_file, gate});
     const exporter::ProbeApi probe_api(probe_service,
                                        static_cast<std::size_t>(config.http_max_waiting));
-    const auto mesh = start_mesh(config, local, probe_service.config()->mesh);
+    const auto mesh_runner = start_mesh(config, local, probe_service.config()->mesh);
     exporter::Routes routes(config, scraper, &probe_api);
-    if (mesh) routes.set_extra_metrics([&mesh] { return mesh->metrics(); });
+    if (mesh_runner) routes.set_extra_metrics([&mesh_runner] { return mesh_runner->metrics(); });
     // Waiting requests have workers of their own, so --web.threads stay free for the rest.
     exporter::HttpServer server(config.listen_address,
                                 config.http_threads + config.http_max_waiting, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
     const auto responder =
         start_probe_responder(config, local, probe_service.config()->limits, gate,
-                              mesh ? std::optional(mesh->endpoint()) : std::nullopt);
+                              mesh_runner ? std::optional(mesh_runner->endpoint()) : std::nullopt);
     routes.set_fabric(fabric.get());
     routes.set_ready(true);
     spdlog::info(

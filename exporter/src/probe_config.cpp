@@ -377,7 +377,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
     for (const auto& port : ports) {
       const auto text = scalar(port, "fabric_ports");
       // A run would refuse it only after the peer has set up its side.
-      const auto parsed = collectors::parse_remote_port(text);
+      const auto parsed = fabric::parse_remote_port(text);
       if (!parsed || !parsed->port) fail(port, "fabric port '" + text + "' is not LID:PORT");
       module.fabric_ports.push_back(text);
     }
@@ -467,7 +467,7 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
   }
 }
 
-void parse_mesh(const YAML::Node& node, MeshConfig& mesh) {
+void parse_mesh(const YAML::Node& node, mesh::MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(node, "mesh",
                       {"enabled", "peers_file", "peers_dns", "peers_fabric", "self", "peer_rate",

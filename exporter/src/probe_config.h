@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ibprobe/mesh_config.h"
 #include "ibprobe/probes.h"
 #include "ibprobe/sweep.h"
 #include "ibprobe/verify_plan.h"
-#include "mesh_config.h"
 #include "target_allowlist.h"
 
 namespace ibprobe::exporter {
@@ -46,7 +46,7 @@ struct ProbeConfig {
   std::size_t history_length = 64;
   // Bounds of every module, and of what a peer's responder is asked to do.
   probes::Limits limits;
-  MeshConfig mesh;
+  mesh::MeshConfig mesh;
 };
 
 // The six modules a fresh install has: write_bw, write_lat, read_bw, read_lat, send_bw, send_lat,

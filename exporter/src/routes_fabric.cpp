@@ -76,7 +76,7 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
     return HttpResponse::text(
         400, "missing target: /fabric?target=SWITCH_GUID (listed by /fabric/sd)\n");
   }
-  const auto guid = collectors::parse_guid(target->second);
+  const auto guid = fabric::parse_guid(target->second);
   if (!guid) {
     return HttpResponse::text(400,
                               "target '" + target->second +
@@ -96,12 +96,12 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
   collectors::MetricSet metrics;
   LoggedErrors errors;
   switch (fabric_->collect_switch(*guid, budget, metrics, errors)) {
-    case collectors::Fabric::Lookup::kNoModel:
+    case fabric::Fabric::Lookup::kNoModel:
       return HttpResponse::text(503,
                                 "no fabric model yet: the first discovery has not succeeded\n");
-    case collectors::Fabric::Lookup::kUnknownSwitch:
+    case fabric::Fabric::Lookup::kUnknownSwitch:
       return HttpResponse::text(404, "no switch " + target->second + " in the fabric model\n");
-    case collectors::Fabric::Lookup::kFound:
+    case fabric::Fabric::Lookup::kFound:
       break;
   }
   return serialize(metrics);

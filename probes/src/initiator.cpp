@@ -67,10 +67,10 @@ class IgnoredErrors final : public collectors::ErrorSink {
 };
 
 // Counters of the fabric ports, one snapshot per port in the order asked.
-std::vector<CounterSnapshot> snapshot_fabric(const collectors::RemotePmaOptions& options) {
+std::vector<CounterSnapshot> snapshot_fabric(const fabric::RemotePmaOptions& options) {
   IgnoredErrors errors;
   std::vector<CounterSnapshot> snapshots;
-  for (const auto& remote : collectors::snapshot_remote_ports(options, errors)) {
+  for (const auto& remote : fabric::snapshot_remote_ports(options, errors)) {
     CounterSnapshot snapshot;
     for (const auto& [name, counter] : remote.counters) {
       const auto reading = collectors::describe_port_counter(
@@ -159,9 +159,9 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   }
   const auto& fabric_ports = options.fabric_ports;
   // Before the handshake: a bad port must not cost the peer its setup.
-  collectors::RemotePmaOptions fabric;
+  fabric::RemotePmaOptions fabric;
   for (const auto& text : fabric_ports) {
-    const auto parsed = collectors::parse_remote_port(text);
+    const auto parsed = fabric::parse_remote_port(text);
     if (!parsed || !parsed->port) {
       throw std::invalid_argument("fabric port '" + text + "' is not LID:PORT");
     }

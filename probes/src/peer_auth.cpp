@@ -100,37 +100,6 @@ bool same_proof(const Bytes& expected, const std::optional<Bytes>& presented) {
   return crypto::equal_in_constant_time(expected.data(), presented->data(), expected.size());
 }
 
-std::string load_secret(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw std::invalid_argument(
-        "secret file " + path.string() +
-        (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw std::invalid_argument("secret file " + path.string() +
-                                " cannot be read: " + std::strerror(errno));
-  }
-  std::string secret(kMaxSecretBytes + 1, '\0');
-  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
-  secret.resize(static_cast<std::size_t>(in.gcount()));
-  if (secret.size() > kMaxSecretBytes) {
-    throw std::invalid_argument("secret file " + path.string() + " is longer than " +
-                                std::to_string(kMaxSecretBytes) + " bytes");
-  }
-  // Files written by editors and `echo` end in a newline the other side's file may lack.
-  if (secret.ends_with('\n')) secret.pop_back();
-  if (secret.ends_with('\r')) secret.pop_back();
-  if (secret.empty()) throw std::invalid_argument("secret file " + path.string() + " is empty");
-  if (secret.size() < kMinSecretBytes) {
-    throw std::invalid_argument("secret file " + path.string() + " holds " +
-                                std::to_string(secret.size()) + " bytes; a shared secret needs " +
-                                std::to_string(kMinSecretBytes) + " at least");
-  }
-  return secret;
-}
-
 InitiatorAuth::InitiatorAuth(std::string secret) : secret_(std::move(secret)) {
   if (!secret_.empty()) nonce_ = nonce();
 }
@@ -213,3 +182,38 @@ std::expected<void, protocol::Error> ResponderAuth::check(
 }
 
 }  // namespace ibprobe::probes::peer_auth
+
+namespace ibprobe::probes {
+
+std::string load_shared_secret(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument(
+        "secret file " + path.string() +
+        (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::invalid_argument("secret file " + path.string() +
+                                " cannot be read: " + std::strerror(errno));
+  }
+  std::string secret(kMaxSecretBytes + 1, '\0');
+  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  secret.resize(static_cast<std::size_t>(in.gcount()));
+  if (secret.size() > kMaxSecretBytes) {
+    throw std::invalid_argument("secret file " + path.string() + " is longer than " +
+                                std::to_string(kMaxSecretBytes) + " bytes");
+  }
+  // Files written by editors and `echo` end in a newline the other side's file may lack.
+  if (secret.ends_with('\n')) secret.pop_back();
+  if (secret.ends_with('\r')) secret.pop_back();
+  if (secret.empty()) throw std::invalid_argument("secret file " + path.string() + " is empty");
+  if (secret.size() < kMinSecretBytes) {
+    throw std::invalid_argument("secret file " + path.string() + " holds " +
+                                std::to_string(secret.size()) + " bytes; a shared secret needs " +
+                                std::to_string(kMinSecretBytes) + " at least");
+  }
+  return secret;
+}
+
+}  // namespace ibprobe::probes

@@ -18,14 +18,12 @@
 #include <string_view>
 
 #include "ibprobe/probes.h"
+#include "ibprobe/shared_secret.h"
 #include "protocol.h"
 
 namespace ibprobe::probes::peer_auth {
 
 inline constexpr std::size_t kNonceBytes = 32;
-// 128 bits: out of reach of guessing over a connection that costs a round trip per guess.
-inline constexpr std::size_t kMinSecretBytes = 16;
-inline constexpr std::size_t kMaxSecretBytes = 4096;
 
 // kNonceBytes from the kernel's CSPRNG; throws std::runtime_error when it cannot.
 protocol::Bytes nonce();
@@ -47,10 +45,6 @@ protocol::Bytes initiator_mesh_proof(std::string_view secret,
 
 // Compares in time independent of where the two differ.
 bool same_proof(const protocol::Bytes& expected, const std::optional<protocol::Bytes>& presented);
-
-// The secret in `path`, one trailing newline removed. Throws std::invalid_argument saying why
-// the file cannot serve as a secret (missing, unreadable, empty, shorter than kMinSecretBytes).
-std::string load_secret(const std::filesystem::path& path);
 
 // The initiator's half of the handshake. With an empty secret it sends no challenge and
 // accepts any responder.

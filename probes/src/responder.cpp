@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "control_channel.h"
 #include "ibprobe/verbs_probe.h"
@@ -116,8 +118,38 @@ void serve_probe(ControlChannel& channel, const protocol::ProbeRequest& request,
 
 }  // namespace
 
+struct Responder::Impl {
+  Impl(const std::string& host, const std::string& port, LocalPort local, ResponderOptions options);
+  ~Impl();
+  void serve();
+  void handle(int fd);
+  // Tells an initiator that arrives during another run that the port is busy, and closes.
+  void refuse_busy(int fd);
+
+  LocalPort local_;
+  ResponderOptions options_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  // Requested by the destructor: wakes serve() and ends the run in progress at its next wait.
+  std::stop_source stopping_;
+  std::unique_ptr<StopSignal> stop_signal_;
+  std::atomic<int> active_fd_ = -1;
+  std::thread thread_;
+  std::thread run_thread_;  // the run being served, while serve() keeps answering the rest
+};
+
 Responder::Responder(const std::string& host, const std::string& port, LocalPort local,
                      ResponderOptions options)
+    : impl_(std::make_unique<Impl>(host, port, std::move(local), std::move(options))) {}
+
+Responder::~Responder() = default;
+
+int Responder::port() const {
+  return impl_->port_;
+}
+
+Responder::Impl::Impl(const std::string& host, const std::string& port, LocalPort local,
+                      ResponderOptions options)
     : local_(std::move(local)), options_(std::move(options)) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -151,7 +183,7 @@ Responder::Responder(const std::string& host, const std::string& port, LocalPort
   thread_ = std::thread([this] { serve(); });
 }
 
-Responder::~Responder() {
+Responder::Impl::~Impl() {
   stopping_.request_stop();
   if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
   thread_.join();
@@ -159,7 +191,7 @@ Responder::~Responder() {
   ::close(listen_fd_);
 }
 
-void Responder::serve() {
+void Responder::Impl::serve() {
   while (!stop_signal_->stop_requested()) {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_signal_->fd(), POLLIN, 0}};
     if (::poll(p, 2, -1) <= 0 || !(p[0].revents & POLLIN)) continue;
@@ -178,7 +210,7 @@ void Responder::serve() {
   }
 }
 
-void Responder::refuse_busy(int fd) {
+void Responder::Impl::refuse_busy(int fd) {
   ControlChannel channel(fd);
   try {
     channel.send(protocol::Error{protocol::ErrorCode::kBusy,
@@ -212,7 +244,7 @@ void Responder::refuse_busy(int fd) {
 
 // One connection: the handshake, then the handler of the request it brings. Whatever goes wrong
 // is told to the initiator as an Error when the connection still stands.
-void Responder::handle(int fd) {
+void Responder::Impl::handle(int fd) {
   ControlChannel channel(fd, stop_signal_.get());
   // Published for the destructor while the run lasts; withdrawn before the channel closes fd.
   active_fd_ = fd;

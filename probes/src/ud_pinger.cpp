@@ -12,7 +12,7 @@
 #include <span>
 
 #include "ibprobe/mesh_pinger.h"
-#include "ud_pinger_clock.h"
+#include "ibprobe/ud_pinger_clock.h"
 #include "ud_pinger_wire.h"
 #include "verbs.h"
 

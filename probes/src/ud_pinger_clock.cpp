@@ -1,4 +1,4 @@
-#include "ud_pinger_clock.h"
+#include "ibprobe/ud_pinger_clock.h"
 
 #include <charconv>
 #include <cstring>

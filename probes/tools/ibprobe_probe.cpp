@@ -8,10 +8,10 @@
 
 #include "ibprobe/crypto.h"
 #include "ibprobe/host_port.h"
+#include "ibprobe/shared_secret.h"
 #include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "ibprobe/verify.h"
-#include "peer_auth.h"
 
 namespace {
 
@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
   std::string secret;
   try {
     if (!secret_file.empty()) {
-      secret = peer_auth::load_secret(secret_file);
+      secret = load_shared_secret(secret_file);
       ibprobe::crypto::require();
     }
   } catch (const std::exception& e) {

@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "fabric_discovery.h"
 #include "ibprobe/fabric.h"
+#include "ibprobe/fabric_discovery.h"
 
 namespace {
 
-using namespace ibprobe::collectors;
+using namespace ibprobe::fabric;
 
 long long heap_in_use() {
   return static_cast<long long>(mallinfo2().uordblks);

@@ -7,10 +7,9 @@
 
 #include "fuzz.h"
 #include "ibprobe/fabric.h"
-#include "remote_pma_internal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace ibprobe::collectors;
+  using namespace ibprobe::fabric;
   const auto text = ibprobe::fuzz::text(data, size);
   if (const auto guid = parse_guid(text)) {
     const auto printed = format_guid(*guid);

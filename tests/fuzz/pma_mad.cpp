@@ -9,7 +9,7 @@
 
 namespace {
 
-using namespace ibprobe::collectors::mad;
+using namespace ibprobe::fabric::mad;
 
 // `width` bits from `bit_offset`, most significant first, one bit at a time.
 std::uint64_t reference_bits(std::span<const std::uint8_t> data, int bit_offset, int width) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh_plan.h"
+#include "ibprobe/mesh_plan.h"
 
 namespace ibprobe::testing {
 
@@ -16,8 +16,8 @@ inline std::string mesh_host_name(int tor, int host) {
 }
 
 // `tors` ToRs of `hosts_per_tor` hosts each, one GID family.
-inline std::vector<exporter::MeshPeer> uniform_mesh_fabric(int tors, int hosts_per_tor) {
-  std::vector<exporter::MeshPeer> peers;
+inline std::vector<mesh::MeshPeer> uniform_mesh_fabric(int tors, int hosts_per_tor) {
+  std::vector<mesh::MeshPeer> peers;
   for (int t = 0; t < tors; ++t) {
     for (int h = 0; h < hosts_per_tor; ++h) {
       peers.push_back({mesh_host_name(t, h), "leaf" + std::to_string(t), "ipv4"});
@@ -28,7 +28,7 @@ inline std::vector<exporter::MeshPeer> uniform_mesh_fabric(int tors, int hosts_p
 
 // 10,000 hosts in 500 ToRs as a real fabric is: 20 ToRs each of 1, 2 and 3 hosts (too small to
 // watch their own), the rest of 5 to 40 hosts; 20 ToRs on IPv6 GIDs, which never meet the others.
-inline std::vector<exporter::MeshPeer> uneven_mesh_fabric() {
+inline std::vector<mesh::MeshPeer> uneven_mesh_fabric() {
   constexpr int kTors = 500, kHosts = 10000;
   std::vector<int> sizes;
   for (int size : {1, 2, 3}) sizes.insert(sizes.end(), 20, size);
@@ -43,7 +43,7 @@ inline std::vector<exporter::MeshPeer> uneven_mesh_fabric() {
     sizes.push_back(size);
     left -= size;
   }
-  std::vector<exporter::MeshPeer> peers;
+  std::vector<mesh::MeshPeer> peers;
   for (int t = 0; t < kTors; ++t) {
     const std::string family = t % 25 == 7 ? "ipv6" : "ipv4";
     for (int h = 0; h < sizes[static_cast<std::size_t>(t)]; ++h) {
@@ -54,8 +54,8 @@ inline std::vector<exporter::MeshPeer> uneven_mesh_fabric() {
 }
 
 // A peer list from DNS: no ToR labels, so every host is a group of its own.
-inline std::vector<exporter::MeshPeer> unlabelled_mesh_fabric(int hosts) {
-  std::vector<exporter::MeshPeer> peers;
+inline std::vector<mesh::MeshPeer> unlabelled_mesh_fabric(int hosts) {
+  std::vector<mesh::MeshPeer> peers;
   for (int h = 0; h < hosts; ++h) peers.push_back({mesh_host_name(h / 200, h % 200), "", ""});
   return peers;
 }

@@ -10,16 +10,16 @@
 #include <set>
 #include <vector>
 
+#include "ibprobe/mesh_plan.h"
 #include "mesh_fabrics.h"
-#include "mesh_plan.h"
 
 namespace ibprobe::testing {
 namespace {
 
-using exporter::MeshFabric;
-using exporter::MeshPolicy;
-using exporter::MeshReason;
-using exporter::plan_mesh;
+using mesh::MeshFabric;
+using mesh::MeshPolicy;
+using mesh::MeshReason;
+using mesh::plan_mesh;
 using Clock = std::chrono::system_clock;
 
 // An arbitrary instant off an epoch boundary, so the hour checked spans partial epochs.
@@ -38,7 +38,7 @@ struct Fabric {
   MeshFabric mesh;
   std::vector<std::size_t> tor_of;  // dense ToR index per peer
   std::size_t tors = 0;
-  explicit Fabric(std::vector<exporter::MeshPeer> peers) : mesh(std::move(peers)) {
+  explicit Fabric(std::vector<mesh::MeshPeer> peers) : mesh(std::move(peers)) {
     std::map<std::string, std::size_t> ids;
     for (const auto& peer : mesh.peers()) {
       const auto& name = peer.tor.empty() ? peer.target : peer.tor;
@@ -175,7 +175,7 @@ TEST(MeshSimulation, UnlabelledPeersFromDnsAreCoveredWithinTheBound) {
   // than an hour, and the simulation checks the planner's own figure rather than the hour.
   const Fabric fabric(unlabelled_mesh_fabric(2000));
   const MeshPolicy policy;
-  const auto bound = exporter::cross_tor_coverage_epochs(fabric.mesh, 0, policy);
+  const auto bound = mesh::cross_tor_coverage_epochs(fabric.mesh, 0, policy);
   ASSERT_TRUE(bound);
   std::cout << "unlabelled: coverage bound " << *bound << " epochs\n";
   simulate("unlabelled", fabric, policy, *bound + 2, *bound);

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "fabric_discovery.h"
+#include "ibprobe/fabric_discovery.h"
 
-namespace ibprobe::collectors {
+namespace ibprobe::fabric {
 namespace {
 
 using std::chrono::milliseconds;
@@ -202,4 +202,4 @@ TEST(DiscoveryChild, CommandCarriesThePortAndMadOptions) {
 }
 
 }  // namespace
-}  // namespace ibprobe::collectors
+}  // namespace ibprobe::fabric

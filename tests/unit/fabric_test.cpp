@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include "fabric_model.h"
 #include "ibprobe/exporter.h"
+#include "ibprobe/fabric_model.h"
 #include "parse_args.h"
 
-namespace ibprobe::collectors {
+namespace ibprobe::fabric {
 namespace {
 
 TEST(FabricGuid, ParsesEverySpellingOfOneGuid) {
@@ -118,7 +118,7 @@ TEST(LinkHistory, CutReturnedAndDowngradedCables) {
 }
 
 }  // namespace
-}  // namespace ibprobe::collectors
+}  // namespace ibprobe::fabric
 
 namespace ibprobe::exporter {
 namespace {

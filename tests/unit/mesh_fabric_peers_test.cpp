@@ -1,17 +1,17 @@
-#include "mesh_fabric_peers.h"
+#include "ibprobe/mesh_fabric_peers.h"
 
 #include <gtest/gtest.h>
 
 namespace ibprobe::testing {
 namespace {
 
-using collectors::FabricModel;
-using collectors::FabricNode;
-using collectors::FabricNodeType;
-using collectors::FabricPort;
-using collectors::FabricRemote;
-using exporter::mesh_peers_from_fabric;
-using exporter::MeshPeer;
+using fabric::FabricModel;
+using fabric::FabricNode;
+using fabric::FabricNodeType;
+using fabric::FabricPort;
+using fabric::FabricRemote;
+using mesh::mesh_peers_from_fabric;
+using mesh::MeshPeer;
 
 FabricNode node(FabricNodeType type, std::uint64_t guid, std::string description,
                 std::vector<std::pair<int, std::uint64_t>> cables) {

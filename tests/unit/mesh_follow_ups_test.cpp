@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ibprobe::exporter {
+namespace ibprobe::mesh {
 namespace {
 
 using std::chrono::microseconds;
@@ -96,4 +96,4 @@ TEST(MeshFollowUps, ATurnaroundLongerThanTheRoundTripFallsBackToTheHostClock) {
 }
 
 }  // namespace
-}  // namespace ibprobe::exporter
+}  // namespace ibprobe::mesh

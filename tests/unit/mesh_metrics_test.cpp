@@ -9,13 +9,13 @@
 namespace ibprobe::testing {
 namespace {
 
-using exporter::MeshClock;
-using exporter::MeshFabric;
-using exporter::MeshMetrics;
-using exporter::MeshPeer;
-using exporter::MeshPingResult;
-using exporter::MeshReason;
-using exporter::PlannedPing;
+using mesh::MeshClock;
+using mesh::MeshFabric;
+using mesh::MeshMetrics;
+using mesh::MeshPeer;
+using mesh::MeshPingResult;
+using mesh::MeshReason;
+using mesh::PlannedPing;
 
 std::string text_of(const MeshMetrics& metrics) {
   std::string text;
@@ -133,7 +133,7 @@ TEST(MeshMetrics, PeersLeavingThePlanLoseTheirSeriesAndStayingOnesKeepTheirCount
 TEST(MeshMetrics, SeriesPerHostAreBoundedByThePlanInATenThousandHostFabric) {
   const MeshFabric fabric(uniform_mesh_fabric(500, 20));
   const auto self = *fabric.find(mesh_host_name(123, 4));
-  const auto plan = exporter::plan_mesh(fabric, self, std::chrono::system_clock::now(), {});
+  const auto plan = mesh::plan_mesh(fabric, self, std::chrono::system_clock::now(), {});
   MeshMetrics metrics("leaf123", 100);
   metrics.set_plan(fabric, plan);
   const auto series = series_count(text_of(metrics));

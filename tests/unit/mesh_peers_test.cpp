@@ -1,4 +1,4 @@
-#include "mesh_peers.h"
+#include "ibprobe/mesh_peers.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 namespace ibprobe::testing {
 namespace {
 
-using exporter::MeshPeer;
-using exporter::parse_file_sd;
+using mesh::MeshPeer;
+using mesh::parse_file_sd;
 
 std::string file_sd_error(const std::string& text) {
   try {
@@ -72,7 +72,7 @@ TEST(MeshPeers, RefusesBadFilesSayingWhere) {
 
 TEST(MeshPeers, LoadNamesTheFile) {
   try {
-    exporter::load_file_sd("/nonexistent/peers.json");
+    mesh::load_file_sd("/nonexistent/peers.json");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/peers.json"), std::string::npos);
@@ -80,7 +80,7 @@ TEST(MeshPeers, LoadNamesTheFile) {
 }
 
 TEST(MeshPeers, DnsGivesOnePeerPerAddress) {
-  const auto peers = exporter::resolve_dns_peers("localhost:9470");
+  const auto peers = mesh::resolve_dns_peers("localhost:9470");
   ASSERT_FALSE(peers.empty());
   bool loopback = false;
   for (const auto& peer : peers) {
@@ -88,9 +88,9 @@ TEST(MeshPeers, DnsGivesOnePeerPerAddress) {
     EXPECT_EQ(peer.tor, "");
   }
   EXPECT_TRUE(loopback);
-  EXPECT_THROW(exporter::resolve_dns_peers("localhost"), std::invalid_argument);
-  EXPECT_THROW(exporter::resolve_dns_peers("localhost:99999"), std::invalid_argument);
-  EXPECT_THROW(exporter::resolve_dns_peers("no-such-host.invalid:9470"), std::runtime_error);
+  EXPECT_THROW(mesh::resolve_dns_peers("localhost"), std::invalid_argument);
+  EXPECT_THROW(mesh::resolve_dns_peers("localhost:99999"), std::invalid_argument);
+  EXPECT_THROW(mesh::resolve_dns_peers("no-such-host.invalid:9470"), std::runtime_error);
 }
 
 }  // namespace

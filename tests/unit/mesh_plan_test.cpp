@@ -1,4 +1,4 @@
-#include "mesh_plan.h"
+#include "ibprobe/mesh_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -13,13 +13,13 @@
 namespace ibprobe::testing {
 namespace {
 
-using exporter::cross_tor_coverage_epochs;
-using exporter::MeshFabric;
-using exporter::MeshPeer;
-using exporter::MeshPolicy;
-using exporter::MeshReason;
-using exporter::plan_mesh;
-using exporter::PlannedPing;
+using mesh::cross_tor_coverage_epochs;
+using mesh::MeshFabric;
+using mesh::MeshPeer;
+using mesh::MeshPolicy;
+using mesh::MeshReason;
+using mesh::plan_mesh;
+using mesh::PlannedPing;
 using Clock = std::chrono::system_clock;
 
 Clock::time_point at(std::int64_t seconds) {

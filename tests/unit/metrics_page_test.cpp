@@ -20,12 +20,12 @@
 namespace ibprobe::testing {
 namespace {
 
-using exporter::MeshClock;
-using exporter::MeshFabric;
-using exporter::MeshMetrics;
-using exporter::MeshReason;
-using exporter::PlannedPing;
 using exporter::ProbeRun;
+using mesh::MeshClock;
+using mesh::MeshFabric;
+using mesh::MeshMetrics;
+using mesh::MeshReason;
+using mesh::PlannedPing;
 using probes::CounterDelta;
 using probes::DeltaStatus;
 using probes::ProbeOutcome;

@@ -11,7 +11,7 @@
 namespace ibprobe::testing {
 namespace {
 
-namespace mad = collectors::mad;
+namespace mad = fabric::mad;
 
 std::uint64_t all_ones(int width) {
   return width == 64 ? ~0ull : (1ull << width) - 1;

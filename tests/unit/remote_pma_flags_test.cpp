@@ -6,7 +6,7 @@
 namespace ibprobe::exporter {
 namespace {
 
-using collectors::RemotePort;
+using fabric::RemotePort;
 using namespace std::chrono_literals;
 
 using testing::parse_args;

@@ -12,7 +12,7 @@ namespace ibprobe::testing {
 namespace {
 
 using collectors::ReadError;
-using collectors::RemotePort;
+using fabric::RemotePort;
 using Reply = ReplayTransport::Reply;
 using Values = std::map<std::string, std::uint64_t>;
 using namespace std::chrono_literals;
@@ -87,8 +87,8 @@ void expect_node(ReplayTransport& transport, std::uint16_t lid, std::uint16_t ca
   }
 }
 
-collectors::RemotePmaOptions remote_options(std::vector<RemotePort> targets) {
-  collectors::RemotePmaOptions options;
+fabric::RemotePmaOptions remote_options(std::vector<RemotePort> targets) {
+  fabric::RemotePmaOptions options;
   options.targets = std::move(targets);
   options.timeout = 20ms;
   options.retries = 1;
@@ -97,8 +97,8 @@ collectors::RemotePmaOptions remote_options(std::vector<RemotePort> targets) {
 }
 
 // One scrape through the real Scraper with the remote PMA collector as its only collector.
-Collected scrape(ReplayTransport& transport, const collectors::RemotePmaOptions& options) {
-  struct Borrowed final : collectors::MadTransport {
+Collected scrape(ReplayTransport& transport, const fabric::RemotePmaOptions& options) {
+  struct Borrowed final : fabric::MadTransport {
     explicit Borrowed(ReplayTransport& t) : inner(t) {}
     bool sends_smps() const override { return inner.sends_smps(); }
     int send(std::uint16_t lid, std::span<const std::uint8_t> mad,
@@ -110,12 +110,12 @@ Collected scrape(ReplayTransport& transport, const collectors::RemotePmaOptions&
     }
     ReplayTransport& inner;
   };
-  collectors::UmadOpenResult port;
+  fabric::UmadOpenResult port;
   port.transport = std::make_unique<Borrowed>(transport);
   port.ca = "mlx5_0";
   port.port = 1;
   std::vector<std::unique_ptr<collectors::FabricCollector>> fabric;
-  fabric.push_back(collectors::make_remote_pma_collector(options, std::move(port)));
+  fabric.push_back(fabric::make_remote_pma_collector(options, std::move(port)));
   collectors::Options scraper_options;
   scraper_options.sysfs_root = "/nonexistent-ibprobe-sysfs";
   Collected result;
@@ -273,8 +273,7 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
                    port_counters_response(3, {{"link_downed", 3}, {"port_xmit_wait", 5}}));
   transport.expect(12, extended_request(3), extended_response(3, {{"port_xmit_data", 1000}}));
   RecordingSink errors;
-  const auto snapshot =
-      collectors::query_remote_ports(transport, remote_options({{12, 3}}), errors);
+  const auto snapshot = fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors);
   EXPECT_TRUE(errors.recorded.empty());
   ASSERT_EQ(snapshot.size(), 1u);
   EXPECT_EQ(snapshot[0].target, (RemotePort{12, 3}));
@@ -289,13 +288,13 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
 }
 
 TEST(RemotePma, SaturatingAddStopsAtTheFieldWidth) {
-  EXPECT_EQ(collectors::saturating_add(14, 1, 4), 15u);
-  EXPECT_EQ(collectors::saturating_add(14, 2, 4), 15u);
-  EXPECT_EQ(collectors::saturating_add(15, 0, 4), 15u);
-  EXPECT_EQ(collectors::saturating_add(0xFFFFFFF0, 0x10, 32), 0xFFFFFFFFu);
-  EXPECT_EQ(collectors::saturating_add(~0ull - 1, 1, 64), ~0ull);
-  EXPECT_EQ(collectors::saturating_add(~0ull, ~0ull, 64), ~0ull);
-  EXPECT_EQ(collectors::saturating_add(1, 2, 64), 3u);
+  EXPECT_EQ(fabric::saturating_add(14, 1, 4), 15u);
+  EXPECT_EQ(fabric::saturating_add(14, 2, 4), 15u);
+  EXPECT_EQ(fabric::saturating_add(15, 0, 4), 15u);
+  EXPECT_EQ(fabric::saturating_add(0xFFFFFFF0, 0x10, 32), 0xFFFFFFFFu);
+  EXPECT_EQ(fabric::saturating_add(~0ull - 1, 1, 64), ~0ull);
+  EXPECT_EQ(fabric::saturating_add(~0ull, ~0ull, 64), ~0ull);
+  EXPECT_EQ(fabric::saturating_add(1, 2, 64), 3u);
 }
 
 TEST(RemotePma, DeadTargetCostsItsOwnSeriesAndOneTimeout) {
@@ -420,12 +419,11 @@ TEST(RemotePma, ConcurrencyLimitsMadsInFlight) {
 }
 
 TEST(RemotePma, WithoutAnInfiniBandPortReportsDownWithItsReasonAndNothingElse) {
-  collectors::UmadOpenResult port;
+  fabric::UmadOpenResult port;
   port.reason = "not_infiniband";
   port.detail = "rxe0 port 1 is Ethernet";
   std::vector<std::unique_ptr<collectors::FabricCollector>> fabric;
-  fabric.push_back(
-      collectors::make_remote_pma_collector(remote_options({{12, 3}}), std::move(port)));
+  fabric.push_back(fabric::make_remote_pma_collector(remote_options({{12, 3}}), std::move(port)));
   std::vector<std::unique_ptr<collectors::Collector>> local;
   local.push_back(collectors::make_collector("port_info"));
   collectors::Options options;
@@ -467,12 +465,12 @@ TEST(RemotePma, FailingFabricCollectorCostsOnlyItsOwnSeries) {
 }
 
 TEST(RemotePma, ParsesTargets) {
-  EXPECT_EQ(collectors::parse_remote_port("12:3"), (RemotePort{12, 3}));
-  EXPECT_EQ(collectors::parse_remote_port("0x1a:all"), (RemotePort{26, std::nullopt}));
-  EXPECT_EQ(collectors::parse_remote_port("49151:0"), (RemotePort{0xBFFF, 0}));
+  EXPECT_EQ(fabric::parse_remote_port("12:3"), (RemotePort{12, 3}));
+  EXPECT_EQ(fabric::parse_remote_port("0x1a:all"), (RemotePort{26, std::nullopt}));
+  EXPECT_EQ(fabric::parse_remote_port("49151:0"), (RemotePort{0xBFFF, 0}));
   for (const char* bad : {"", "12", "12:", ":3", "0:1", "49152:1", "12:255", "12:x", "12:3:4",
                           "-1:2", "12:ALL", "0x:1"}) {
-    EXPECT_FALSE(collectors::parse_remote_port(bad)) << bad;
+    EXPECT_FALSE(fabric::parse_remote_port(bad)) << bad;
   }
 }
 

@@ -19,7 +19,7 @@
 
 namespace ibprobe::testing {
 
-class ReplayTransport final : public collectors::MadTransport {
+class ReplayTransport final : public fabric::MadTransport {
  public:
   enum class Reply { kAnswer, kSilence, kWrongTid, kTransportTimeout };
 

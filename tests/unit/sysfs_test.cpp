@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <regex>
 
 #include "collectors_internal.h"
 #include "sysfs_fixture.h"

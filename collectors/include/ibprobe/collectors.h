@@ -10,9 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +36,8 @@ enum class ReadError {
   kBudgetExceeded,  // not asked, or not answered, before the scrape's time budget ran out
 };
 std::string_view to_string(ReadError error);
+// The reason an errno of a failed read stands for (ENOENT: kNotFound, EACCES: kPermission, ...).
+ReadError classify_errno(int err);
 
 // Selects devices by name. An empty include pattern accepts every device.
 class DeviceFilter {
@@ -48,8 +48,9 @@ class DeviceFilter {
   bool accepts(std::string_view device) const;
 
  private:
-  std::optional<std::regex> include_;
-  std::optional<std::regex> exclude_;
+  // Compiled once and shared by the copies (Options are copied), kept out of this header.
+  struct Patterns;
+  std::shared_ptr<const Patterns> patterns_;
 };
 
 struct Options {
@@ -249,19 +250,12 @@ class Scraper {
   struct State;
   struct Workspace;
   void collect(Workspace& workspace);
-  struct ErrorCount {
-    std::string collector;
-    ReadError reason;
-    double count;
-  };
   void count_errors(std::string_view collector, const std::vector<double>& counts);
 
   Options options_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<std::unique_ptr<FabricCollector>> fabric_collectors_;
   ErrorObserver observer_;
-  std::mutex error_counts_mutex_;
-  std::vector<ErrorCount> error_counts_;
   std::unique_ptr<State> state_;  // last: its threads stop before the collectors go
 };
 

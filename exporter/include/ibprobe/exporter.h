@@ -43,12 +43,12 @@ struct Config {
   int scrape_parallelism = 4;
   // Remote port counters over PerfMgt MADs; off unless asked for, as it needs an IB fabric.
   bool remote_pma = false;
-  collectors::RemotePmaOptions remote_pma_options;
+  fabric::RemotePmaOptions remote_pma_options;
   // Fabric discovery and the /fabric endpoints; `fabric_collector` also serves the whole fabric
   // on the metrics page.
   bool fabric = false;
   bool fabric_collector = false;
-  collectors::FabricOptions fabric_options;
+  fabric::FabricOptions fabric_options;
   // The responder that answers peers' verbs probes; an empty address turns it off.
   std::string probe_responder_address = ":9471";
   std::string probe_device;  // empty: the first device with an ACTIVE port
@@ -114,7 +114,7 @@ class Routes {
   HttpResponse handle(const HttpRequest& request) const;
   void set_ready(bool ready) { ready_ = ready; }
   // Serves /fabric, /fabric/sd and POST /fabric/discover from `fabric` (null: they answer 503).
-  void set_fabric(collectors::Fabric* fabric) { fabric_ = fabric; }
+  void set_fabric(fabric::Fabric* fabric) { fabric_ = fabric; }
   // Families appended to every /metrics answer (the mesh's); set before serving starts.
   void set_extra_metrics(std::function<collectors::MetricSet()> extra) {
     extra_metrics_ = std::move(extra);
@@ -129,7 +129,7 @@ class Routes {
   const Config& config_;
   collectors::Scraper& scraper_;
   const ProbeApi* probes_;
-  collectors::Fabric* fabric_ = nullptr;
+  fabric::Fabric* fabric_ = nullptr;
   std::function<collectors::MetricSet()> extra_metrics_;
   std::atomic<bool> ready_ = false;
 };

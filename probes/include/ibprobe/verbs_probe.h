@@ -2,17 +2,13 @@
 // and the responder every exporter runs on its own TCP port.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -141,6 +137,11 @@ class ProbeGate {
     ProbeGate* gate_;
   };
 
+  ProbeGate();
+  ~ProbeGate();
+  ProbeGate(const ProbeGate&) = delete;
+  ProbeGate& operator=(const ProbeGate&) = delete;
+
   // Waits until the gate is free, `deadline` passes or `stop` is requested; holds it in the
   // first case only.
   std::optional<Held> enter(std::stop_token stop, std::chrono::steady_clock::time_point deadline);
@@ -149,9 +150,8 @@ class ProbeGate {
   void leave();
 
  private:
-  std::mutex mutex_;
-  std::condition_variable_any freed_;
-  bool busy_ = false;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 struct ResponderOptions {
@@ -182,24 +182,11 @@ class Responder {
   Responder(const Responder&) = delete;
   Responder& operator=(const Responder&) = delete;
 
-  int port() const { return port_; }
+  int port() const;
 
  private:
-  void serve();
-  void handle(int fd);
-  // Tells an initiator that arrives during another run that the port is busy, and closes.
-  void refuse_busy(int fd);
-
-  LocalPort local_;
-  ResponderOptions options_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  // Requested by the destructor: wakes serve() and ends the run in progress at its next wait.
-  std::stop_source stopping_;
-  std::unique_ptr<StopSignal> stop_signal_;
-  std::atomic<int> active_fd_ = -1;
-  std::thread thread_;
-  std::thread run_thread_;  // the run being served, while serve() keeps answering the rest
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ibprobe::probes

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace ibprobe::probes;
 using namespace ibprobe::probes::protocol;
-namespace mad = ibprobe::collectors::mad;
+namespace mad = ibprobe::fabric::mad;
 
 void write(const fs::path& file, std::span<const std::uint8_t> bytes) {
   fs::create_directories(file.parent_path());

@@ -300,7 +300,7 @@ class SecretFile : public ::testing::Test {
   }
   std::string refusal(const std::filesystem::path& path) {
     try {
-      peer_auth::load_secret(path);
+      load_shared_secret(path);
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
@@ -310,9 +310,9 @@ class SecretFile : public ::testing::Test {
 };
 
 TEST_F(SecretFile, TrailingNewlineIsNotPartOfTheSecret) {
-  EXPECT_EQ(peer_auth::load_secret(write(std::string(kSecret) + "\n")), kSecret);
-  EXPECT_EQ(peer_auth::load_secret(write(std::string(kSecret) + "\r\n")), kSecret);
-  EXPECT_EQ(peer_auth::load_secret(write(kSecret)), kSecret);
+  EXPECT_EQ(load_shared_secret(write(std::string(kSecret) + "\n")), kSecret);
+  EXPECT_EQ(load_shared_secret(write(std::string(kSecret) + "\r\n")), kSecret);
+  EXPECT_EQ(load_shared_secret(write(kSecret)), kSecret);
 }
 
 TEST_F(SecretFile, UnusableFilesSayWhy) {
@@ -321,7 +321,7 @@ TEST_F(SecretFile, UnusableFilesSayWhy) {
   EXPECT_NE(refusal(write("\n")).find("empty"), std::string::npos);
   EXPECT_NE(refusal(write("fifteen bytes!!\n")).find("16"), std::string::npos);
   EXPECT_EQ(refusal(write("sixteen bytes!!!\n")), "accepted");
-  EXPECT_NE(refusal(write(std::string(peer_auth::kMaxSecretBytes + 1, 'x'))).find("longer"),
+  EXPECT_NE(refusal(write(std::string(kMaxSecretBytes + 1, 'x'))).find("longer"),
             std::string::npos);
 }
 

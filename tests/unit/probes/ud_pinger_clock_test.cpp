@@ -1,7 +1,7 @@
 // The mesh's device-clock arithmetic on figures worked out by hand: ticks across the counter's
 // wrap, ticks to nanoseconds at real RNIC rates, the network's share of a round trip, and which
 // clock a device's capabilities allow.
-#include "ud_pinger_clock.h"
+#include "ibprobe/ud_pinger_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,100 @@
+// The whole InfiniBand fabric seen from one local port: discovery (every node, port and cable,
+// refreshed on an interval and on demand) and every switch port's counters over PerfMgt MADs,
+// each port labelled with the far end of its cable. For one switch per request (Prometheus
+// multi-target, sharded by Prometheus itself) or the whole fabric at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ibprobe/collectors.h"
+
+namespace ibprobe::fabric {
+
+inline constexpr std::string_view kFabricCollector = "fabric";
+
+struct FabricOptions {
+  std::string ca;   // local CA to discover and send from; empty: the first InfiniBand one
+  int ca_port = 0;  // 0: the CA's first InfiniBand port
+  std::chrono::seconds discovery_interval{300};
+  // ibnetdiscover's node-name-map: `GUID "name"` per line; names override node descriptions.
+  std::filesystem::path node_name_map;
+  std::chrono::milliseconds timeout{300};  // per MAD attempt (discovery SMPs and PMA Gets)
+  int retries = 2;                         // further attempts after a timeout
+  std::chrono::milliseconds budget{8000};  // one switch's or the whole fabric's read
+  int concurrency = 16;                    // PerfMgt MADs in flight at once
+  // Each discovery runs in a child process of this executable (kDiscoverOnceFlag), which exits
+  // after it; one that runs longer than `discovery_deadline` is killed.
+  std::filesystem::path discovery_executable = "/proc/self/exe";
+  std::chrono::seconds discovery_deadline{120};
+};
+
+// The hidden mode of the exporter's executable that discovers once, writes the result as JSON to
+// stdout and exits: the process's memory, what libibnetdisc leaks included, goes with it.
+inline constexpr std::string_view kDiscoverOnceFlag = "--fabric.discover-once";
+
+// That mode's main, given the arguments after kDiscoverOnceFlag; exits the process.
+[[noreturn]] void run_discovery_child(const std::vector<std::string_view>& args);
+
+// `GUID "name"` lines, `#` comments, as ibnetdiscover reads them. Throws std::invalid_argument
+// naming the line of the first entry that is not of that form.
+std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::string_view text);
+
+// "0x0002c90300100001", "0002c90300100001" or "0002:c903:0010:0001" (as sysfs prints node_guid).
+std::optional<std::uint64_t> parse_guid(std::string_view text);
+// A GUID as the kernel prints node_guid in sysfs ("0002:c903:0010:0001").
+std::string format_guid(std::uint64_t guid);
+
+// One discovered switch, as service discovery lists it.
+struct FabricSwitch {
+  std::string guid;  // as labels and /fabric?target= spell it ("0002:c903:0010:0001")
+  std::string description;
+  std::uint16_t lid = 0;
+  int ports = 0;
+};
+
+class Fabric {
+ public:
+  enum class Lookup { kFound, kNoModel, kUnknownSwitch };
+
+  // Opens the local port and starts discovering at once, then every `discovery_interval`.
+  // Throws std::runtime_error when the local port cannot send MADs (why, in one sentence), and
+  // std::invalid_argument for a node-name-map that cannot be read or parsed.
+  explicit Fabric(FabricOptions options);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  // Rediscovers now (the background thread does it) and waits for it to finish; returns whether
+  // that discovery succeeded.
+  bool rediscover();
+
+  // The switches of the last good model; empty before the first discovery succeeded.
+  std::vector<FabricSwitch> switches() const;
+
+  // One switch's port series (counters, link width and speed, far end), read now within
+  // `budget` (the options' budget when zero or larger), and the read's own metrics.
+  Lookup collect_switch(std::uint64_t guid, std::chrono::milliseconds budget,
+                        collectors::MetricSet& out, collectors::ErrorSink& errors) const;
+  // Every switch of the model, read in one exchange.
+  void collect_all(collectors::MetricSet& out, collectors::ErrorSink& errors) const;
+  // Discovery's own metrics: success, age and size of the model, vanished and degraded links.
+  void collect_discovery(collectors::MetricSet& out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Discovery's metrics on /metrics, and with `switch_ports` every switch port of the fabric too
+// (for small sites; large ones scrape /fabric?target= per switch).
+std::unique_ptr<collectors::FabricCollector> make_fabric_collector(
+    std::shared_ptr<const Fabric> fabric, bool switch_ports);
+
+}  // namespace ibprobe::fabric

@@ -1,0 +1,59 @@
+// Discovery of the fabric model with rdma-core's libibnetdisc (the library ibnetdiscover and
+// ibqueryerrors are built on): directed-route SMPs from one local port, so it needs no SM and no
+// LIDs on the way, only on the switches whose PMAs are read afterwards.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ibprobe/fabric.h"
+#include "ibprobe/fabric_model.h"
+
+namespace ibprobe::fabric {
+
+struct DiscoveryOptions {
+  std::string ca;  // empty: libibnetdisc's choice (the first active port)
+  int ca_port = 0;
+  std::chrono::milliseconds timeout{300};
+  int retries = 2;
+  // Names by node GUID that replace node descriptions (--fabric.node-name-map).
+  std::map<std::uint64_t, std::string> names;
+};
+
+struct DiscoveryResult {
+  FabricModel model;
+  unsigned mads = 0;  // SMPs the discovery used
+};
+
+// Throws std::runtime_error when discovery fails (no local port, no answer). Leaks what
+// libibnetdisc leaks (rdma-core 44: a LID-map entry per switch port), so a long-running process
+// discovers through discover_in_child instead.
+DiscoveryResult discover_fabric(const DiscoveryOptions& options);
+
+// The command line that runs `executable` in that mode for `options` (names are applied by the
+// caller, so the map stays in the exporter).
+std::vector<std::string> discovery_child_command(const std::filesystem::path& executable,
+                                                 const DiscoveryOptions& options);
+
+// Runs `command` (its environment is this process's) and reads its result from its stdout. Throws
+// std::runtime_error naming why when the child does not answer within `deadline` (it is killed),
+// dies of a signal, exits non-zero or writes anything but a result, and when `stop` is requested
+// before it answered (killed too).
+DiscoveryResult discover_in_child(const std::vector<std::string>& command,
+                                  std::chrono::milliseconds deadline, std::stop_token stop = {});
+
+// The result as the child writes it and the parent reads it; parsing throws
+// std::runtime_error for anything but that form.
+std::string discovery_to_json(const DiscoveryResult& result);
+DiscoveryResult discovery_from_json(std::string_view text);
+
+// Replaces the descriptions of named nodes, the far ends of cables included.
+void apply_node_names(FabricModel& model, const std::map<std::uint64_t, std::string>& names);
+
+}  // namespace ibprobe::fabric

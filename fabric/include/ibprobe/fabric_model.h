@@ -1,0 +1,93 @@
+// The fabric as discovery left it: nodes, their ports and the cables between them, and the
+// memory of every cable seen since the exporter started, which tells a cut or downgraded cable
+// from one that never was. Plain data, no I/O: discovery fills it, the collectors read it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ibprobe::fabric {
+
+enum class FabricNodeType { kCa, kSwitch, kRouter };
+
+// "ca", "switch" or "router": the metric label and the discovery child's JSON spelling.
+std::string_view to_string(FabricNodeType type);
+
+struct FabricRemote {
+  std::uint64_t guid;  // node GUID of the far end
+  std::string description;
+  int port;
+};
+
+struct FabricPort {
+  int number = 0;
+  int state = 0;             // PortInfo PortState: 1 Down, 2 Init, 3 Armed, 4 Active
+  int physical_state = 0;    // PortInfo PortPhysicalState: 5 LinkUp, 2 Polling, ...
+  int width_lanes = 0;       // active link width; 0 when the link is down
+  double lane_gigabits = 0;  // active lane speed (Gb/s signalling)
+  // The best both ends of the cable support; equal to the active ones on a healthy link.
+  int supported_width_lanes = 0;
+  double supported_lane_gigabits = 0;
+  std::optional<FabricRemote> remote;
+};
+
+struct FabricNode {
+  std::uint64_t guid = 0;
+  FabricNodeType type = FabricNodeType::kCa;
+  std::string description;  // NodeDescription, or the node-name-map's name for it
+  std::uint16_t lid = 0;    // a switch's LID (port 0); a CA's first port's LID
+  int port_count = 0;
+  std::vector<FabricPort> ports;  // by ascending port number, physical ports only
+};
+
+struct FabricModel {
+  std::vector<FabricNode> nodes;  // switches first, then by GUID
+  std::chrono::system_clock::time_point discovered_at;
+
+  const FabricNode* find(std::uint64_t guid) const;
+  std::size_t count(FabricNodeType type) const;
+  std::size_t links() const;  // cables, each counted once
+};
+
+// PortInfo encodings (IBA vol. 1 14.2.5.6) into lanes and Gb/s per lane.
+int width_lanes(unsigned link_width);        // LinkWidthActive: 1 -> 1x, 2 -> 4x, ...
+int widest_lanes(unsigned link_width_mask);  // LinkWidthSupported bits: the widest one
+double lane_gigabits(unsigned speed, unsigned extended_speed);  // active values
+double fastest_lane_gigabits(unsigned speed_mask, unsigned extended_speed_mask);
+
+// Every cable seen in any discovery so far, keyed by (switch or CA GUID, port), with the best
+// width and speed it ever ran at. A cable that is gone from the latest model is "missing"; one
+// that runs below its best is "downgraded".
+class LinkHistory {
+ public:
+  struct Change {
+    enum class Kind { kVanished, kReturned, kDowngraded } kind;
+    std::uint64_t guid;
+    int port;
+    FabricRemote remote;
+    std::string detail;  // for the log
+  };
+  struct Link {
+    FabricRemote remote;
+    int best_width_lanes = 0;
+    double best_lane_gigabits = 0;
+    bool present = false;
+    int width_lanes = 0;
+    double lane_gigabits = 0;
+  };
+
+  // Takes in a new model; returns what changed since the previous one.
+  std::vector<Change> update(const FabricModel& model);
+  const std::map<std::pair<std::uint64_t, int>, Link>& links() const { return links_; }
+
+ private:
+  std::map<std::pair<std::uint64_t, int>, Link> links_;
+};
+
+}  // namespace ibprobe::fabric

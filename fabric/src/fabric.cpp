@@ -1,0 +1,549 @@
+// The fabric: a discovery thread keeps the model (the last good one when a discovery fails), and
+// reads of switch ports go through one umad port: per switch, ClassPortInfo once (cached), then
+// PortCounters and PortCountersExtended of every port, two MADs per port per read.
+#include "ibprobe/fabric.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <thread>
+#include <unordered_map>
+
+#include "ibprobe/fabric_discovery.h"
+#include "ibprobe/port_counter_table.h"
+#include "mad_exchange.h"
+#include "remote_pma_internal.h"
+
+namespace ibprobe::fabric {
+
+using collectors::add_counter_sample;
+using collectors::add_saturation_sample;
+using collectors::CounterSpec;
+using collectors::ErrorSink;
+using collectors::FabricCollector;
+using collectors::find_port_counter;
+using collectors::MetricSet;
+using collectors::ReadError;
+using collectors::saturation_value;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr auto kGauge = prometheus::MetricType::Gauge;
+constexpr auto kCounter = prometheus::MetricType::Counter;
+
+constexpr std::array kReasons = {
+    ReadError::kTimeout,        ReadError::kMadStatus,    ReadError::kBudgetExceeded,
+    ReadError::kMalformed,      ReadError::kNotSupported, ReadError::kIo,
+    ReadError::kPermission,     ReadError::kInvalid,      ReadError::kNotFound,
+    ReadError::kNotImplemented, ReadError::kNoPma};
+
+double seconds_since_epoch(std::chrono::system_clock::time_point when) {
+  return std::chrono::duration<double>(when.time_since_epoch()).count();
+}
+
+// Counts what a read lost, by reason, and passes every record on for the log.
+class CountingErrors final : public ErrorSink {
+ public:
+  explicit CountingErrors(ErrorSink& next) : next_(next) {}
+  void record(ReadError reason, const std::filesystem::path& path) override {
+    ++counts_[static_cast<std::size_t>(reason)];
+    next_.record(reason, path);
+  }
+  std::size_t count(ReadError reason) const { return counts_[static_cast<std::size_t>(reason)]; }
+
+ private:
+  ErrorSink& next_;
+  std::array<std::size_t, 16> counts_{};
+};
+
+MetricSet::Labels port_identity(const FabricNode& node, int port,
+                                const std::optional<FabricRemote>& remote) {
+  MetricSet::Labels labels{{"node_guid", format_guid(node.guid)},
+                           {"node_description", node.description},
+                           {"port", std::to_string(port)}};
+  if (remote) {
+    labels.emplace_back("remote_guid", format_guid(remote->guid));
+    labels.emplace_back("remote_description", remote->description);
+    labels.emplace_back("remote_port", std::to_string(remote->port));
+  }
+  return labels;
+}
+
+void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricPort& port) {
+  out.add("rdma_fabric_port_state",
+          "PortInfo PortState of the switch port: 1 Down, 2 Init, 3 Armed, 4 Active.", kGauge,
+          identity, port.state);
+  out.add("rdma_fabric_port_physical_state",
+          "PortInfo PortPhysicalState: 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 "
+          "LinkUp, 6 LinkErrorRecovery.",
+          kGauge, identity, port.physical_state);
+  if (!port.remote) return;
+  out.add("rdma_fabric_port_link_width_lanes", "Active link width of the cable, in lanes.", kGauge,
+          identity, port.width_lanes);
+  out.add("rdma_fabric_port_link_lane_speed_gigabits",
+          "Active signalling rate of each lane of the cable (Gb/s: 2.5 SDR ... 106.25 NDR).",
+          kGauge, identity, port.lane_gigabits);
+  constexpr std::string_view kBelowHelp =
+      "1 when the cable runs narrower (kind=width) or slower (kind=speed) than the best both of "
+      "its ends support, as iblinkinfo's \"Could be\".";
+  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, identity,
+          {{"kind", "width"}}, port.width_lanes < port.supported_width_lanes ? 1 : 0);
+  out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, identity,
+          {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
+}
+
+void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
+                        const std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  for (const auto& [counter, sample] : counters) {
+    if (const CounterSpec* spec = find_port_counter(counter, false)) {
+      add_counter_sample(out, *spec, identity, sample.value);
+    }
+  }
+  for (const auto& [counter, sample] : counters) {
+    if (sample.width >= 64) continue;
+    add_saturation_sample(out, counter, identity, sample.value == saturation_value(sample.width));
+  }
+}
+
+std::map<std::uint64_t, std::string> load_node_name_map(const std::filesystem::path& path) {
+  std::map<std::uint64_t, std::string> names;
+  if (path.empty()) return names;
+  std::string text;
+  if (auto* file = std::fopen(path.c_str(), "r")) {
+    char buffer[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+    std::fclose(file);
+  } else {
+    throw std::invalid_argument("cannot read node-name-map " + path.string());
+  }
+  try {
+    for (auto& [guid, name] : parse_node_name_map(text)) names[guid] = std::move(name);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path.string() + ": " + e.what());
+  }
+  return names;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_guid(std::string_view text) {
+  std::string digits;
+  if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
+  if (text.size() == 19 && text[4] == ':' && text[9] == ':' && text[14] == ':') {
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (i % 5 != 4) digits += text[i];
+    }
+  } else {
+    digits = text;
+  }
+  if (digits.empty() || digits.size() > 16) return std::nullopt;
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::string_view text) {
+  std::vector<std::pair<std::uint64_t, std::string>> entries;
+  int number = 0;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    ++number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line.remove_prefix(first);
+    const auto space = line.find_first_of(" \t");
+    const auto guid = parse_guid(line.substr(0, space));
+    auto bad = [&](const std::string& why) {
+      return std::invalid_argument("line " + std::to_string(number) + ": " + why +
+                                   " (want GUID \"name\")");
+    };
+    if (!guid || space == std::string_view::npos) throw bad("no GUID and name");
+    auto rest = line.substr(space);
+    rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+    while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\t')) {
+      rest.remove_suffix(1);
+    }
+    if (rest.size() >= 2 && rest.front() == '"') {
+      const auto close = rest.find('"', 1);
+      if (close == std::string_view::npos) throw bad("unterminated quoted name");
+      rest = rest.substr(1, close - 1);
+    }
+    if (rest.empty()) throw bad("empty name");
+    entries.emplace_back(*guid, std::string(rest));
+  }
+  return entries;
+}
+
+struct Fabric::Impl {
+  FabricOptions options;
+  DiscoveryOptions discovery;
+  std::vector<std::string> discovery_command;
+  ExchangeLimits limits;
+  UmadOpenResult port;
+
+  // The model and what discovery says about itself.
+  mutable std::mutex model_mutex;
+  std::shared_ptr<const FabricModel> model;
+  LinkHistory history;
+  bool last_success = false;
+  double last_duration = 0;
+  unsigned last_mads = 0;
+  std::string last_error;
+  std::uint64_t successes = 0;
+  std::uint64_t failures = 0;
+  std::map<LinkHistory::Change::Kind, std::uint64_t> changes;
+
+  // Requests for a discovery now, and its completion.
+  std::mutex wake_mutex;
+  std::condition_variable_any wake;
+  std::uint64_t requested = 0;
+  std::uint64_t completed = 0;
+  bool last_requested_success = false;
+  std::condition_variable_any done;
+
+  // One umad agent answers one read at a time.
+  mutable std::mutex exchange_mutex;
+  mutable std::unordered_map<std::uint64_t, mad::ClassPortInfo> class_port_info;
+  mutable std::array<std::atomic<std::uint64_t>, 16> lost_by_reason{};
+  mutable std::atomic<std::uint64_t> mads_sent{0};
+
+  std::jthread thread;
+
+  std::shared_ptr<const FabricModel> current() const {
+    std::lock_guard lock(model_mutex);
+    return model;
+  }
+
+  bool discover_once(const std::stop_token& stop) {
+    const auto start = Clock::now();
+    try {
+      auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
+      apply_node_names(result.model, discovery.names);
+      result.model.discovered_at = std::chrono::system_clock::now();
+      auto fresh = std::make_shared<const FabricModel>(std::move(result.model));
+      std::lock_guard lock(model_mutex);
+      for (const auto& change : history.update(*fresh)) ++changes[change.kind];
+      model = std::move(fresh);
+      last_success = true;
+      last_mads = result.mads;
+      last_error.clear();
+      ++successes;
+    } catch (const std::exception& e) {
+      std::lock_guard lock(model_mutex);
+      last_success = false;
+      last_error = e.what();
+      ++failures;
+      spdlog::warn("fabric discovery failed, the previous model stays: {}", last_error);
+    }
+    std::lock_guard lock(model_mutex);
+    last_duration = std::chrono::duration<double>(Clock::now() - start).count();
+    return last_success;
+  }
+
+  // Discovers, then sleeps until the interval passed or someone asked for a discovery. A
+  // request counts as served by the first discovery that started after it was made.
+  void run(std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::uint64_t serving = 0;
+      {
+        std::lock_guard lock(wake_mutex);
+        serving = requested;
+      }
+      const bool success = discover_once(stop);
+      {
+        std::lock_guard lock(wake_mutex);
+        completed = serving;
+        last_requested_success = success;
+      }
+      done.notify_all();
+      std::unique_lock lock(wake_mutex);
+      wake.wait_for(lock, stop, options.discovery_interval, [&] { return requested > serving; });
+    }
+  }
+
+  struct SwitchPlan {
+    const FabricNode* node;
+    mad::ClassPortInfo info;
+    std::vector<std::pair<std::size_t, std::size_t>> ports;  // basic, extended query per port
+  };
+
+  // Reads the given switches in one exchange and adds their series.
+  void read(const std::vector<const FabricNode*>& switches, milliseconds budget, MetricSet& out,
+            ErrorSink& sink) const {
+    const auto start = Clock::now();
+    CountingErrors errors(sink);
+    ExchangeLimits read_limits = limits;
+    read_limits.budget = budget;
+    std::size_t mads = 0;
+    std::size_t ports_read = 0;
+    std::vector<SwitchPlan> plans;
+    std::vector<MadExchange::Answer> answers;
+    {
+      // Only the exchange needs the port; the series are built after it, beside the next read.
+      std::lock_guard lock(exchange_mutex);
+      MadExchange exchange(*port.transport, read_limits, start + budget, errors);
+      // ClassPortInfo of switches not asked yet: it decides whether the extended table is there.
+      std::vector<MadQuery> info_queries;
+      std::vector<const FabricNode*> asked;
+      for (const auto* node : switches) {
+        if (class_port_info.contains(node->guid)) continue;
+        info_queries.push_back(
+            {node->lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo});
+        asked.push_back(node);
+      }
+      if (!info_queries.empty()) {
+        const auto answers = exchange.run(info_queries);
+        for (std::size_t i = 0; i < answers.size(); ++i) {
+          if (answers[i]) {
+            class_port_info[asked[i]->guid] =
+                mad::decode_class_port_info(mad::data_of(*answers[i]));
+          }
+        }
+      }
+      std::vector<MadQuery> queries;
+      for (const auto* node : switches) {
+        const auto info = class_port_info.find(node->guid);
+        if (info == class_port_info.end()) continue;  // its loss is counted already
+        SwitchPlan plan{node, info->second, {}};
+        const bool extended = has_extended_counters(info->second);
+        for (const auto& p : node->ports) {
+          const auto number = static_cast<std::uint8_t>(p.number);
+          const std::size_t basic = queries.size();
+          queries.push_back(
+              {node->lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, number});
+          std::size_t ext = SIZE_MAX;
+          if (extended) {
+            ext = queries.size();
+            queries.push_back({node->lid, mad::MgmtClass::kPerfMgt,
+                               mad::Attribute::kPortCountersExtended, number});
+          }
+          plan.ports.emplace_back(basic, ext);
+        }
+        plans.push_back(std::move(plan));
+      }
+      answers = exchange.run(queries);
+      mads = exchange.mads_sent();
+    }
+    for (const auto& plan : plans) {
+      const auto& info = plan.info;
+      for (std::size_t i = 0; i < plan.ports.size(); ++i) {
+        const FabricPort& fabric_port = plan.node->ports[i];
+        const auto identity =
+            out.label_set(port_identity(*plan.node, fabric_port.number, fabric_port.remote));
+        add_link_series(out, identity, fabric_port);
+        const auto [basic, ext] = plan.ports[i];
+        // Both tables or neither: half a port would read as counters going down.
+        if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) continue;
+        std::map<std::string, RemoteCounter, std::less<>> counters;
+        for (const auto& [name, value, width] :
+             mad::decode_counters(mad::data_of(*answers[basic]), mad::port_counters_fields())) {
+          counters.try_emplace(std::string(name), RemoteCounter{value, width});
+        }
+        drop_unsupported_basic(info, counters);
+        if (ext != SIZE_MAX) {
+          std::map<std::string, RemoteCounter, std::less<>> extended;
+          for (const auto& [name, value, width] : mad::decode_counters(
+                   mad::data_of(*answers[ext]), mad::port_counters_extended_fields())) {
+            extended.try_emplace(std::string(name), RemoteCounter{value, width});
+          }
+          drop_unsupported_extended(info, extended);
+          counters.merge(extended);
+        }
+        add_counter_series(out, identity, counters);
+        ++ports_read;
+      }
+    }
+    add_link_history(switches, out);
+    mads_sent += mads;
+    for (const auto reason : kReasons) {
+      const auto lost = errors.count(reason);
+      lost_by_reason[static_cast<std::size_t>(reason)] += lost;
+      out.add("ibprobe_fabric_scrape_failed_queries",
+              "MAD queries of this read that got no usable answer, by reason (timeout: every "
+              "retry lost; budget_exceeded: the read's time ran out first).",
+              kGauge, {{"reason", std::string(to_string(reason))}}, static_cast<double>(lost));
+    }
+    out.add("ibprobe_fabric_scrape_mads", "MADs this read sent, retries included.", kGauge, {},
+            static_cast<double>(mads));
+    out.add("ibprobe_fabric_scrape_ports", "Switch ports whose counters this read answered.",
+            kGauge, {}, static_cast<double>(ports_read));
+    out.add("ibprobe_fabric_scrape_duration_seconds", "Time this read of switch ports took.",
+            kGauge, {}, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+
+  // Cables the history has seen on these switches that the latest model lacks, or that run
+  // below the best they ran at.
+  void add_link_history(const std::vector<const FabricNode*>& switches, MetricSet& out) const {
+    std::lock_guard lock(model_mutex);
+    for (const auto* node : switches) {
+      const auto& links = history.links();
+      for (auto it = links.lower_bound({node->guid, 0});
+           it != links.end() && it->first.first == node->guid; ++it) {
+        const auto& link = it->second;
+        const auto identity = out.label_set(port_identity(*node, it->first.second, link.remote));
+        out.add("rdma_fabric_link_missing",
+                "1 for a cable discovery saw earlier that the latest discovery did not find "
+                "(labels name its former far end); 0 while it is there.",
+                kGauge, identity, link.present ? 0 : 1);
+        if (!link.present) continue;
+        out.add(
+            "rdma_fabric_link_downgraded",
+            "1 when the cable runs narrower or slower than the best it ran at since the "
+            "exporter started.",
+            kGauge, identity,
+            link.width_lanes < link.best_width_lanes || link.lane_gigabits < link.best_lane_gigabits
+                ? 1
+                : 0);
+      }
+    }
+  }
+};
+
+Fabric::Fabric(FabricOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& impl = *impl_;
+  impl.discovery = DiscoveryOptions{options.ca, options.ca_port, options.timeout, options.retries,
+                                    load_node_name_map(options.node_name_map)};
+  impl.limits =
+      ExchangeLimits{options.timeout, options.retries, options.budget, options.concurrency};
+  impl.port = open_umad_transport(options.ca, options.ca_port);
+  if (!impl.port.transport) {
+    throw std::runtime_error("fabric: " + impl.port.detail + " (reason " + impl.port.reason + ")");
+  }
+  // Discover from the port the PMA reads go out of.
+  impl.discovery.ca = impl.port.ca;
+  impl.discovery.ca_port = impl.port.port;
+  impl.discovery_command = discovery_child_command(options.discovery_executable, impl.discovery);
+  impl.options = std::move(options);
+  impl.thread = std::jthread([&impl](std::stop_token stop) { impl.run(stop); });
+}
+
+Fabric::~Fabric() {
+  impl_->thread.request_stop();
+  impl_->wake.notify_all();
+}
+
+bool Fabric::rediscover() {
+  auto& impl = *impl_;
+  std::unique_lock lock(impl.wake_mutex);
+  const std::uint64_t ticket = ++impl.requested;
+  impl.wake.notify_all();
+  impl.done.wait(lock, [&] { return impl.completed >= ticket; });
+  return impl.last_requested_success;
+}
+
+std::vector<FabricSwitch> Fabric::switches() const {
+  std::vector<FabricSwitch> result;
+  const auto model = impl_->current();
+  if (!model) return result;
+  for (const auto& node : model->nodes) {
+    if (node.type != FabricNodeType::kSwitch) continue;
+    result.push_back({format_guid(node.guid), node.description, node.lid, node.port_count});
+  }
+  return result;
+}
+
+Fabric::Lookup Fabric::collect_switch(std::uint64_t guid, milliseconds budget, MetricSet& out,
+                                      ErrorSink& errors) const {
+  const auto model = impl_->current();
+  if (!model) return Lookup::kNoModel;
+  const FabricNode* node = model->find(guid);
+  if (!node || node->type != FabricNodeType::kSwitch) return Lookup::kUnknownSwitch;
+  if (budget <= milliseconds(0) || budget > impl_->options.budget) budget = impl_->options.budget;
+  impl_->read({node}, budget, out, errors);
+  return Lookup::kFound;
+}
+
+void Fabric::collect_all(MetricSet& out, ErrorSink& errors) const {
+  const auto model = impl_->current();
+  if (!model) return;
+  std::vector<const FabricNode*> switches;
+  for (const auto& node : model->nodes) {
+    if (node.type == FabricNodeType::kSwitch) switches.push_back(&node);
+  }
+  impl_->read(switches, impl_->options.budget, out, errors);
+}
+
+void Fabric::collect_discovery(MetricSet& out) const {
+  const auto& impl = *impl_;
+  std::lock_guard lock(impl.model_mutex);
+  out.add("ibprobe_fabric_discovery_success",
+          "1 when the last discovery succeeded; 0 when it failed and the previous model is "
+          "served.",
+          kGauge, {}, impl.last_success ? 1 : 0);
+  out.add("ibprobe_fabric_discoveries_total", "Discoveries run, by result.", kCounter,
+          {{"result", "success"}}, static_cast<double>(impl.successes));
+  out.add("ibprobe_fabric_discoveries_total", "Discoveries run, by result.", kCounter,
+          {{"result", "failure"}}, static_cast<double>(impl.failures));
+  out.add("ibprobe_fabric_discovery_duration_seconds", "Time the last discovery took.", kGauge, {},
+          impl.last_duration);
+  out.add("ibprobe_fabric_discovery_mads", "SMPs the last successful discovery used.", kGauge, {},
+          impl.last_mads);
+  constexpr std::array kChanges = {std::pair{LinkHistory::Change::Kind::kVanished, "vanished"},
+                                   std::pair{LinkHistory::Change::Kind::kReturned, "returned"},
+                                   std::pair{LinkHistory::Change::Kind::kDowngraded, "downgraded"}};
+  for (const auto& [kind, name] : kChanges) {
+    const auto it = impl.changes.find(kind);
+    out.add("ibprobe_fabric_link_changes_total",
+            "Cables that vanished, came back, or came back narrower or slower than before, as "
+            "discoveries found them.",
+            kCounter, {{"change", name}},
+            it == impl.changes.end() ? 0 : static_cast<double>(it->second));
+  }
+  for (const auto reason : kReasons) {
+    out.add("ibprobe_fabric_mad_failures_total",
+            "PerfMgt queries of switch ports that got no usable answer, by reason.", kCounter,
+            {{"reason", std::string(to_string(reason))}},
+            static_cast<double>(impl.lost_by_reason[static_cast<std::size_t>(reason)]));
+  }
+  out.add("ibprobe_fabric_mads_sent_total", "PerfMgt MADs sent to switch ports.", kCounter, {},
+          static_cast<double>(impl.mads_sent.load()));
+  if (!impl.model) return;
+  out.add("ibprobe_fabric_model_timestamp_seconds",
+          "When the served fabric model was discovered (Unix time).", kGauge, {},
+          seconds_since_epoch(impl.model->discovered_at));
+  for (const auto type : {FabricNodeType::kSwitch, FabricNodeType::kCa, FabricNodeType::kRouter}) {
+    out.add("ibprobe_fabric_nodes", "Nodes in the served fabric model, by type.", kGauge,
+            {{"type", std::string(to_string(type))}}, static_cast<double>(impl.model->count(type)));
+  }
+  out.add("ibprobe_fabric_links", "Cables in the served fabric model.", kGauge, {},
+          static_cast<double>(impl.model->links()));
+}
+
+namespace {
+
+class WholeFabricCollector final : public FabricCollector {
+ public:
+  WholeFabricCollector(std::shared_ptr<const Fabric> fabric, bool switch_ports)
+      : fabric_(std::move(fabric)), switch_ports_(switch_ports) {}
+  std::string_view name() const override { return kFabricCollector; }
+  void collect(MetricSet& out, ErrorSink& errors) const override {
+    if (switch_ports_) fabric_->collect_all(out, errors);
+    fabric_->collect_discovery(out);
+  }
+
+ private:
+  std::shared_ptr<const Fabric> fabric_;
+  bool switch_ports_;
+};
+
+}  // namespace
+
+std::unique_ptr<FabricCollector> make_fabric_collector(std::shared_ptr<const Fabric> fabric,
+                                                       bool switch_ports) {
+  return std::make_unique<WholeFabricCollector>(std::move(fabric), switch_ports);
+}
+
+}  // namespace ibprobe::fabric

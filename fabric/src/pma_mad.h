@@ -1,0 +1,124 @@
+// Encoding and decoding of the management datagrams (MADs) the remote PMA collector exchanges:
+// PerfMgt ClassPortInfo, PortCounters and PortCountersExtended, and the LID-routed SMP NodeInfo
+// that names the node and counts its ports. Pure byte work, no I/O: field layouts per IBA vol. 1
+// (MAD common header 13.4.3, PerfMgt 16.1.3, NodeInfo 14.2.5.3), all big-endian.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ibprobe::fabric::mad {
+
+inline constexpr std::size_t kMadSize = 256;
+// The 24-byte common header, then 40 reserved bytes (PerfMgt) or M_Key and 32 reserved bytes
+// (LID-routed SMP): both classes put their attribute data at byte 64.
+inline constexpr std::size_t kDataOffset = 64;
+
+inline constexpr std::uint8_t kBaseVersion = 1;
+inline constexpr std::uint8_t kClassVersion = 1;
+
+enum class MgmtClass : std::uint8_t {
+  kSubnLidRouted = 0x01,  // SMPs, answered by the node's SMA on QP0
+  kPerfMgt = 0x04,        // answered by the port's PMA on QP1
+};
+
+enum class Method : std::uint8_t {
+  kGet = 0x01,
+  kGetResp = 0x81,
+};
+
+enum class Attribute : std::uint16_t {
+  kClassPortInfo = 0x0001,
+  kNodeInfo = 0x0011,
+  kPortCounters = 0x0012,
+  kPortCountersExtended = 0x001D,
+};
+std::string_view to_string(Attribute attribute);
+
+// PortSelect 0xFF asks for the sum over all ports (only with CapabilityMask AllPortSelect).
+inline constexpr std::uint8_t kAllPorts = 0xFF;
+
+// ClassPortInfo CapabilityMask bits of the PerfMgt class.
+inline constexpr std::uint16_t kCapAllPortSelect = 1u << 8;
+inline constexpr std::uint16_t kCapExtendedWidth = 1u << 9;
+inline constexpr std::uint16_t kCapExtendedWidthNoIetf = 1u << 10;  // no unicast/multicast
+inline constexpr std::uint16_t kCapPortXmitWait = 1u << 12;
+
+using Mad = std::array<std::uint8_t, kMadSize>;
+
+struct Request {
+  MgmtClass mgmt_class;
+  Attribute attribute;
+  std::uint64_t transaction_id;
+  std::uint8_t port_select = 0;  // PortCounters / PortCountersExtended only
+};
+
+// A Get of the request's attribute (attribute modifier 0).
+Mad encode_get(const Request& request);
+
+struct Header {
+  std::uint8_t base_version;
+  MgmtClass mgmt_class;
+  std::uint8_t class_version;
+  Method method;
+  std::uint16_t status;
+  std::uint64_t transaction_id;
+  Attribute attribute;
+  std::uint32_t attribute_modifier;
+};
+
+// nullopt when fewer than 24 bytes arrived.
+std::optional<Header> decode_header(std::span<const std::uint8_t> mad);
+
+// The MAD status field in words, e.g. "0x000c (method/attribute combination not supported)".
+std::string describe_status(std::uint16_t status);
+
+// The attribute data area (bytes 64..255) of a whole MAD; empty when the MAD is truncated.
+std::span<const std::uint8_t> data_of(std::span<const std::uint8_t> mad);
+
+// `width` bits (at most 64) starting `bit_offset` bits into big-endian `data`.
+std::uint64_t read_bits(std::span<const std::uint8_t> data, int bit_offset, int width);
+
+struct ClassPortInfo {
+  std::uint8_t base_version;
+  std::uint8_t class_version;
+  std::uint16_t capability_mask;
+  std::uint32_t capability_mask2;  // 27 bits
+  std::uint8_t resp_time_value;    // 5 bits: response time 4.096 us * 2^value
+};
+ClassPortInfo decode_class_port_info(std::span<const std::uint8_t> data);
+
+// The two NodeInfo fields the collector uses.
+struct NodeInfo {
+  std::uint8_t num_ports;
+  std::uint64_t node_guid;
+};
+NodeInfo decode_node_info(std::span<const std::uint8_t> data);
+
+// One counter field of PortCounters or PortCountersExtended, named as the kernel names the
+// same counter in ports/N/counters/, so both sources share one table of families.
+struct CounterField {
+  std::string_view counter;
+  int bit_offset;
+  int width;
+};
+struct CounterValue {
+  std::string_view counter;
+  std::uint64_t value;
+  int width;
+};
+
+std::span<const CounterField> port_counters_fields();
+std::span<const CounterField> port_counters_extended_fields();
+
+// PortSelect of a PortCounters or PortCountersExtended data area.
+std::uint8_t port_select_of(std::span<const std::uint8_t> data);
+std::vector<CounterValue> decode_counters(std::span<const std::uint8_t> data,
+                                          std::span<const CounterField> fields);
+
+}  // namespace ibprobe::fabric::mad

@@ -1,0 +1,31 @@
+// Where the mesh's peer list comes from: a Prometheus file_sd file (the one Prometheus already
+// scrapes the exporters with: targets plus labels such as `tor`), or a DNS name resolving to every
+// peer (a Kubernetes headless Service over the DaemonSet).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ibprobe/mesh_plan.h"
+
+namespace ibprobe::mesh {
+
+// The labels of a file_sd group the mesh reads.
+inline constexpr std::string_view kMeshTorLabel = "tor";
+inline constexpr std::string_view kMeshGidFamilyLabel = "gid_family";
+
+// Parses file_sd text, JSON or YAML (Prometheus accepts both):
+//   [{"targets": ["10.0.0.1:9470", ...], "labels": {"tor": "leaf1", "gid_family": "ipv4"}}, ...]
+// Throws std::invalid_argument saying where and what, e.g. a group without targets, a target
+// without a port, or a target listed twice.
+std::vector<MeshPeer> parse_file_sd(std::string_view text);
+
+// Reads and parses a file; errors name the file.
+std::vector<MeshPeer> load_file_sd(const std::string& path);
+
+// Resolves "NAME:PORT" to one peer per address (IPv6 ones in brackets), without ToR labels.
+// Throws std::invalid_argument for a missing port and std::runtime_error when resolution fails.
+std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port);
+
+}  // namespace ibprobe::mesh

@@ -1,0 +1,138 @@
+#include "ibprobe/mesh_peers.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "ibprobe/host_port.h"
+
+namespace ibprobe::mesh {
+namespace {
+
+std::string where(const YAML::Node& node) {
+  const auto mark = node.Mark();
+  if (mark.line < 0) return "";
+  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
+         ": ";
+}
+
+[[noreturn]] void fail(const YAML::Node& node, const std::string& what) {
+  throw std::invalid_argument(where(node) + what);
+}
+
+// A file_sd target is HOST:PORT, an IPv6 host in brackets; the mesh dials it, so it needs both.
+void check_target(const YAML::Node& node, const std::string& target) {
+  if (const auto address = probes::parse_host_port(target); !address) {
+    fail(node, "target '" + target +
+                   "' is not HOST:PORT with a port from 1 to 65535: " + address.error());
+  }
+}
+
+std::string scalar(const YAML::Node& node, const std::string& what) {
+  if (!node.IsScalar()) fail(node, what + " must be a string");
+  return node.as<std::string>();
+}
+
+}  // namespace
+
+std::vector<MeshPeer> parse_file_sd(std::string_view text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(e.what());
+  }
+  if (!root.IsSequence()) fail(root, "a file_sd file is a list of target groups");
+  std::vector<MeshPeer> peers;
+  std::set<std::string, std::less<>> seen;
+  for (const auto& group : root) {
+    if (!group.IsMap()) fail(group, "a target group must be a mapping with targets and labels");
+    for (const auto& entry : group) {
+      const auto key = scalar(entry.first, "a key");
+      if (key != "targets" && key != "labels") {
+        fail(entry.first, "unknown field '" + key + "' in a target group");
+      }
+    }
+    const auto targets = group["targets"];
+    if (!targets || !targets.IsSequence() || targets.size() == 0) {
+      fail(group, "a target group needs a non-empty list of targets");
+    }
+    MeshPeer labels;
+    if (const auto map = group["labels"]) {
+      if (!map.IsMap()) fail(map, "labels must be a mapping");
+      for (const auto& label : map) {
+        const auto name = scalar(label.first, "a label name");
+        const auto value = scalar(label.second, "label " + name);
+        if (name == kMeshTorLabel) labels.tor = value;
+        if (name == kMeshGidFamilyLabel) labels.gid_family = value;
+      }
+    }
+    for (const auto& node : targets) {
+      MeshPeer peer = labels;
+      peer.target = scalar(node, "a target");
+      check_target(node, peer.target);
+      if (!seen.insert(peer.target).second)
+        fail(node, "target " + peer.target + " is listed twice");
+      peers.push_back(std::move(peer));
+    }
+  }
+  return peers;
+}
+
+std::vector<MeshPeer> load_file_sd(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_file_sd(text.str());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port) {
+  const auto address = probes::parse_host_port(name_and_port);
+  if (!address) {
+    throw std::invalid_argument(
+        "'" + name_and_port + "' is not NAME:PORT with a port from 1 to 65535: " + address.error());
+  }
+  const std::string& name = address->host;
+  const std::string port = std::to_string(address->port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(name.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    throw std::runtime_error("cannot resolve " + name + ": " + gai_strerror(rc));
+  }
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
+  std::set<std::string> targets;
+  for (const addrinfo* info = found; info != nullptr; info = info->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (info->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(info->ai_addr)->sin_addr, text,
+                sizeof text);
+      targets.insert(std::string(text) + ":" + port);
+    } else if (info->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(info->ai_addr)->sin6_addr, text,
+                sizeof text);
+      // Appended rather than concatenated with operator+: GCC 12 at -O3 reports a false
+      // -Wrestrict on "[" + std::string(...).
+      std::string target = "[";
+      target.append(text).append("]:").append(port);
+      targets.insert(std::move(target));
+    }
+  }
+  std::vector<MeshPeer> peers;
+  for (const auto& target : targets) peers.push_back(MeshPeer{target, "", ""});
+  return peers;
+}
+
+}  // namespace ibprobe::mesh
