@@ -80,13 +80,15 @@ asan_targets=$unit_targets,ibprobe_exporter,ibprobe_fixture
 # and line, and full debug info cost a third of the compile time (probe_api_test.cpp: 22.6 s at
 # -O2 -g, 15.3 s at -O2 -g1). The normal build (and the package, which takes its flags) at -O2;
 # the sanitizer and fuzz builds at -O1, which the sanitizers' documentation recommends.
-# The sanitizer and fuzz builds compile in unity batches (a target's sources eight to a compiler
+# The normal, ASan and fuzz builds compile in unity batches (a target's sources eight to a compiler
 # run), which parses the shared headers once per batch instead of once per file: the ASan build of
-# the unit and end-to-end targets took 379 s against 490-542 s file by file. The normal build
-# compiles every file on its own, so a file that leans on an include of the file before it in a
-# batch still fails there.
-normal_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
-sanitizer_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON)
+# the unit and end-to-end targets took 322 s against 490-542 s file by file. The TSan build
+# compiles every file on its own: its targets take every library's sources and every test's, and
+# the executables outside it have one source each, so a file that leans on an include of the
+# file before it in a batch still fails there.
+unity=(-DCMAKE_UNITY_BUILD=ON)
+normal_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${unity[@]}")
+sanitizer_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 
 stage "build normal (all targets)" build build all "${normal_flags[@]}"
 
@@ -112,7 +114,7 @@ $quick && exit 0
 
 # --- sanitizers and fuzzing ---------------------------------------------------------------------
 stage "build asan/ubsan (unit, e2e targets)" build build-asan "$asan_targets" \
-  -DIBPROBE_SANITIZE=ON "${sanitizer_flags[@]}"
+  -DIBPROBE_SANITIZE=ON "${sanitizer_flags[@]}" "${unity[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   stage "tests asan/ubsan: unit, e2e" \
   ctest --test-dir build-asan --output-on-failure -L '^(unit|e2e)$' -j "$jobs"
@@ -124,6 +126,6 @@ TSAN_OPTIONS=halt_on_error=1 \
 
 CC=clang-19 CXX=clang++-19 \
   stage "build fuzz (clang 19, harnesses)" build build-fuzz ibprobe_fuzz -DIBPROBE_FUZZ=ON \
-  "${sanitizer_flags[@]}"
+  "${sanitizer_flags[@]}" "${unity[@]}"
 stage "fuzz runs (${IBPROBE_FUZZ_SECONDS:-20} s per parser)" \
   tests/fuzz/run.sh build-fuzz "${IBPROBE_FUZZ_SECONDS:-20}"
