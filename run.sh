@@ -52,8 +52,9 @@ Prometheus scrape config:
       static_configs:
         - targets: ["${urls[0]#http://}", "${urls[1]#http://}"]
 
-Probe host A from host B (the exporter in A answers on :9471; the rxe hw_counters rise):
-  $lab exec B -- $build/probes/ibprobe_probe run -d rxe0 -t write_bw $("$lab" addr A):9471
+Probe host A from host B (the exporter in A answers on :9471; the rxe hw_counters rise; -u 18,
+a 1 s ACK timeout, outlasts the pauses of an emulated VM, see deploy/lab/README.md, Limits):
+  $lab exec B -- $build/probes/ibprobe_probe run -d rxe0 -t write_bw -u 18 $("$lab" addr A):9471
 
 Press Ctrl-C to stop the lab.
 TEXT
