@@ -17,21 +17,15 @@
 #include <unordered_map>
 
 #include "ibprobe/fabric_discovery.h"
-#include "ibprobe/port_counter_table.h"
 #include "mad_exchange.h"
 #include "remote_pma_internal.h"
 
 namespace ibprobe::fabric {
 
-using collectors::add_counter_sample;
-using collectors::add_saturation_sample;
-using collectors::CounterSpec;
 using collectors::ErrorSink;
 using collectors::FabricCollector;
-using collectors::find_port_counter;
 using collectors::MetricSet;
 using collectors::ReadError;
-using collectors::saturation_value;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -99,19 +93,6 @@ void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricP
           {{"kind", "width"}}, port.width_lanes < port.supported_width_lanes ? 1 : 0);
   out.add("rdma_fabric_port_link_below_capability", kBelowHelp, kGauge, identity,
           {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
-}
-
-void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
-                        const std::map<std::string, RemoteCounter, std::less<>>& counters) {
-  for (const auto& [counter, sample] : counters) {
-    if (const CounterSpec* spec = find_port_counter(counter, false)) {
-      add_counter_sample(out, *spec, identity, sample.value);
-    }
-  }
-  for (const auto& [counter, sample] : counters) {
-    if (sample.width >= 64) continue;
-    add_saturation_sample(out, counter, identity, sample.value == saturation_value(sample.width));
-  }
 }
 
 std::map<std::uint64_t, std::string> load_node_name_map(const std::filesystem::path& path) {

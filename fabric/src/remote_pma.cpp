@@ -87,17 +87,7 @@ class RemotePmaFabricCollector final : public FabricCollector {
       MetricSet::Labels labels{{"lid", std::to_string(result.target.lid)},
                                {"port", port_label(result.target)}};
       if (result.node_guid) labels.emplace_back("node_guid", format_guid(*result.node_guid));
-      const auto identity = out.label_set(labels);
-      for (const auto& [counter, sample] : result.counters) {
-        if (const CounterSpec* spec = find_port_counter(counter, false)) {
-          add_counter_sample(out, *spec, identity, sample.value);
-        }
-      }
-      for (const auto& [counter, sample] : result.counters) {
-        if (sample.width >= 64) continue;
-        add_saturation_sample(out, counter, identity,
-                              sample.value == saturation_value(sample.width));
-      }
+      add_counter_series(out, out.label_set(labels), result.counters);
     }
   }
 
@@ -108,6 +98,19 @@ class RemotePmaFabricCollector final : public FabricCollector {
 };
 
 }  // namespace
+
+void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
+                        const std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  for (const auto& [counter, sample] : counters) {
+    if (const CounterSpec* spec = find_port_counter(counter, false)) {
+      add_counter_sample(out, *spec, identity, sample.value);
+    }
+  }
+  for (const auto& [counter, sample] : counters) {
+    if (sample.width >= 64) continue;
+    add_saturation_sample(out, counter, identity, sample.value == saturation_value(sample.width));
+  }
+}
 
 bool has_extended_counters(const mad::ClassPortInfo& info) {
   return info.capability_mask & (mad::kCapExtendedWidth | mad::kCapExtendedWidthNoIetf);

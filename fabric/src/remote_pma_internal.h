@@ -30,6 +30,11 @@ void drop_unsupported_basic(const mad::ClassPortInfo& info,
 void drop_unsupported_extended(const mad::ClassPortInfo& info,
                                std::map<std::string, RemoteCounter, std::less<>>& counters);
 
+// A remote port's PortCounters as the local port's are exported: each counter in its family,
+// labelled by `identity`, and the saturation flag of each narrower than 64 bits.
+void add_counter_series(collectors::MetricSet& out, collectors::MetricSet::LabelSet identity,
+                        const std::map<std::string, RemoteCounter, std::less<>>& counters);
+
 // Adds with saturation at the counter's width, as the hardware counts.
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width);
 
