@@ -11,6 +11,8 @@
 #   - once the link is back, neither VM holds a probe QP, CQ, MR or PD (rdma resource show);
 #   - the exporter accepts a new probe, which succeeds;
 #   - neither kernel logged a warning or an oops (rxe's QP teardown did not time out).
+# The runs around the cuts, which are not about a failure, use the lab's 1 s ACK timeout
+# (LAB_QP_TIMEOUT, lab-common.sh says why); the cut runs keep perftest's 67 ms.
 # On rxe a cut path gives no retry-exceeded completion: rxe retransmits forever at retry_cnt 7
 # (deploy/lab/README.md, Limits), so without the keepalive only the run's deadline would end it.
 #
@@ -152,7 +154,8 @@ cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX PROBE_ARGS...
 check_probe_succeeds() { # LABEL FIGURE PROBE_ARGS...
     local label=$1 figure=$2 out value
     shift 2
-    out=$(lab exec --timeout 120 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT" 2>&1) \
+    out=$(lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -u "$LAB_QP_TIMEOUT" "$@" \
+        "$(lab addr A):$RESPONDER_PORT" 2>&1) \
         || fail "$label: the probe failed: $out"
     value=$(sed -n "s/.*\b$figure=\([0-9.]*\).*/\1/p" <<<"$out" | head -n1)
     positive_number "$value" || fail "$label: no $figure in: $out"

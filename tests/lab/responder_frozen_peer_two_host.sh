@@ -55,7 +55,7 @@ main() {
     # The port gate is free as well: a probe from VM A to its own responder (two QPs on one rxe)
     # is served, not told busy.
     local out
-    out=$(lab exec --timeout 120 A -- "$PROBE" run -d rxe0 -t write_bw -n 200 \
+    out=$(lab exec --timeout 120 A -- "$PROBE" run -d rxe0 -u "$LAB_QP_TIMEOUT" -t write_bw -n 200 \
         "127.0.0.1:$RESPONDER_PORT" 2>&1) || fail "the responder did not serve a new probe: $out"
     positive_number "$(sed -n 's/.*bw_average_MiBps=\([0-9.]*\).*/\1/p' <<<"$out")" \
         || fail "no bandwidth from the new probe: $out"
