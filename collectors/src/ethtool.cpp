@@ -14,43 +14,31 @@
 
 #include "collectors_internal.h"
 #include "devices.h"
+#include "ibprobe/unique_fd.h"
 #include "sysfs.h"
 
 namespace ibprobe::collectors {
 namespace {
-
-class Socket {
- public:
-  Socket() : fd_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {}
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::error_code system_error(int errno_value) {
   return {errno_value, std::system_category()};
 }
 
 // One SIOCETHTOOL request; no error or the errno.
-std::error_code ethtool_ioctl(const Socket& socket, const std::string& netdev, void* command) {
+std::error_code ethtool_ioctl(const UniqueFd& socket, const std::string& netdev, void* command) {
   ifreq request{};
   if (netdev.size() >= sizeof(request.ifr_name)) return system_error(ENODEV);
   std::memcpy(request.ifr_name, netdev.data(), netdev.size());
   request.ifr_data = static_cast<char*>(command);
-  return ::ioctl(socket.fd(), SIOCETHTOOL, &request) == 0 ? std::error_code() : system_error(errno);
+  return ::ioctl(socket.get(), SIOCETHTOOL, &request) == 0 ? std::error_code()
+                                                           : system_error(errno);
 }
 
 class IoctlEthtoolSource final : public EthtoolSource {
  public:
   EthtoolRead statistics(const std::string& netdev) const override {
-    const Socket socket;
-    if (socket.fd() < 0) return std::unexpected(system_error(errno));
+    const UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!socket) return std::unexpected(system_error(errno));
     // ethtool_sset_info ends in a flexible array: one u32 follows for the one set asked.
     alignas(ethtool_sset_info)
         std::array<std::uint8_t, sizeof(ethtool_sset_info) + sizeof(std::uint32_t)>

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
-#include "unique_fd.h"
+#include "ibprobe/unique_fd.h"
 
 namespace ibprobe::collectors {
 

@@ -94,21 +94,19 @@ int find_connection_socket(int local_port, const std::string& peer_address, int 
 
 ClientWatch::ClientWatch()
     : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), wake_fd_(::eventfd(0, EFD_CLOEXEC)) {
-  if (epoll_fd_ < 0 || wake_fd_ < 0) {
+  if (!epoll_fd_ || !wake_fd_) {
     throw std::runtime_error(std::string("cannot watch HTTP clients: ") + std::strerror(errno));
   }
   epoll_event wake{};
   wake.events = EPOLLIN;
   wake.data.u64 = 0;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake);
   thread_ = std::thread([this] { run(); });
 }
 
 ClientWatch::~ClientWatch() {
   stop_all();
   thread_.join();
-  ::close(wake_fd_);
-  ::close(epoll_fd_);
 }
 
 void ClientWatch::stop_all() {
@@ -117,13 +115,13 @@ void ClientWatch::stop_all() {
   stopped_ = true;
   for (auto& [key, source] : watched_) source.request_stop();
   const std::uint64_t one = 1;
-  [[maybe_unused]] const auto written = ::write(wake_fd_, &one, sizeof(one));
+  [[maybe_unused]] const auto written = ::write(wake_fd_.get(), &one, sizeof(one));
 }
 
 void ClientWatch::run() {
   epoll_event events[32];
   while (true) {
-    const int n = ::epoll_wait(epoll_fd_, events, 32, -1);
+    const int n = ::epoll_wait(epoll_fd_.get(), events, 32, -1);
     if (n < 0 && errno != EINTR) return;
     std::lock_guard lock(mutex_);
     if (stopped_) return;
@@ -148,12 +146,12 @@ ClientWatch::Watched::Watched(ClientWatch& watch, int fd) : watch_(watch), fd_(f
   // The peer's FIN (EPOLLRDHUP), a reset (EPOLLERR, EPOLLHUP). One report is enough.
   event.events = EPOLLRDHUP | EPOLLONESHOT;
   event.data.u64 = key_;
-  if (::epoll_ctl(watch_.epoll_fd_, EPOLL_CTL_ADD, fd_, &event) != 0) fd_ = -1;
+  if (::epoll_ctl(watch_.epoll_fd_.get(), EPOLL_CTL_ADD, fd_, &event) != 0) fd_ = -1;
 }
 
 ClientWatch::Watched::~Watched() {
   std::lock_guard lock(watch_.mutex_);
-  if (fd_ >= 0) ::epoll_ctl(watch_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+  if (fd_ >= 0) ::epoll_ctl(watch_.epoll_fd_.get(), EPOLL_CTL_DEL, fd_, nullptr);
   watch_.watched_.erase(key_);
 }
 

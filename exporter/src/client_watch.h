@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "ibprobe/unique_fd.h"
+
 namespace ibprobe::exporter {
 
 class ClientWatch {
@@ -44,8 +46,8 @@ class ClientWatch {
  private:
   void run();
 
-  int epoll_fd_;
-  int wake_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
   std::mutex mutex_;
   bool stopped_ = false;
   std::uint64_t next_key_ = 1;  // 0 is the wake descriptor

@@ -19,6 +19,7 @@
 #include "client_watch.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
+#include "ibprobe/unique_fd.h"
 #include "tls_context.h"
 #include "web_config.h"
 
@@ -64,10 +65,9 @@ void connect_once(const std::string& host, int port) {
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
-  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  [[maybe_unused]] const int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
-  ::close(fd);
+  const UniqueFd fd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return;
+  [[maybe_unused]] const int rc = ::connect(fd.get(), found->ai_addr, found->ai_addrlen);
 }
 
 // Where this host reaches a server listening on `listen_address`: the host itself, or loopback

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "ibprobe/fabric_discovery.h"
+#include "ibprobe/unique_fd.h"
 
 extern char** environ;
 
@@ -34,22 +35,6 @@ using nlohmann::json;
 
 // A fabric of 100,000 ports writes a few tens of MB; anything far beyond is not a result.
 constexpr std::size_t kMaxOutputBytes = 512u << 20;
-
-class OwnedFd {
- public:
-  explicit OwnedFd(int fd = -1) : fd_(fd) {}
-  ~OwnedFd() { reset(); }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 class SpawnFileActions {
  public:
@@ -288,8 +273,8 @@ DiscoveryResult discover_in_child(const std::vector<std::string>& command,
   if (::pipe2(pipe_ends, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("discovery child: pipe: ") + std::strerror(errno));
   }
-  OwnedFd read_end(pipe_ends[0]);
-  OwnedFd write_end(pipe_ends[1]);
+  UniqueFd read_end(pipe_ends[0]);
+  UniqueFd write_end(pipe_ends[1]);
 
   SpawnFileActions actions;
   posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);

@@ -17,6 +17,7 @@
 #include "ibprobe/host_port.h"
 #include "ibprobe/mesh_fabric_peers.h"
 #include "ibprobe/mesh_peers.h"
+#include "ibprobe/unique_fd.h"
 #include "mesh_follow_ups.h"
 #include "mesh_metrics.h"
 
@@ -66,7 +67,7 @@ struct MeshRunner::State {
   std::optional<Clock::time_point> fabric_discovered_at;
   std::unique_ptr<probes::UdPinger> pinger;
   std::unique_ptr<MeshMetrics> metrics;
-  int wake_fd = -1;  // eventfd: the ping thread's poll() returns when the plan or endpoints change
+  UniqueFd wake_fd;  // eventfd: the ping thread's poll() returns when the plan or endpoints change
 
   std::mutex mutex;
   std::condition_variable control_wakeup;
@@ -91,7 +92,7 @@ struct MeshRunner::State {
 
   void wake_pinger() const {
     const std::uint64_t one = 1;
-    [[maybe_unused]] const auto n = ::write(wake_fd, &one, sizeof(one));
+    [[maybe_unused]] const auto n = ::write(wake_fd.get(), &one, sizeof(one));
   }
 
   void publish(std::vector<PlannedPeer> next_plan) {
@@ -270,9 +271,9 @@ struct MeshRunner::State {
       if (const auto deadline = follow_ups.next_deadline()) wake_at = std::min(wake_at, *deadline);
 
       const auto timeout = std::chrono::ceil<std::chrono::milliseconds>(wake_at - Clock::now());
-      auto events = pinger->wait(std::max(timeout, std::chrono::milliseconds(0)), wake_fd);
+      auto events = pinger->wait(std::max(timeout, std::chrono::milliseconds(0)), wake_fd.get());
       std::uint64_t drained = 0;
-      [[maybe_unused]] const auto n = ::read(wake_fd, &drained, sizeof(drained));
+      [[maybe_unused]] const auto n = ::read(wake_fd.get(), &drained, sizeof(drained));
 
       const auto received = Clock::now();
       for (const auto& pong : events.pongs) {
@@ -335,9 +336,8 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
   s.metrics = std::make_unique<MeshMetrics>(
       fabric.peers()[*self].tor, mesh.policy.host_budget_hz,
       s.pinger->clock() == probes::PingClock::kDevice ? MeshClock::kDevice : MeshClock::kSoftware);
-  s.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s.wake_fd < 0)
-    throw std::runtime_error("mesh: eventfd: " + std::string(std::strerror(errno)));
+  s.wake_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s.wake_fd) throw std::runtime_error("mesh: eventfd: " + std::string(std::strerror(errno)));
   spdlog::info("mesh: {} on {} port {}, QPN {}, {} GIDs; RTT clock: {}", mesh.self,
                s.options.local.device, s.options.local.port, s.pinger->endpoint().qpn,
                s.pinger->endpoint().gid_family, s.pinger->clock_detail());
@@ -364,7 +364,6 @@ MeshRunner::~MeshRunner() {
   s.wake_pinger();
   s.ping_thread.join();
   s.control_thread.join();
-  ::close(s.wake_fd);
 }
 
 const probes::MeshEndpoint& MeshRunner::endpoint() const {

@@ -156,38 +156,29 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
 ControlChannel::ControlChannel(int fd, const StopSignal* stop)
     : fd_(fd), peer_(describe_peer(fd)), stop_(stop) {
   const int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // A peer that vanishes without a FIN (host frozen, cable pulled, power lost) would otherwise
   // hold this side's QPs, buffers and port gate until the run's deadline: keepalive probes
   // after 2 s of silence, and TCP_USER_TIMEOUT ends the connection once probes or data have
   // gone unanswered for 5 s. A live peer's kernel answers the probes whatever its process does.
   const int idle_seconds = 2, interval_seconds = 1, probes = 3;
   const unsigned user_timeout_ms = 5000;
-  ::setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle_seconds, sizeof(idle_seconds));
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval_seconds, sizeof(interval_seconds));
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
-}
-
-ControlChannel::ControlChannel(ControlChannel&& other) noexcept
-    : fd_(other.fd_), peer_(std::move(other.peer_)), stop_(other.stop_) {
-  other.fd_ = -1;
-}
-
-ControlChannel::~ControlChannel() {
-  if (fd_ >= 0) ::close(fd_);
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPIDLE, &idle_seconds, sizeof(idle_seconds));
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPINTVL, &interval_seconds, sizeof(interval_seconds));
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 void ControlChannel::send(const protocol::Message& message, Deadline deadline) {
   const auto frame = protocol::encode(message);
   std::size_t sent = 0;
   while (sent < frame.size()) {
-    const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd_.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      wait_ready(fd_, POLLOUT, deadline, "sending to the peer", stop_);
+      wait_ready(fd_.get(), POLLOUT, deadline, "sending to the peer", stop_);
     } else {
       throw ProbeFailure(
           "control connection to " + peer_ + " lost while sending: " + std::strerror(errno),
@@ -199,13 +190,13 @@ void ControlChannel::send(const protocol::Message& message, Deadline deadline) {
 void ControlChannel::read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline) {
   std::size_t got = 0;
   while (got < size) {
-    const ssize_t n = ::recv(fd_, data + got, size - got, 0);
+    const ssize_t n = ::recv(fd_.get(), data + got, size - got, 0);
     if (n > 0) {
       got += static_cast<std::size_t>(n);
     } else if (n == 0) {
       throw ProbeFailure("control connection closed by " + peer_, FailureKind::kPeerLost);
     } else if (errno == EAGAIN || errno == EINTR) {
-      wait_ready(fd_, POLLIN, deadline, ("waiting for " + peer_).c_str(), stop_);
+      wait_ready(fd_.get(), POLLIN, deadline, ("waiting for " + peer_).c_str(), stop_);
     } else {
       throw ProbeFailure("control connection to " + peer_ + " lost: " + std::strerror(errno),
                          FailureKind::kPeerLost);
@@ -232,11 +223,11 @@ protocol::Message ControlChannel::receive(Deadline deadline) {
 }
 
 void ControlChannel::check_open(bool message_waiting_is_open) const {
-  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return;
   std::uint8_t byte;
   // One look decides: the peer's last message and its close can arrive between two looks.
-  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0 && message_waiting_is_open) return;
   if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
   if (n == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
@@ -262,7 +253,7 @@ void ControlChannel::fail_if_peer_spoke() {
 
 bool ControlChannel::has_pending_message() const {
   std::uint8_t byte;
-  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   // The socket reports its error once: the one read that sees it says what it was.
   if (n < 0 && errno == ETIMEDOUT) throw_stopped_answering();
   return n > 0;

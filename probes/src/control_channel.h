@@ -8,6 +8,7 @@
 
 #include "ibprobe/peer_address.h"
 #include "ibprobe/stop_signal.h"
+#include "ibprobe/unique_fd.h"
 #include "protocol.h"
 
 namespace ibprobe::probes {
@@ -25,10 +26,10 @@ class ControlChannel {
                                 const std::vector<IpAddress>& addresses, Deadline deadline,
                                 const StopSignal* stop);
   explicit ControlChannel(int fd, const StopSignal* stop = nullptr);
-  ControlChannel(ControlChannel&& other) noexcept;
+  ControlChannel(ControlChannel&& other) noexcept = default;
   ControlChannel& operator=(ControlChannel&&) = delete;
   ControlChannel(const ControlChannel&) = delete;
-  ~ControlChannel();
+  ~ControlChannel() = default;
 
   void send(const protocol::Message& message, Deadline deadline);
   protocol::Message receive(Deadline deadline);
@@ -65,7 +66,7 @@ class ControlChannel {
   void check_open(bool message_waiting_is_open) const;
   void read_exactly(std::uint8_t* data, std::size_t size, Deadline deadline);
 
-  int fd_;
+  UniqueFd fd_;
   std::string peer_;
   const StopSignal* stop_;
 };

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "control_channel.h"
+#include "ibprobe/unique_fd.h"
 #include "ibprobe/verbs_probe.h"
 #include "peer_auth.h"
 #include "rc_session.h"
@@ -128,7 +129,7 @@ struct Responder::Impl {
 
   LocalPort local_;
   ResponderOptions options_;
-  int listen_fd_ = -1;
+  UniqueFd listen_fd_;
   int port_ = 0;
   // Requested by the destructor: wakes serve() and ends the run in progress at its next wait.
   std::stop_source stopping_;
@@ -162,18 +163,17 @@ Responder::Impl::Impl(const std::string& host, const std::string& port, LocalPor
     throw std::runtime_error("responder address " + host + ":" + port + ": " + gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
-  listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listen_fd_.reset(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (listen_fd_ < 0 || ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) != 0 ||
-      ::listen(listen_fd_, 8) != 0) {
+  ::setsockopt(listen_fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (!listen_fd_ || ::bind(listen_fd_.get(), found->ai_addr, found->ai_addrlen) != 0 ||
+      ::listen(listen_fd_.get(), 8) != 0) {
     const std::string reason = std::strerror(errno);
-    if (listen_fd_ >= 0) ::close(listen_fd_);
     throw std::runtime_error("cannot listen for probes on " + host + ":" + port + ": " + reason);
   }
   sockaddr_storage bound{};
   socklen_t length = sizeof(bound);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
+  ::getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &length);
   char port_text[NI_MAXSERV];
   ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), length, nullptr, 0, port_text,
                 sizeof(port_text), NI_NUMERICSERV);
@@ -188,14 +188,13 @@ Responder::Impl::~Impl() {
   if (const int fd = active_fd_.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
   thread_.join();
   if (run_thread_.joinable()) run_thread_.join();
-  ::close(listen_fd_);
 }
 
 void Responder::Impl::serve() {
   while (!stop_signal_->stop_requested()) {
-    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_signal_->fd(), POLLIN, 0}};
+    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_signal_->fd(), POLLIN, 0}};
     if (::poll(p, 2, -1) <= 0 || !(p[0].revents & POLLIN)) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     if (!options_.gate->try_enter()) {
       refuse_busy(fd);

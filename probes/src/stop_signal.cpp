@@ -14,14 +14,13 @@ namespace ibprobe::probes {
 
 StopSignal::StopSignal(std::stop_token token)
     : token_(std::move(token)), fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-  on_stop_.emplace(token_, Notify{fd_});
+  if (!fd_) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  on_stop_.emplace(token_, Notify{fd_.get()});
 }
 
 StopSignal::~StopSignal() {
   // The callback goes first: once it is gone no stop request writes to the descriptor.
   on_stop_.reset();
-  ::close(fd_);
 }
 
 void StopSignal::Notify::operator()() const {
@@ -31,7 +30,7 @@ void StopSignal::Notify::operator()() const {
 }
 
 bool StopSignal::wait_for(std::chrono::milliseconds duration) const {
-  pollfd p{fd_, POLLIN, 0};
+  pollfd p{fd_.get(), POLLIN, 0};
   const auto until = std::chrono::steady_clock::now() + duration;
   while (!token_.stop_requested()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -6,6 +6,8 @@
 #include <optional>
 #include <stop_token>
 
+#include "ibprobe/unique_fd.h"
+
 namespace ibprobe::probes {
 
 class StopSignal {
@@ -16,7 +18,7 @@ class StopSignal {
   StopSignal& operator=(const StopSignal&) = delete;
 
   // Readable (POLLIN) once stop was requested; never read from, so it stays readable.
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   bool stop_requested() const { return token_.stop_requested(); }
   // Sleeps for `duration` unless stop is requested first; true when it was.
   bool wait_for(std::chrono::milliseconds duration) const;
@@ -28,7 +30,7 @@ class StopSignal {
   };
 
   std::stop_token token_;
-  int fd_;
+  UniqueFd fd_;
   std::optional<std::stop_callback<Notify>> on_stop_;
 };
 

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace ibprobe::collectors {
+namespace ibprobe {
 
 class UniqueFd {
  public:
@@ -31,4 +31,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace ibprobe::collectors
+}  // namespace ibprobe
