@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::collectors::exposition {
 
 // prometheus-cpp 1.0 prints values with the stream precision max_digits10 - 1 in the default
@@ -54,6 +56,13 @@ bool needs_escaping(std::string_view value) {
   return false;
 }
 
+constexpr EnumNames<prometheus::MetricType, 5> kMetricTypeNames{
+    {{prometheus::MetricType::Counter, "counter"},
+     {prometheus::MetricType::Gauge, "gauge"},
+     {prometheus::MetricType::Summary, "summary"},
+     {prometheus::MetricType::Untyped, "untyped"},
+     {prometheus::MetricType::Histogram, "histogram"}}};
+
 }  // namespace
 
 // Label values rarely hold anything to escape: the runs between escapes go in whole.
@@ -75,19 +84,7 @@ void append_escaped(std::string& out, std::string_view value) {
 }
 
 std::string_view type_name(prometheus::MetricType type) {
-  switch (type) {
-    case prometheus::MetricType::Counter:
-      return "counter";
-    case prometheus::MetricType::Gauge:
-      return "gauge";
-    case prometheus::MetricType::Summary:
-      return "summary";
-    case prometheus::MetricType::Untyped:
-      return "untyped";
-    case prometheus::MetricType::Histogram:
-      return "histogram";
-  }
-  return "untyped";
+  return name_of(kMetricTypeNames, type, "untyped");
 }
 
 std::size_t family_head_size(std::string_view name, std::string_view help) {

@@ -3,6 +3,8 @@
 #include <array>
 #include <string>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::collectors {
 namespace {
 
@@ -114,31 +116,21 @@ const Entry* find(std::string_view name) {
   return nullptr;
 }
 
+constexpr EnumNames<HwCounterClass, 9> kHwCounterClassNames{
+    {{HwCounterClass::kInformative, "informative"},
+     {HwCounterClass::kRetransmission, "retransmission"},
+     {HwCounterClass::kSequenceError, "sequence_error"},
+     {HwCounterClass::kAckTimeout, "ack_timeout"},
+     {HwCounterClass::kRnrNak, "rnr_nak"},
+     {HwCounterClass::kRnrRetryExceeded, "rnr_retry_exceeded"},
+     {HwCounterClass::kRemoteError, "remote_error"},
+     {HwCounterClass::kOutOfBuffer, "out_of_buffer"},
+     {HwCounterClass::kCongestion, "congestion"}}};
+
 }  // namespace
 
 std::string_view to_string(HwCounterClass counter_class) {
-  using enum HwCounterClass;
-  switch (counter_class) {
-    case kInformative:
-      return "informative";
-    case kRetransmission:
-      return "retransmission";
-    case kSequenceError:
-      return "sequence_error";
-    case kAckTimeout:
-      return "ack_timeout";
-    case kRnrNak:
-      return "rnr_nak";
-    case kRnrRetryExceeded:
-      return "rnr_retry_exceeded";
-    case kRemoteError:
-      return "remote_error";
-    case kOutOfBuffer:
-      return "out_of_buffer";
-    case kCongestion:
-      return "congestion";
-  }
-  return "informative";
+  return name_of(kHwCounterClassNames, counter_class, "informative");
 }
 
 HwCounterClass classify_hw_counter(std::string_view name) {

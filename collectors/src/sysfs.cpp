@@ -15,6 +15,8 @@
 #include <mutex>
 #include <typeindex>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::collectors {
 namespace {
 
@@ -122,36 +124,24 @@ Read<std::uint64_t> counter_of(const RawRead& raw, const char* buffer) {
   return parse_counter(std::string_view(buffer, raw.size));
 }
 
+constexpr EnumNames<ReadError, 12> kReadErrorNames{
+    {{ReadError::kNotFound, "not_found"},
+     {ReadError::kPermission, "permission_denied"},
+     {ReadError::kInvalid, "invalid_argument"},
+     {ReadError::kNotSupported, "not_supported"},
+     {ReadError::kNotImplemented, "not_implemented"},
+     {ReadError::kNoPma, "no_pma"},
+     {ReadError::kMalformed, "malformed"},
+     {ReadError::kIo, "io_error"},
+     {ReadError::kTooManyOpenFiles, "too_many_open_files"},
+     {ReadError::kTimeout, "timeout"},
+     {ReadError::kMadStatus, "mad_status"},
+     {ReadError::kBudgetExceeded, "budget_exceeded"}}};
+
 }  // namespace
 
 std::string_view to_string(ReadError error) {
-  switch (error) {
-    case ReadError::kNotFound:
-      return "not_found";
-    case ReadError::kPermission:
-      return "permission_denied";
-    case ReadError::kInvalid:
-      return "invalid_argument";
-    case ReadError::kNotSupported:
-      return "not_supported";
-    case ReadError::kNotImplemented:
-      return "not_implemented";
-    case ReadError::kNoPma:
-      return "no_pma";
-    case ReadError::kMalformed:
-      return "malformed";
-    case ReadError::kIo:
-      return "io_error";
-    case ReadError::kTooManyOpenFiles:
-      return "too_many_open_files";
-    case ReadError::kTimeout:
-      return "timeout";
-    case ReadError::kMadStatus:
-      return "mad_status";
-    case ReadError::kBudgetExceeded:
-      return "budget_exceeded";
-  }
-  return "io_error";
+  return name_of(kReadErrorNames, error, "io_error");
 }
 
 ReadError classify_errno(int err) {

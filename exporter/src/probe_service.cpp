@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "ibprobe/enum_names.h"
 #include "ibprobe/host_port.h"
 
 namespace ibprobe::exporter {
@@ -33,20 +34,15 @@ bool valid_host(const std::string& host) {
   });
 }
 
+constexpr EnumNames<RunState, 4> kRunStateNames{{{RunState::kQueued, "queued"},
+                                                 {RunState::kRunning, "running"},
+                                                 {RunState::kSucceeded, "succeeded"},
+                                                 {RunState::kFailed, "failed"}}};
+
 }  // namespace
 
 std::string_view to_string(RunState state) {
-  switch (state) {
-    case RunState::kQueued:
-      return "queued";
-    case RunState::kRunning:
-      return "running";
-    case RunState::kSucceeded:
-      return "succeeded";
-    case RunState::kFailed:
-      break;
-  }
-  return "failed";
+  return name_of(kRunStateNames, state, "failed");
 }
 
 std::expected<std::pair<std::string, std::string>, std::string> parse_target(

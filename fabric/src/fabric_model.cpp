@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdio>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::fabric {
 namespace {
 
@@ -21,18 +23,14 @@ std::string describe_link(int lanes, double gigabits) {
   return text;
 }
 
+constexpr EnumNames<FabricNodeType, 3> kNodeTypeNames{{{FabricNodeType::kSwitch, "switch"},
+                                                       {FabricNodeType::kRouter, "router"},
+                                                       {FabricNodeType::kCa, "ca"}}};
+
 }  // namespace
 
 std::string_view to_string(FabricNodeType type) {
-  switch (type) {
-    case FabricNodeType::kSwitch:
-      return "switch";
-    case FabricNodeType::kRouter:
-      return "router";
-    case FabricNodeType::kCa:
-      break;
-  }
-  return "ca";
+  return name_of(kNodeTypeNames, type, "ca");
 }
 
 const FabricNode* FabricModel::find(std::uint64_t guid) const {

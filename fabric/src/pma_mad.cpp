@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::fabric::mad {
 namespace {
 
@@ -51,20 +53,16 @@ std::uint64_t get_be(std::span<const std::uint8_t> bytes, std::size_t offset, in
   return value;
 }
 
+constexpr EnumNames<Attribute, 4> kAttributeNames{
+    {{Attribute::kClassPortInfo, "ClassPortInfo"},
+     {Attribute::kNodeInfo, "NodeInfo"},
+     {Attribute::kPortCounters, "PortCounters"},
+     {Attribute::kPortCountersExtended, "PortCountersExtended"}}};
+
 }  // namespace
 
 std::string_view to_string(Attribute attribute) {
-  switch (attribute) {
-    case Attribute::kClassPortInfo:
-      return "ClassPortInfo";
-    case Attribute::kNodeInfo:
-      return "NodeInfo";
-    case Attribute::kPortCounters:
-      return "PortCounters";
-    case Attribute::kPortCountersExtended:
-      return "PortCountersExtended";
-  }
-  return "unknown attribute";
+  return name_of(kAttributeNames, attribute, "unknown attribute");
 }
 
 Mad encode_get(const Request& request) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "ibprobe/enum_names.h"
 #include "ibprobe/probes.h"
 
 namespace ibprobe::probes {
@@ -54,38 +55,27 @@ std::string percent(double ratio) {
   return std::to_string(static_cast<long long>(ratio * 100 + 0.5)) + "%";
 }
 
+constexpr EnumNames<DeltaStatus, 4> kDeltaStatusNames{{{DeltaStatus::kValid, "valid"},
+                                                       {DeltaStatus::kReset, "reset"},
+                                                       {DeltaStatus::kSaturated, "saturated"},
+                                                       {DeltaStatus::kMissing, "missing"}}};
+
+constexpr EnumNames<Diagnosis, 6> kDiagnosisNames{
+    {{Diagnosis::kInconclusive, "inconclusive"},
+     {Diagnosis::kLinkSaturated, "link_saturated"},
+     {Diagnosis::kHostSideBottleneck, "host_side_bottleneck"},
+     {Diagnosis::kCreditsOrArbitration, "credits_or_arbitration"},
+     {Diagnosis::kAggregatedPath, "aggregated_path"},
+     {Diagnosis::kExtraLinkTraffic, "extra_link_traffic"}}};
+
 }  // namespace
 
 std::string_view to_string(DeltaStatus status) {
-  switch (status) {
-    case DeltaStatus::kValid:
-      return "valid";
-    case DeltaStatus::kReset:
-      return "reset";
-    case DeltaStatus::kSaturated:
-      return "saturated";
-    case DeltaStatus::kMissing:
-      return "missing";
-  }
-  return "unknown";
+  return name_of(kDeltaStatusNames, status);
 }
 
 std::string_view to_string(Diagnosis diagnosis) {
-  switch (diagnosis) {
-    case Diagnosis::kInconclusive:
-      return "inconclusive";
-    case Diagnosis::kLinkSaturated:
-      return "link_saturated";
-    case Diagnosis::kHostSideBottleneck:
-      return "host_side_bottleneck";
-    case Diagnosis::kCreditsOrArbitration:
-      return "credits_or_arbitration";
-    case Diagnosis::kAggregatedPath:
-      return "aggregated_path";
-    case Diagnosis::kExtraLinkTraffic:
-      return "extra_link_traffic";
-  }
-  return "unknown";
+  return name_of(kDiagnosisNames, diagnosis);
 }
 
 std::vector<CounterDelta> counter_deltas(const CounterSnapshot& before,

@@ -1,29 +1,21 @@
 #include "ibprobe/probe_failure.h"
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::probes {
 
+constexpr EnumNames<FailureKind, 9> kFailureKindNames{{{FailureKind::kUnreachable, "unreachable"},
+                                                       {FailureKind::kRejected, "rejected"},
+                                                       {FailureKind::kUnauthorized, "unauthorized"},
+                                                       {FailureKind::kTimeout, "timeout"},
+                                                       {FailureKind::kPeerLost, "peer_lost"},
+                                                       {FailureKind::kProtocol, "protocol"},
+                                                       {FailureKind::kVerbs, "verbs"},
+                                                       {FailureKind::kCancelled, "cancelled"},
+                                                       {FailureKind::kInternal, "internal"}}};
+
 std::string_view to_string(FailureKind kind) {
-  switch (kind) {
-    case FailureKind::kUnreachable:
-      return "unreachable";
-    case FailureKind::kRejected:
-      return "rejected";
-    case FailureKind::kUnauthorized:
-      return "unauthorized";
-    case FailureKind::kTimeout:
-      return "timeout";
-    case FailureKind::kPeerLost:
-      return "peer_lost";
-    case FailureKind::kProtocol:
-      return "protocol";
-    case FailureKind::kVerbs:
-      return "verbs";
-    case FailureKind::kCancelled:
-      return "cancelled";
-    case FailureKind::kInternal:
-      break;
-  }
-  return "internal";
+  return name_of(kFailureKindNames, kind, "internal");
 }
 
 }  // namespace ibprobe::probes

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "ibprobe/enum_names.h"
 #include "ibprobe/probes.h"
 
 namespace ibprobe::probes {
@@ -18,6 +19,18 @@ constexpr std::uint32_t kMaxGidIndex = 255;
 constexpr std::uint32_t kMaxFiveBit = 31;
 constexpr std::uint32_t kMaxThreeBit = 7;
 constexpr std::uint32_t kMaxNumaNode = 1023;
+
+constexpr EnumNames<Operation, 3> kOperationNames{
+    {{Operation::kWrite, "write"}, {Operation::kRead, "read"}, {Operation::kSend, "send"}}};
+constexpr EnumNames<TestKind, 2> kTestKindNames{
+    {{TestKind::kBandwidth, "bw"}, {TestKind::kLatency, "lat"}}};
+constexpr EnumNames<NumaPolicy, 3> kNumaPolicyNames{
+    {{NumaPolicy::kAuto, "auto"}, {NumaPolicy::kNone, "none"}, {NumaPolicy::kNode, "node"}}};
+constexpr EnumNames<RateUnit, 3> kRateUnitNames{
+    {{RateUnit::kGbps, "Gbps"}, {RateUnit::kMiBps, "MiBps"}, {RateUnit::kPps, "pps"}}};
+constexpr EnumNames<RateLimiter, 3> kRateLimiterNames{{{RateLimiter::kSoftware, "software"},
+                                                       {RateLimiter::kHardware, "hardware"},
+                                                       {RateLimiter::kAuto, "auto"}}};
 
 // perftest_parameters.h: DEF_CQ_MOD, MSG_SIZE_CQ_MOD_LIMIT, DEF_INLINE_WRITE and
 // DEF_INLINE_SEND_RC_UC_XRC.
@@ -306,69 +319,31 @@ bool is_ib_mtu(std::uint32_t bytes) {
 }
 
 std::string_view to_string(Operation operation) {
-  switch (operation) {
-    case Operation::kWrite:
-      return "write";
-    case Operation::kRead:
-      return "read";
-    case Operation::kSend:
-      return "send";
-  }
-  return "unknown";
+  return name_of(kOperationNames, operation);
 }
 
 std::string_view to_string(TestKind test) {
-  return test == TestKind::kBandwidth ? "bw" : "lat";
+  return name_of(kTestKindNames, test);
 }
 
 std::string_view to_string(NumaPolicy policy) {
-  switch (policy) {
-    case NumaPolicy::kAuto:
-      return "auto";
-    case NumaPolicy::kNone:
-      return "none";
-    case NumaPolicy::kNode:
-      return "node";
-  }
-  return "unknown";
+  return name_of(kNumaPolicyNames, policy);
 }
 
 std::string_view to_string(RateUnit unit) {
-  switch (unit) {
-    case RateUnit::kGbps:
-      return "Gbps";
-    case RateUnit::kMiBps:
-      return "MiBps";
-    case RateUnit::kPps:
-      return "pps";
-  }
-  return "unknown";
+  return name_of(kRateUnitNames, unit);
 }
 
 std::string_view to_string(RateLimiter limiter) {
-  switch (limiter) {
-    case RateLimiter::kSoftware:
-      return "software";
-    case RateLimiter::kHardware:
-      return "hardware";
-    case RateLimiter::kAuto:
-      return "auto";
-  }
-  return "unknown";
+  return name_of(kRateLimiterNames, limiter);
 }
 
 std::optional<RateUnit> parse_rate_unit(std::string_view text) {
-  for (auto unit : {RateUnit::kGbps, RateUnit::kMiBps, RateUnit::kPps}) {
-    if (text == to_string(unit)) return unit;
-  }
-  return std::nullopt;
+  return value_named(kRateUnitNames, text);
 }
 
 std::optional<RateLimiter> parse_rate_limiter(std::string_view text) {
-  for (auto limiter : {RateLimiter::kSoftware, RateLimiter::kHardware, RateLimiter::kAuto}) {
-    if (text == to_string(limiter)) return limiter;
-  }
-  return std::nullopt;
+  return value_named(kRateLimiterNames, text);
 }
 
 double rate_limit_bytes_per_second(const RateLimit& limit, std::uint64_t message_size) {
@@ -384,24 +359,15 @@ double rate_limit_bytes_per_second(const RateLimit& limit, std::uint64_t message
 }
 
 std::optional<Operation> parse_operation(std::string_view text) {
-  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
-    if (text == to_string(operation)) return operation;
-  }
-  return std::nullopt;
+  return value_named(kOperationNames, text);
 }
 
 std::optional<TestKind> parse_test_kind(std::string_view text) {
-  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
-    if (text == to_string(test)) return test;
-  }
-  return std::nullopt;
+  return value_named(kTestKindNames, text);
 }
 
 std::optional<NumaPolicy> parse_numa_policy(std::string_view text) {
-  for (auto policy : {NumaPolicy::kAuto, NumaPolicy::kNone, NumaPolicy::kNode}) {
-    if (text == to_string(policy)) return policy;
-  }
-  return std::nullopt;
+  return value_named(kNumaPolicyNames, text);
 }
 
 ProbeSpec default_spec(Operation operation, TestKind test) {

@@ -6,13 +6,19 @@
 #include <cmath>
 #include <limits>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::probes {
 namespace {
 
-constexpr std::array kVariables = {SweepVariable::kMessageSize, SweepVariable::kTxDepth,
-                                   SweepVariable::kQps,         SweepVariable::kPostList,
-                                   SweepVariable::kMtu,         SweepVariable::kInlineSize,
-                                   SweepVariable::kRateLimit};
+constexpr EnumNames<SweepVariable, 7> kSweepVariableNames{
+    {{SweepVariable::kMessageSize, "message_size"},
+     {SweepVariable::kTxDepth, "tx_depth"},
+     {SweepVariable::kQps, "qps"},
+     {SweepVariable::kPostList, "post_list"},
+     {SweepVariable::kMtu, "mtu"},
+     {SweepVariable::kInlineSize, "inline_size"},
+     {SweepVariable::kRateLimit, "rate_limit"}}};
 
 // Steps of one sweep at most: each is a whole probe run, and a sweep holds the port throughout.
 constexpr std::size_t kMaxSteps = 32;
@@ -53,38 +59,15 @@ void apply(ProbeSpec& spec, SweepVariable variable, double value) {
 }  // namespace
 
 std::string_view to_string(SweepVariable variable) {
-  switch (variable) {
-    case SweepVariable::kMessageSize:
-      return "message_size";
-    case SweepVariable::kTxDepth:
-      return "tx_depth";
-    case SweepVariable::kQps:
-      return "qps";
-    case SweepVariable::kPostList:
-      return "post_list";
-    case SweepVariable::kMtu:
-      return "mtu";
-    case SweepVariable::kInlineSize:
-      return "inline_size";
-    case SweepVariable::kRateLimit:
-      return "rate_limit";
-  }
-  return "unknown";
+  return name_of(kSweepVariableNames, variable);
 }
 
 std::optional<SweepVariable> parse_sweep_variable(std::string_view text) {
-  for (auto variable : kVariables) {
-    if (text == to_string(variable)) return variable;
-  }
-  return std::nullopt;
+  return value_named(kSweepVariableNames, text);
 }
 
 std::string sweep_variable_names() {
-  std::string names;
-  for (auto variable : kVariables) {
-    names += (names.empty() ? "" : ", ") + std::string(to_string(variable));
-  }
-  return names;
+  return names_listed(kSweepVariableNames);
 }
 
 std::vector<double> perftest_all_sizes() {

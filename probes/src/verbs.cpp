@@ -8,6 +8,8 @@
 #include <cstring>
 #include <random>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::probes::verbs {
 namespace {
 
@@ -186,25 +188,16 @@ std::uint32_t random_psn() {
   return std::random_device{}() & 0xffffff;
 }
 
-const char* qp_state_name(ibv_qp_state state) {
-  switch (state) {
-    case IBV_QPS_RESET:
-      return "RESET";
-    case IBV_QPS_INIT:
-      return "INIT";
-    case IBV_QPS_RTR:
-      return "RTR";
-    case IBV_QPS_RTS:
-      return "RTS";
-    case IBV_QPS_SQD:
-      return "SQD";
-    case IBV_QPS_SQE:
-      return "SQE";
-    case IBV_QPS_ERR:
-      return "ERR";
-    default:
-      return "UNKNOWN";
-  }
+constexpr EnumNames<ibv_qp_state, 7> kQpStateNames{{{IBV_QPS_RESET, "RESET"},
+                                                    {IBV_QPS_INIT, "INIT"},
+                                                    {IBV_QPS_RTR, "RTR"},
+                                                    {IBV_QPS_RTS, "RTS"},
+                                                    {IBV_QPS_SQD, "SQD"},
+                                                    {IBV_QPS_SQE, "SQE"},
+                                                    {IBV_QPS_ERR, "ERR"}}};
+
+std::string_view qp_state_name(ibv_qp_state state) {
+  return name_of(kQpStateNames, state, "UNKNOWN");
 }
 
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {

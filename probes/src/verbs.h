@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ibprobe/verbs_probe.h"
@@ -94,7 +95,7 @@ std::uint32_t mtu_bytes(ibv_mtu mtu);
 std::uint32_t random_psn();
 
 // "RTS", "ERR", ... as rdma-core's documentation names the states.
-const char* qp_state_name(ibv_qp_state state);
+std::string_view qp_state_name(ibv_qp_state state);
 
 // ibv_modify_qp, or a VerbsError naming `step` (the state asked for).
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step);

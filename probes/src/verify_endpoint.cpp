@@ -217,7 +217,7 @@ ibv_qp_state Endpoint::state_code(std::size_t q) const {
 
 std::string Endpoint::state(std::size_t q) const {
   if (!qps_[q].qp) return "destroyed";
-  return verbs::qp_state_name(state_code(q));
+  return std::string(verbs::qp_state_name(state_code(q)));
 }
 
 std::vector<std::string> Endpoint::async_events() {

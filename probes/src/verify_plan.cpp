@@ -9,6 +9,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "ibprobe/enum_names.h"
+
 namespace ibprobe::probes::verify {
 namespace {
 
@@ -21,6 +23,9 @@ std::uint64_t mix(std::uint64_t z) {
 constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 constexpr std::uint32_t kMaxRecvDelayMs = 1000;
 constexpr std::uint32_t kMaxMessages = 100000;
+
+constexpr EnumNames<Verdict, 3> kVerdictNames{
+    {{Verdict::kPass, "pass"}, {Verdict::kFail, "FAIL"}, {Verdict::kSkipped, "skipped"}}};
 
 }  // namespace
 
@@ -159,15 +164,7 @@ std::uint8_t pattern_byte(std::uint64_t seed, std::uint64_t sequence, std::uint6
 }
 
 std::string_view to_string(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kPass:
-      return "pass";
-    case Verdict::kFail:
-      return "FAIL";
-    case Verdict::kSkipped:
-      return "skipped";
-  }
-  return "FAIL";
+  return name_of(kVerdictNames, verdict, "FAIL");
 }
 
 std::string format_table(const std::vector<CaseResult>& results) {
