@@ -308,10 +308,10 @@ nlohmann::json run_to_json(const ProbeRun& run) {
 }
 
 HttpResponse ProbeApi::probe(const HttpRequest& request) const {
-  const auto parsed = parse_probe_query(request.query);
+  const auto received = std::chrono::steady_clock::now();
+  auto parsed = parse_probe_query(request.query);
   if (!parsed) return text_error(400, parsed.error());
-  const auto& params = parsed.value();
-  std::optional<double> timeout = params.timeout_seconds;
+  auto& params = parsed.value();
   if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
       header != request.headers.end()) {
     const auto scrape = parse_wait_seconds(header->second);
@@ -320,11 +320,12 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
                                  "' is not a number of seconds");
     }
     const double usable = *scrape - kScrapeTimeoutOffset;
-    timeout = timeout ? std::min(*timeout, usable) : usable;
+    params.timeout_seconds =
+        params.timeout_seconds ? std::min(*params.timeout_seconds, usable) : usable;
   }
   const WaitingSlot slot(*this);
   if (!slot) return text_error(503, kTooManyWaiting, kWaitingRetryAfterSeconds);
-  const auto finished = service_.run(params.target, params.module, timeout, request.client_stop());
+  const auto finished = service_.run(params, received, request.client_stop());
   if (!finished) return text_error(finished.error());
   const auto& run = finished.value();
   HttpResponse response;
@@ -344,7 +345,7 @@ HttpResponse ProbeApi::start(const HttpRequest& request) const {
     return json_error(400, "bad_request", parsed.error());
   }
   const auto& params = parsed.value();
-  const auto submitted = service_.submit(params.target, params.module, params.timeout_seconds);
+  const auto submitted = service_.submit(params);
   if (!submitted) return json_error(submitted.error());
   const auto id = std::to_string(submitted.value());
   auto response =

@@ -14,12 +14,17 @@ namespace ibprobe::exporter {
 namespace {
 
 // The longest a run of the module may take: its timeout for each step of a sweep and for each
-// case of a verification suite, one timeout otherwise.
-std::uint64_t budget_seconds(const ProbeModule& module) {
+// case of a verification suite, one timeout otherwise; a client's timeout shortens it.
+std::chrono::steady_clock::duration allowance(const ProbeModule& module,
+                                              std::optional<double> timeout_seconds) {
   std::size_t runs = 1;
   if (module.sweep) runs = module.sweep->values.size();
   if (!module.verify_cases.empty()) runs = module.verify_cases.size();
-  return module.spec.timeout_seconds * std::max<std::size_t>(runs, 1);
+  double seconds = static_cast<double>(module.spec.timeout_seconds) *
+                   static_cast<double>(std::max<std::size_t>(runs, 1));
+  if (timeout_seconds) seconds = std::min(seconds, *timeout_seconds);
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
 }
 
 constexpr std::uint16_t kDefaultResponderPort = 9471;
@@ -72,11 +77,12 @@ std::expected<void, std::string> ProbeService::reload() {
   return config_.reload();
 }
 
-std::expected<RunQueue::Job, Refusal> ProbeService::job(const std::string& target,
-                                                        const std::string& module_name,
-                                                        std::optional<double> timeout_seconds,
-                                                        bool deadline_from_now) const {
-  const auto submitted = std::chrono::steady_clock::now();
+std::expected<RunQueue::Job, Refusal> ProbeService::job(
+    const ProbeParams& request,
+    std::optional<std::chrono::steady_clock::time_point> waited_from) const {
+  const auto& target = request.target;
+  const auto& module_name = request.module;
+  const auto timeout_seconds = request.timeout_seconds;
   const auto config = config_.current();
   const auto refuse = [](int status, std::string code, std::string message) {
     return std::unexpected(Refusal{status, std::move(code), std::move(message), {}});
@@ -124,16 +130,6 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(const std::string& targe
                       " s does not fit module '" + module_name + "': " + spec.error().message());
   }
   auto sweep = resolved.sweep ? std::optional(probes::validate(*resolved.sweep)) : std::nullopt;
-  const auto budget = budget_seconds(module->second);
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (deadline_from_now) {
-    deadline = submitted + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(
-                                   timeout_seconds ? std::min<double>(*timeout_seconds, budget)
-                                                   : static_cast<double>(budget)));
-  }
-  // The budget of the run's own module as it runs: the timeout applied.
-  const auto run_budget = std::chrono::seconds(budget_seconds(resolved));
   return RunQueue::Job{.target = target,
                        .host = parsed->first,
                        .port = parsed->second,
@@ -142,24 +138,21 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(const std::string& targe
                        .spec = std::move(spec),
                        .sweep = std::move(sweep),
                        .addresses = std::move(addresses),
-                       .deadline = deadline,
-                       .budget = run_budget,
+                       .allowance = allowance(module->second, timeout_seconds),
+                       .waited_from = waited_from,
                        .queue_length = config->queue_length};
 }
 
-std::expected<std::uint64_t, Refusal> ProbeService::submit(const std::string& target,
-                                                           const std::string& module,
-                                                           std::optional<double> timeout_seconds) {
-  auto checked = job(target, module, timeout_seconds, false);
+std::expected<std::uint64_t, Refusal> ProbeService::submit(const ProbeParams& request) {
+  auto checked = job(request, std::nullopt);
   if (!checked) return std::unexpected(std::move(checked).error());
   return queue_.submit(*std::move(checked));
 }
 
-std::expected<ProbeRun, Refusal> ProbeService::run(const std::string& target,
-                                                   const std::string& module,
-                                                   std::optional<double> timeout_seconds,
+std::expected<ProbeRun, Refusal> ProbeService::run(const ProbeParams& request,
+                                                   std::chrono::steady_clock::time_point received,
                                                    std::stop_token stop) {
-  auto checked = job(target, module, timeout_seconds, true);
+  auto checked = job(request, received);
   if (!checked) return std::unexpected(std::move(checked).error());
   return queue_.run(*std::move(checked), stop);
 }

@@ -18,6 +18,7 @@
 #include "ibprobe/verbs_probe.h"
 #include "probe_config.h"
 #include "probe_history.h"
+#include "probe_request.h"
 #include "probe_run.h"
 #include "run_queue.h"
 #include "target_allowlist.h"
@@ -49,16 +50,17 @@ class ProbeService {
   ProbeService(const ProbeService&) = delete;
   ProbeService& operator=(const ProbeService&) = delete;
 
-  // Queues a run of `module` against `target`. `timeout_seconds` (a scrape's timeout, or the
-  // API's) shortens the module's own timeout, never lengthens it.
-  std::expected<std::uint64_t, Refusal> submit(const std::string& target, const std::string& module,
-                                               std::optional<double> timeout_seconds);
-  // The one call behind /probe: queues a run whose deadline is counted from now (queueing
-  // included), and answers with it once it has finished. When `stop` is requested first (the
-  // client went away, shutdown) the run is cancelled; when the deadline passes first, it is
-  // abandoned as a timeout.
-  std::expected<ProbeRun, Refusal> run(const std::string& target, const std::string& module,
-                                       std::optional<double> timeout_seconds, std::stop_token stop);
+  // Queues a run of the request's module against its target. Its timeout_seconds (the API's)
+  // shortens the module's own timeout, never lengthens it, and bounds the whole run from its
+  // start.
+  std::expected<std::uint64_t, Refusal> submit(const ProbeParams& request);
+  // The one call behind /probe: queues a run whose deadline is counted from when the request was
+  // `received` (queueing included), and answers with it once it has finished. When `stop` is
+  // requested first (the client went away, shutdown) the run is cancelled; when the deadline
+  // passes first, it is abandoned as a timeout.
+  std::expected<ProbeRun, Refusal> run(const ProbeParams& request,
+                                       std::chrono::steady_clock::time_point received,
+                                       std::stop_token stop);
   // The run as it is, or once it has finished when that happens within `wait` and before `stop`
   // is requested; unset for an id that is unknown or has left the history.
   std::optional<ProbeRun> get(std::uint64_t id, std::chrono::milliseconds wait,
@@ -81,9 +83,10 @@ class ProbeService {
 
  private:
   // What the request asks for, checked against the configuration in force.
-  std::expected<RunQueue::Job, Refusal> job(const std::string& target, const std::string& module,
-                                            std::optional<double> timeout_seconds,
-                                            bool deadline_from_now) const;
+  // `waited_from`: when the client that waits on the run asked for it.
+  std::expected<RunQueue::Job, Refusal> job(
+      const ProbeParams& request,
+      std::optional<std::chrono::steady_clock::time_point> waited_from) const;
 
   TargetAllowlist::Resolver resolve_;
   ConfigStore config_;

@@ -61,7 +61,7 @@ std::expected<std::shared_ptr<RunQueue::Entry>, Refusal> RunQueue::queue(Job job
 std::expected<ProbeRun, Refusal> RunQueue::run(Job job, std::stop_token stop) {
   // Beyond the deadline, a run that was told to stop has this long to say it has.
   constexpr auto kStopGrace = std::chrono::seconds(15);
-  const auto deadline = *job.deadline;
+  const auto deadline = job.deadline(std::chrono::steady_clock::now());
   auto queued = queue(std::move(job));
   if (!queued) return std::unexpected(std::move(queued).error());
   const auto entry = *std::move(queued);
@@ -208,7 +208,7 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
                        std::string& failure) {
   const auto& job = entry.job;
   const auto& module = job.resolved;
-  const auto deadline = job.deadline.value_or(std::chrono::steady_clock::now() + job.budget);
+  const auto deadline = job.deadline(std::chrono::steady_clock::now());
   const auto fail = [&](probes::FailureKind kind, std::string text) {
     reason = to_string(kind);
     failure = std::move(text);
@@ -244,13 +244,13 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
       const auto& valid_sweep = *job.sweep;
       // The gate stays held from the first step to the last: no other run comes between
       // two steps that should differ in one variable only.
-      sweep = probes::run_sweep(*valid_sweep, [&](const probes::ValidSpec& spec) {
-        // Each step within its own timeout, and all of them within the sweep's deadline.
-        auto step_options = run_options;
-        step_options.deadline = std::min(deadline, std::chrono::steady_clock::now() +
-                                                       std::chrono::seconds(spec->timeout_seconds));
-        return runner_(local, job.host, job.port, spec, step_options);
-      });
+      sweep = probes::run_sweep(
+          *valid_sweep, deadline,
+          [&](const probes::ValidSpec& spec, std::chrono::steady_clock::time_point step_deadline) {
+            auto step_options = run_options;
+            step_options.deadline = step_deadline;
+            return runner_(local, job.host, job.port, spec, step_options);
+          });
       if (!sweep->complete()) {
         const auto& last = sweep->steps.back();
         reason = to_string(last.failure);

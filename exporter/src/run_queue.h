@@ -52,10 +52,20 @@ class RunQueue {
     // The host's addresses as the allowlist resolved them, or why they did not resolve; unset
     // when the allowlist needed none, and the run resolves the host.
     std::optional<probes::Resolution> addresses;
-    // Set for a run its client waits on; else the module's budget from the run's start.
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    std::chrono::seconds budget{0};  // the longest the module may take
-    std::size_t queue_length = 0;    // runs that may wait behind the running one
+    // The longest the whole run may take: the client's timeout or the module's budget (its
+    // timeout for each sweep step or suite case), whichever is shorter.
+    std::chrono::steady_clock::duration allowance{};
+    // When the client that waits on the run (/probe) asked for it: its allowance counts from
+    // then, queueing included. Unset for the asynchronous API: it counts from the run's start.
+    std::optional<std::chrono::steady_clock::time_point> waited_from;
+    std::size_t queue_length = 0;  // runs that may wait behind the running one
+
+    // The run's deadline, for a run that starts at `start`: every wait of the run, of the port
+    // gate before it and of its waiting client ends by then. The one place it is computed.
+    std::chrono::steady_clock::time_point deadline(
+        std::chrono::steady_clock::time_point start) const {
+      return waited_from.value_or(start) + allowance;
+    }
   };
 
   RunQueue(Options options, Runner runner, ProbeHistory& history);

@@ -165,7 +165,8 @@ class ProbeServiceTest : public ::testing::Test {
 
   std::uint64_t submit_ok(const std::string& target, const std::string& module,
                           std::optional<double> timeout = std::nullopt) {
-    auto submitted = service_->submit(target, module, timeout);
+    auto submitted =
+        service_->submit({.target = target, .module = module, .timeout_seconds = timeout});
     if (!submitted) {
       ADD_FAILURE() << "refused " << target << " " << module << ": " << submitted.error().code
                     << " " << submitted.error().message;
@@ -176,7 +177,8 @@ class ProbeServiceTest : public ::testing::Test {
 
   Refusal refused(const std::string& target, const std::string& module,
                   std::optional<double> timeout = std::nullopt) {
-    auto submitted = service_->submit(target, module, timeout);
+    auto submitted =
+        service_->submit({.target = target, .module = module, .timeout_seconds = timeout});
     if (submitted.has_value()) {
       ADD_FAILURE() << "accepted " << target << " " << module;
       return {};
@@ -409,7 +411,8 @@ TEST_F(ProbeServiceTest, OneRunAtATimeUnderConcurrentSubmits) {
       std::string target = "h";
       target.append(std::to_string(t)).append(":1");
       for (int i = 0; i < kEach; ++i) {
-        auto submitted = service_->submit(target, i % 2 ? "a" : "b", {});
+        auto submitted = service_->submit(
+            {.target = target, .module = i % 2 ? "a" : "b", .timeout_seconds = std::nullopt});
         ASSERT_TRUE(submitted.has_value());
         std::lock_guard lock(ids_mutex);
         ids.push_back(submitted.value());
@@ -809,6 +812,31 @@ TEST_F(ProbeServiceTest, ASweepsTimeoutShortensEveryStep) {
   const auto run = finished(submit_ok("192.0.2.2:9471", "sizes", 12));
   for (const auto& call : stand_in_.calls()) EXPECT_EQ(call.spec.timeout_seconds, 12u);
   EXPECT_EQ(run.state, RunState::kSucceeded);
+}
+
+// The API's timeout bounds the whole sweep, not only each step: with steps of 1 s (1.2 floored)
+// that take 0.3 s each, the third and fourth would be allowed past 1.2 s from the start if each
+// step's own timeout were all that counted.
+TEST_F(ProbeServiceTest, TheAsyncTimeoutBoundsTheWholeSweep) {
+  start(kSweepConfig);
+  std::mutex mutex;
+  std::optional<std::chrono::steady_clock::time_point> first_step;
+  std::vector<std::chrono::steady_clock::time_point> deadlines;
+  stand_in_.set([&](const Call& call, const RunOptions& options) {
+    {
+      std::lock_guard lock(mutex);
+      if (!first_step) first_step = std::chrono::steady_clock::now();
+      deadlines.push_back(*options.deadline);
+    }
+    std::this_thread::sleep_for(300ms);
+    return sized_outcome(call.spec);
+  });
+  const auto run = finished(submit_ok("192.0.2.2:9471", "sizes", 1.2));
+  EXPECT_EQ(run.state, RunState::kSucceeded) << run.failure;
+  std::lock_guard lock(mutex);
+  ASSERT_TRUE(first_step);
+  ASSERT_FALSE(deadlines.empty());
+  for (const auto deadline : deadlines) EXPECT_LE(deadline, *first_step + 1200ms);
 }
 
 }  // namespace

@@ -99,7 +99,9 @@ TEST(ResolveOnce, TheAllowlistAndTheConnectSeeTheSameAddresses) {
   std::filesystem::remove(config_path);
 
   const auto submitted =
-      service.submit("peer.example.invalid:" + std::to_string(allowed->port()), "bw", {});
+      service.submit({.target = "peer.example.invalid:" + std::to_string(allowed->port()),
+                      .module = "bw",
+                      .timeout_seconds = std::nullopt});
   ASSERT_TRUE(submitted.has_value());
   const auto run = service.get(submitted.value(), 20s);
   ASSERT_TRUE(run);
