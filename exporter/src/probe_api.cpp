@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "ibprobe/spec_json.h"
 #include "probe_metrics.h"
 #include "probe_request.h"
 
@@ -70,50 +71,6 @@ json deltas_json(const std::vector<probes::CounterDelta>& deltas) {
                   {"class", d.counter_class}};
     entry["delta"] = d.delta ? json(*d.delta) : json(nullptr);
     out.push_back(std::move(entry));
-  }
-  return out;
-}
-
-json spec_json(const probes::ProbeSpec& spec) {
-  json out = {{"operation", std::string(probes::to_string(spec.operation))},
-              {"test", std::string(probes::to_string(spec.test))},
-              {"message_size", spec.message_size},
-              {"qps", spec.qps},
-              {"tx_depth", spec.tx_depth},
-              {"rx_depth", spec.rx_depth},
-              {"post_list", spec.post_list},
-              {"use_srq", spec.use_srq},
-              {"numa", std::string(probes::to_string(spec.numa))},
-              {"timeout_seconds", spec.timeout_seconds},
-              {"rc",
-               {{"timeout", spec.rc.timeout},
-                {"retry_count", spec.rc.retry_cnt},
-                {"rnr_retry", spec.rc.rnr_retry},
-                {"min_rnr_timer", spec.rc.min_rnr_timer}}}};
-  if (spec.iterations) out["iterations"] = *spec.iterations;
-  if (spec.duration_seconds) {
-    out["duration_seconds"] = *spec.duration_seconds;
-    out["margin_seconds"] = spec.margin_seconds;
-  }
-  if (spec.mtu) out["mtu"] = *spec.mtu;
-  // Unset: perftest's rule decided; the outcome says what was used.
-  out["cq_moderation"] = spec.cq_moderation ? json(*spec.cq_moderation) : json("auto");
-  out["inline_size"] = spec.inline_size ? json(*spec.inline_size) : json("auto");
-  if (spec.gid_index) out["gid_index"] = *spec.gid_index;
-  if (spec.peer_gid_index) out["peer_gid_index"] = *spec.peer_gid_index;
-  if (spec.peer_numa != probes::NumaPolicy::kAuto) {
-    out["peer_numa"] = std::string(probes::to_string(spec.peer_numa));
-  }
-  if (spec.peer_numa_node) out["peer_numa_node"] = *spec.peer_numa_node;
-  if (spec.numa_node) out["numa_node"] = *spec.numa_node;
-  out["validation"] = spec.validation ? "on" : "off";
-  if (spec.posted_receives) out["posted_receives"] = spec.posted_receives;
-  if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
-  if (spec.bidirectional) out["bidirectional"] = true;
-  if (const auto& limit = spec.rate_limit) {
-    out["rate_limit"] = {{"value", limit->value},
-                         {"unit", std::string(probes::to_string(limit->unit))},
-                         {"limiter", std::string(probes::to_string(limit->limiter))}};
   }
   return out;
 }
@@ -249,7 +206,7 @@ json sweep_json(const probes::SweepOutcome& sweep) {
 std::string debug_log(const ProbeRun& run) {
   std::ostringstream out;
   out << "Probe id " << run.id << ": module " << run.module << " against " << run.target << "\n";
-  out << "Resolved module: " << spec_json(run.resolved.spec).dump() << "\n";
+  out << "Resolved module: " << probes::spec_to_json(run.resolved.spec).dump() << "\n";
   if (!run.resolved.fabric_ports.empty()) {
     out << "Fabric ports: " << json(run.resolved.fabric_ports).dump() << "\n";
   }
@@ -292,7 +249,7 @@ nlohmann::json run_to_json(const ProbeRun& run) {
               {"module", run.module},
               {"state", std::string(to_string(run.state))},
               {"submitted", unix_seconds(run.submitted)},
-              {"spec", spec_json(run.resolved.spec)}};
+              {"spec", probes::spec_to_json(run.resolved.spec)}};
   if (run.state != RunState::kQueued) out["started"] = unix_seconds(run.started);
   if (run.state == RunState::kSucceeded || run.state == RunState::kFailed) {
     out["finished"] = unix_seconds(run.finished);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "ibprobe/spec_json.h"
+
 namespace ibprobe::probes::protocol {
 namespace {
 
@@ -58,52 +60,6 @@ std::string_view to_wire(ErrorCode code) {
       return "verbs";
   }
   return "internal";
-}
-
-void put_optional(json& out, const char* key, const std::optional<std::uint32_t>& value) {
-  if (value) out[key] = *value;
-}
-
-json spec_to_json(const ProbeSpec& spec) {
-  json out = {
-      {"operation", to_string(spec.operation)},
-      {"test", to_string(spec.test)},
-      {"message_size", spec.message_size},
-      {"margin_seconds", spec.margin_seconds},
-      {"qps", spec.qps},
-      {"tx_depth", spec.tx_depth},
-      {"rx_depth", spec.rx_depth},
-      {"post_list", spec.post_list},
-      {"rc",
-       {{"timeout", spec.rc.timeout},
-        {"retry_cnt", spec.rc.retry_cnt},
-        {"rnr_retry", spec.rc.rnr_retry},
-        {"min_rnr_timer", spec.rc.min_rnr_timer}}},
-      {"use_srq", spec.use_srq},
-      {"numa", to_string(spec.numa)},
-      {"timeout_seconds", spec.timeout_seconds},
-  };
-  if (spec.iterations) out["iterations"] = *spec.iterations;
-  put_optional(out, "duration_seconds", spec.duration_seconds);
-  put_optional(out, "mtu", spec.mtu);
-  put_optional(out, "cq_moderation", spec.cq_moderation);
-  put_optional(out, "inline_size", spec.inline_size);
-  put_optional(out, "gid_index", spec.gid_index);
-  put_optional(out, "numa_node", spec.numa_node);
-  put_optional(out, "peer_gid_index", spec.peer_gid_index);
-  if (spec.peer_numa != NumaPolicy::kAuto) out["peer_numa"] = to_string(spec.peer_numa);
-  put_optional(out, "peer_numa_node", spec.peer_numa_node);
-  // Sent only when set, so a plain probe's request reads the same to a peer that predates them.
-  if (spec.validation) out["validation"] = true;
-  if (spec.posted_receives != 0) out["posted_receives"] = spec.posted_receives;
-  if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
-  if (spec.bidirectional) out["bidirectional"] = true;
-  if (const auto& limit = spec.rate_limit) {
-    out["rate_limit"] = {{"value", limit->value},
-                         {"unit", to_string(limit->unit)},
-                         {"limiter", to_string(limit->limiter)}};
-  }
-  return out;
 }
 
 json snapshot_to_json(const CounterSnapshot& snapshot) {
@@ -435,7 +391,9 @@ ProbeSpec spec_from(const Fields& in) {
   spec.peer_gid_index = in.optional_u32("peer_gid_index");
   const Fields rc = in.object("rc");
   spec.rc.timeout = rc.u32("timeout");
-  spec.rc.retry_cnt = rc.u32("retry_cnt");
+  // "retry_cnt": the spelling of peers before the API's, YAML's and the wire's became one.
+  const bool earlier_spelling = rc.has("retry_cnt") && !rc.has("retry_count");
+  spec.rc.retry_cnt = rc.u32(earlier_spelling ? "retry_cnt" : "retry_count");
   spec.rc.rnr_retry = rc.u32("rnr_retry");
   spec.rc.min_rnr_timer = rc.u32("min_rnr_timer");
   spec.use_srq = in.boolean("use_srq");

@@ -208,7 +208,7 @@ void check_link(const ProbeSpec& spec, Violations& out) {
     out.push_back(field("rc timeout exponent", rc.timeout) + ": the field is 0..31");
   }
   if (rc.retry_cnt > kMaxThreeBit)
-    out.push_back(field("retry_cnt", rc.retry_cnt) + ": must be 0..7");
+    out.push_back(field("retry_count", rc.retry_cnt) + ": must be 0..7");
   if (rc.rnr_retry > kMaxThreeBit)
     out.push_back(field("rnr_retry", rc.rnr_retry) + ": must be 0..7");
   if (rc.min_rnr_timer > kMaxFiveBit) {

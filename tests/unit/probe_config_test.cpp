@@ -373,7 +373,7 @@ TEST(ProbeConfigTest, ProbeRulesApplyToModules) {
       {"    kind: write_bw\n    cq_moderation: 200\n", "cq_moderation=200"},
       {"    kind: write_bw\n    post_list: 3\n    cq_moderation: 2\n", "multiple of CQ"},
       {"    kind: write_bw\n    rc:\n      timeout: 0\n", "timeout exponent 0"},
-      {"    kind: write_bw\n    rc:\n      retry_count: 8\n", "retry_cnt=8"},
+      {"    kind: write_bw\n    rc:\n      retry_count: 8\n", "retry_count=8"},
       {"    kind: write_bw\n    rc:\n      min_rnr_timer: 32\n", "min_rnr_timer=32"},
       {"    kind: write_lat\n    qps: 2\n", "only make sense for bandwidth"},
   };

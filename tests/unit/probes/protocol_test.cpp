@@ -63,7 +63,7 @@ std::string request_with(const std::string& field, const std::string& value) {
       {"use_srq", "false"},
       {"numa", "\"auto\""},
       {"timeout_seconds", "30"},
-      {"rc", R"({"timeout":14,"retry_cnt":7,"rnr_retry":7,"min_rnr_timer":12})"},
+      {"rc", R"({"timeout":14,"retry_count":7,"rnr_retry":7,"min_rnr_timer":12})"},
   };
   std::string body = R"({"spec":{)";
   bool first = true;
@@ -337,9 +337,26 @@ TEST(ProtocolDecode, MissingField) {
   EXPECT_EQ(error.message, "missing field spec.qps");
   EXPECT_EQ(decode_error(frame(MessageType::kProbeRequest, request_with("rc", R"({"timeout":14})")))
                 .message,
-            "missing field spec.rc.retry_cnt");
+            "missing field spec.rc.retry_count");
   EXPECT_EQ(decode_error(frame(MessageType::kError, R"({"code":"busy"})")).message,
             "missing field text");
+}
+
+// Initiators of earlier releases spell the RC retry count as ibv_qp_attr does; a responder still
+// reads it, and the one spelling when both are there.
+TEST(ProtocolDecode, TheRetryCountsEarlierSpellingIsRead) {
+  const auto earlier = decode(frame(
+      MessageType::kProbeRequest,
+      request_with("rc", R"({"timeout":14,"retry_cnt":5,"rnr_retry":7,"min_rnr_timer":12})")));
+  ASSERT_TRUE(earlier.has_value());
+  EXPECT_EQ(std::get<ProbeRequest>(*earlier).spec.rc.retry_cnt, 5u);
+  const auto both = decode(frame(
+      MessageType::kProbeRequest,
+      request_with(
+          "rc",
+          R"({"timeout":14,"retry_cnt":5,"retry_count":3,"rnr_retry":7,"min_rnr_timer":12})")));
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(std::get<ProbeRequest>(*both).spec.rc.retry_cnt, 3u);
 }
 
 TEST(ProtocolDecode, WrongTypes) {

@@ -242,7 +242,7 @@ TEST(Validate, RcKnobRanges) {
   ProbeSpec spec = write_bw();
   spec.rc = {.timeout = 0, .retry_cnt = 8, .rnr_retry = 9, .min_rnr_timer = 32};
   EXPECT_THAT(violations_of(validate(spec)),
-              ElementsAre(HasSubstr("waits forever"), HasSubstr("retry_cnt=8"),
+              ElementsAre(HasSubstr("waits forever"), HasSubstr("retry_count=8"),
                           HasSubstr("rnr_retry=9"), HasSubstr("min_rnr_timer=32")));
   spec.rc = {.timeout = 31, .retry_cnt = 0, .rnr_retry = 0, .min_rnr_timer = 0};
   EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
