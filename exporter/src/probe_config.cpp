@@ -12,9 +12,20 @@
 
 #include "ibprobe/remote_pma.h"
 #include "ibprobe/verify.h"
+#include "ibprobe/yaml_reader.h"
 
 namespace ibprobe::exporter {
 namespace {
+
+using yaml::boolean;
+using yaml::fail;
+using yaml::positive_number;
+using yaml::reject_unknown_keys;
+using yaml::require_map;
+using yaml::scalar;
+using yaml::seconds;
+using yaml::u32;
+using yaml::unsigned_value;
 
 using probes::Operation;
 using probes::TestKind;
@@ -32,102 +43,6 @@ constexpr Kind kKinds[] = {
     {"send_bw", Operation::kSend, TestKind::kBandwidth},
     {"send_lat", Operation::kSend, TestKind::kLatency},
 };
-
-// Thrown while walking the document; caught at the top and turned into the error text.
-struct ConfigError {
-  std::string message;
-};
-
-std::string where(const YAML::Node& node) {
-  const auto mark = node.Mark();
-  if (mark.line < 0) return "";
-  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
-         ": ";
-}
-
-[[noreturn]] void fail(const YAML::Node& node, const std::string& what) {
-  throw ConfigError{where(node) + what};
-}
-
-void require_map(const YAML::Node& node, const std::string& what) {
-  if (!node.IsMap()) fail(node, what + " must be a mapping");
-}
-
-// Also refuses what yaml-cpp lets through silently: a repeated key (lookups see only the first)
-// and a key without a value (whose node marks the next token, so the error names the key).
-void reject_unknown_keys(const YAML::Node& node, const std::string& what,
-                         const std::set<std::string, std::less<>>& known) {
-  std::set<std::string, std::less<>> seen;
-  for (const auto& entry : node) {
-    const auto key = entry.first.as<std::string>();
-    if (!known.contains(key)) fail(entry.first, "unknown field '" + key + "' in " + what);
-    if (!seen.insert(key).second) fail(entry.first, key + " is given twice in " + what);
-    if (entry.second.IsNull()) fail(entry.first, key + " in " + what + " has no value");
-  }
-}
-
-std::string scalar(const YAML::Node& node, const std::string& field) {
-  if (!node.IsScalar()) fail(node, field + " must be a single value");
-  return node.Scalar();
-}
-
-std::uint64_t unsigned_value(const YAML::Node& node, const std::string& field,
-                             std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
-  const auto text = scalar(node, field);
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    fail(node, field + " must be a non-negative integer, not '" + text + "'");
-  }
-  if (value > max) {
-    fail(node, field + " " + text + " is above its maximum " + std::to_string(max));
-  }
-  return value;
-}
-
-std::uint32_t u32(const YAML::Node& node, const std::string& field) {
-  return static_cast<std::uint32_t>(
-      unsigned_value(node, field, std::numeric_limits<std::uint32_t>::max()));
-}
-
-bool boolean(const YAML::Node& node, const std::string& field) {
-  const auto text = scalar(node, field);
-  if (text == "true") return true;
-  if (text == "false") return false;
-  fail(node, field + " must be true or false, not '" + text + "'");
-}
-
-// Whole seconds from a Prometheus-style duration ("30s", "2m", "1h", or a bare number of
-// seconds). Probe specs count whole seconds, so "1500ms" is refused rather than rounded.
-std::uint32_t seconds(const YAML::Node& node, const std::string& field) {
-  const auto text = scalar(node, field);
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const std::string_view unit(end, text.data() + text.size() - end);
-  std::uint64_t factor = 0;
-  if (unit.empty() || unit == "s") factor = 1;
-  if (unit == "m") factor = 60;
-  if (unit == "h") factor = 3600;
-  if (ec != std::errc() || end == text.data() || factor == 0) {
-    fail(node,
-         field + " must be a duration in whole seconds such as 30s, 2m or 1h, not '" + text + "'");
-  }
-  if (value > std::numeric_limits<std::uint32_t>::max() / factor) {
-    fail(node, field + " '" + text + "' is too long");
-  }
-  return static_cast<std::uint32_t>(value * factor);
-}
-
-double positive_number(const YAML::Node& node, const std::string& field, double max) {
-  const auto text = scalar(node, field);
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > max) {
-    fail(node, field + " must be a number above 0 and at most " + fmt::format("{}", max) +
-                   ", not '" + text + "'");
-  }
-  return value;
-}
 
 probes::RateLimit parse_rate_limit(const YAML::Node& node) {
   require_map(node, "rate_limit");
@@ -526,7 +441,7 @@ void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
   auto parsed = TargetAllowlist::parse(config.allowed_targets);
   if (!parsed) {
     if (node) fail(*node, "allowed_targets: " + parsed.error());
-    throw ConfigError{"allowed_targets: " + parsed.error()};
+    throw yaml::Error("allowed_targets: " + parsed.error());
   }
   if (!config.allowed_targets.empty()) {
     config.allowlist = std::make_shared<const TargetAllowlist>(*std::move(parsed));
@@ -544,9 +459,9 @@ ProbeConfig default_probe_config() {
   return config;
 }
 
-std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view yaml) {
+std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text) {
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml));
+    const YAML::Node root = yaml::load(text);
     if (root.IsNull())
       return std::unexpected(std::string("the file is empty: it needs a modules section"));
     require_map(root, "the file");
@@ -579,10 +494,10 @@ std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view yaml
       set_allowlist(config, &targets);
     }
     return config;
-  } catch (const ConfigError& e) {
-    return std::unexpected(e.message);
+  } catch (const yaml::Error& e) {
+    return std::unexpected(std::string(e.what()));
   } catch (const YAML::Exception& e) {
-    // yaml-cpp's own text already says "yaml-cpp: error at line L, column C: ..."
+    // A conversion yaml-cpp refused while the document was walked; its text says where.
     return std::unexpected(std::string(e.what()));
   }
 }

@@ -55,7 +55,7 @@ ProbeConfig default_probe_config();
 
 // Parses the YAML text of a configuration file. On error, the text says where (line and column
 // of the offending node) and why; nothing of a rejected file is used.
-std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view yaml);
+std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text);
 
 // Reads and parses a file; errors name the file.
 std::expected<ProbeConfig, std::string> load_probe_config(const std::string& path);

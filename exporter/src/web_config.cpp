@@ -1,7 +1,6 @@
 #include "web_config.h"
 
 #include <crypt.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,28 +10,13 @@
 #include <sstream>
 
 #include "ibprobe/crypto.h"
+#include "ibprobe/yaml_reader.h"
 
 namespace ibprobe::exporter {
 namespace {
 
-// Thrown inside the parser only; parse_web_config turns it into its error result.
-struct ConfigError {
-  std::string message;
-};
-
-std::string where(const YAML::Node& node) {
-  const auto mark = node.Mark();
-  return mark.is_null() ? std::string() : "line " + std::to_string(mark.line + 1) + ": ";
-}
-
-[[noreturn]] void fail(const YAML::Node& node, const std::string& reason) {
-  throw ConfigError{where(node) + reason};
-}
-
-std::string scalar(const YAML::Node& node, const std::string& name) {
-  if (!node.IsScalar()) fail(node, name + " must be a string");
-  return node.Scalar();
-}
+using yaml::fail;
+using yaml::scalar;
 
 // bcrypt only, as exporter-toolkit: libxcrypt would also take DES and MD5 crypt, which are weak.
 bool is_bcrypt(const std::string& hash) {
@@ -192,12 +176,12 @@ std::expected<WebConfig, std::string> parse_with_tokens_file(
     std::string_view text, const std::filesystem::path& base,
     std::optional<std::filesystem::path>& tokens_file) {
   try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    return parse(root, base, tokens_file);
-  } catch (const ConfigError& e) {
-    return std::unexpected(e.message);
+    return parse(yaml::load(text), base, tokens_file);
+  } catch (const yaml::Error& e) {
+    return std::unexpected(std::string(e.what()));
   } catch (const YAML::Exception& e) {
-    return std::unexpected("line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    // A conversion yaml-cpp refused while the document was walked; its text says where.
+    return std::unexpected(std::string(e.what()));
   }
 }
 

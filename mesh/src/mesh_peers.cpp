@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <memory>
@@ -11,20 +10,13 @@
 #include <stdexcept>
 
 #include "ibprobe/host_port.h"
+#include "ibprobe/yaml_reader.h"
 
 namespace ibprobe::mesh {
 namespace {
 
-std::string where(const YAML::Node& node) {
-  const auto mark = node.Mark();
-  if (mark.line < 0) return "";
-  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
-         ": ";
-}
-
-[[noreturn]] void fail(const YAML::Node& node, const std::string& what) {
-  throw std::invalid_argument(where(node) + what);
-}
+using yaml::fail;
+using yaml::scalar;
 
 // A file_sd target is HOST:PORT, an IPv6 host in brackets; the mesh dials it, so it needs both.
 void check_target(const YAML::Node& node, const std::string& target) {
@@ -34,31 +26,16 @@ void check_target(const YAML::Node& node, const std::string& target) {
   }
 }
 
-std::string scalar(const YAML::Node& node, const std::string& what) {
-  if (!node.IsScalar()) fail(node, what + " must be a string");
-  return node.as<std::string>();
-}
-
 }  // namespace
 
 std::vector<MeshPeer> parse_file_sd(std::string_view text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    throw std::invalid_argument(e.what());
-  }
+  const YAML::Node root = yaml::load(text);
   if (!root.IsSequence()) fail(root, "a file_sd file is a list of target groups");
   std::vector<MeshPeer> peers;
   std::set<std::string, std::less<>> seen;
   for (const auto& group : root) {
     if (!group.IsMap()) fail(group, "a target group must be a mapping with targets and labels");
-    for (const auto& entry : group) {
-      const auto key = scalar(entry.first, "a key");
-      if (key != "targets" && key != "labels") {
-        fail(entry.first, "unknown field '" + key + "' in a target group");
-      }
-    }
+    yaml::reject_unknown_keys(group, "a target group", {"targets", "labels"});
     const auto targets = group["targets"];
     if (!targets || !targets.IsSequence() || targets.size() == 0) {
       fail(group, "a target group needs a non-empty list of targets");

@@ -85,30 +85,33 @@ TEST(WebConfig, TlsDefaultsFollowExporterToolkit) {
 }
 
 TEST(WebConfig, ErrorsNameTheLine) {
-  EXPECT_EQ(web_config_error("basic_auth_users: {}\nbogus: 1\n"), "line 2: unknown key bogus");
+  EXPECT_EQ(web_config_error("basic_auth_users: {}\nbogus: 1\n"),
+            "line 2, column 1: unknown key bogus");
   EXPECT_EQ(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: c\n"),
-            "line 4: unknown key tls_server_config.cert_fil");
-  EXPECT_EQ(web_config_error("basic_auth_users:\n  alice: plaintext\n").substr(0, 8), "line 2: ");
+            "line 4, column 3: unknown key tls_server_config.cert_fil");
+  EXPECT_EQ(web_config_error("basic_auth_users:\n  alice: plaintext\n").substr(0, 15),
+            "line 2, column ");
   EXPECT_NE(web_config_error("basic_auth_users:\n  alice: plaintext\n").find("bcrypt"),
             std::string::npos);
   EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n"
                              "  client_auth_type: Sometimes\n")
-                .find("line 4: "),
+                .find("line 4, column "),
             std::string::npos);
   EXPECT_NE(
       web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: SSL3\n")
-          .find("line 4: "),
+          .find("line 4, column "),
       std::string::npos);
-  EXPECT_NE(
-      web_config_error("unauthenticated_paths:\n  - /metrics\n  - metrics\n").find("line 3: "),
-      std::string::npos);
+  EXPECT_NE(web_config_error("unauthenticated_paths:\n  - /metrics\n  - metrics\n")
+                .find("line 3, column "),
+            std::string::npos);
 }
 
 TEST(WebConfig, YamlSyntaxErrorsNameTheLine) {
   const auto error = web_config_error("basic_auth_users:\n  alice: x\n   bob: [\n");
-  EXPECT_EQ(error.substr(0, 5), "line ") << error;
+  EXPECT_TRUE(error.starts_with("yaml-cpp: error at line 3, column ")) << error;
   EXPECT_NE(error, "accepted");
-  EXPECT_EQ(web_config_error("tls_server_config: [1, 2\n").substr(0, 5), "line ");
+  EXPECT_TRUE(
+      web_config_error("tls_server_config: [1, 2\n").starts_with("yaml-cpp: error at line "));
 }
 
 TEST(WebConfig, ExporterToolkitSettingsIbprobeLacksAreRefusedByName) {
@@ -116,7 +119,7 @@ TEST(WebConfig, ExporterToolkitSettingsIbprobeLacksAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(
       web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: []\n")
-          .find("line 4: tls_server_config.cipher_suites"),
+          .find("line 4, column 3: tls_server_config.cipher_suites"),
       std::string::npos);
 }
 
@@ -129,7 +132,7 @@ TEST(WebConfig, InconsistentTlsSettingsAreRefused) {
             std::string::npos);
   EXPECT_NE(
       web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: c\n")
-          .find("line 4: "),
+          .find("line 4, column "),
       std::string::npos);
   EXPECT_NE(web_config_error("tls_server_config:\n  cert_file: a\n  key_file: b\n"
                              "  min_version: TLS13\n  max_version: TLS12\n"),
@@ -137,7 +140,8 @@ TEST(WebConfig, InconsistentTlsSettingsAreRefused) {
 }
 
 TEST(WebConfig, DuplicateKeysAndUsersAreRefused) {
-  EXPECT_NE(web_config_error("bearer_tokens: []\nbearer_tokens: []\n").find("line 2: duplicate"),
+  EXPECT_NE(web_config_error("bearer_tokens: []\nbearer_tokens: []\n")
+                .find("line 2, column 1: duplicate"),
             std::string::npos);
   EXPECT_NE(web_config_error("basic_auth_users:\n  \"a:b\": " + bcrypt("x") + "\n").find("':'"),
             std::string::npos);
@@ -179,7 +183,8 @@ TEST_F(WebConfigFiles, MissingFilesAreNamed) {
   const auto web = write("web.yml", "tls_server_config:\n  cert_file: server.crt\n  key_file: k\n");
   EXPECT_NE(load_error(web).find((dir_ / "server.crt").string()), std::string::npos);
   const auto bad = write("bad.yml", "bogus: 1\n");
-  EXPECT_NE(load_error(bad).find(bad.string() + ": line 1: unknown key bogus"), std::string::npos)
+  EXPECT_NE(load_error(bad).find(bad.string() + ": line 1, column 1: unknown key bogus"),
+            std::string::npos)
       << load_error(bad);
 }
 
