@@ -27,9 +27,9 @@ std::string_view counter_class_of(std::string_view snapshot_name) {
   return port_counter_class(find_port_counter(snapshot_name, false));
 }
 
-CounterReading describe_port_counter(std::string_view name, std::uint64_t value,
-                                     std::uint32_t width_bits) {
-  CounterReading reading{value, width_bits, 1, false};
+CounterSample describe_port_counter(std::string_view name, std::uint64_t value,
+                                    std::uint32_t width_bits) {
+  CounterSample reading{value, width_bits, 1, false, {}};
   const CounterSpec* spec = find_port_counter(name, false);
   if (spec) {
     reading.scale = spec->scale;
@@ -47,7 +47,7 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
                           std::to_string(port));
   for (const auto& [name, value] : read_port_counters(
            SysfsDir(port_dir, "counters"), SysfsDir(port_dir, "counters_ext"), ignored)) {
-    CounterReading reading;
+    CounterSample reading;
     reading.value = value.raw;
     reading.width_bits = static_cast<std::uint32_t>(value.width);
     if (value.spec) {
@@ -68,7 +68,7 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
     const HwCounterClass hw_class = classify_hw_counter(name);
     snapshot.counters.emplace(
         std::string(kHwPrefix) + name,
-        CounterReading{*value, 64, 1, is_error_class(hw_class), to_string(hw_class)});
+        CounterSample{*value, 64, 1, is_error_class(hw_class), std::string(to_string(hw_class))});
   }
   return snapshot;
 }

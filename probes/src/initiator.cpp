@@ -73,11 +73,8 @@ std::vector<CounterSnapshot> snapshot_fabric(const fabric::RemotePmaOptions& opt
   for (const auto& remote : fabric::snapshot_remote_ports(options, errors)) {
     CounterSnapshot snapshot;
     for (const auto& [name, counter] : remote.counters) {
-      const auto reading = collectors::describe_port_counter(
-          name, counter.value, static_cast<std::uint32_t>(counter.width));
-      snapshot.emplace(
-          name, CounterSample{reading.value, reading.width_bits, reading.scale, reading.error_class,
-                              std::string(reading.counter_class)});
+      snapshot.emplace(name, collectors::describe_port_counter(
+                                 name, counter.value, static_cast<std::uint32_t>(counter.width)));
     }
     snapshots.push_back(std::move(snapshot));
   }

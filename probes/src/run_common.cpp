@@ -13,12 +13,7 @@ CounterSnapshot snapshot_after_lifespan(const LocalPort& local) {
     std::this_thread::sleep_for(snapshot.hw_counters_lifespan);
     snapshot = collectors::snapshot_port(local.sysfs_root, local.device, local.port);
   }
-  CounterSnapshot out;
-  for (const auto& [name, reading] : snapshot.counters) {
-    out.emplace(name, CounterSample{reading.value, reading.width_bits, reading.scale,
-                                    reading.error_class, std::string(reading.counter_class)});
-  }
-  return out;
+  return std::move(snapshot.counters);
 }
 
 void throw_if_cancelled(const StopSignal& stop) {

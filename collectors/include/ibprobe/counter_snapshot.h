@@ -10,22 +10,14 @@
 #include <string>
 #include <string_view>
 
-namespace ibprobe::collectors {
+#include "ibprobe/counter_sample.h"
 
-struct CounterReading {
-  std::uint64_t value = 0;
-  std::uint32_t width_bits = 64;  // fixed-width PortCounters saturate at all ones
-  double scale = 1;               // 4 for the data counters: they count 32-bit words
-  bool error_class = false;
-  // "error" or "informative" for PortCounters; for hw_counters the driver table's class
-  // (hw_counter_classes.h).
-  std::string_view counter_class = "informative";
-};
+namespace ibprobe::collectors {
 
 struct PortSnapshot {
   // PortCounters by name ("port_xmit_data", "symbol_error", ...), hw_counters as
   // "hw_counters/<driver name>".
-  std::map<std::string, CounterReading, std::less<>> counters;
+  CounterSnapshot counters;
   // How long the driver caches hw_counters: a reading taken sooner than this after traffic may
   // not show it yet.
   std::chrono::milliseconds hw_counters_lifespan{0};
@@ -37,8 +29,8 @@ std::string_view counter_class_of(std::string_view snapshot_name);
 
 // A PortCounters value read elsewhere (a remote port's PMA), described like a local one: unit
 // and class from the counter's name. Unknown names are informative with scale 1.
-CounterReading describe_port_counter(std::string_view name, std::uint64_t value,
-                                     std::uint32_t width_bits);
+CounterSample describe_port_counter(std::string_view name, std::uint64_t value,
+                                    std::uint32_t width_bits);
 
 // Unreadable files are left out of the snapshot (and so show as missing in a delta).
 PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::string& device,

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "ibprobe/counter_sample.h"
+
 namespace ibprobe::probes {
 
 // ---------------------------------------------------------------------------------------------
@@ -290,19 +292,8 @@ BandwidthStats bandwidth_stats_duration(TimestampNs sample_start, TimestampNs sa
 // ---------------------------------------------------------------------------------------------
 // Counter deltas
 
-// One counter as read at one instant.
-struct CounterSample {
-  std::uint64_t value = 0;
-  std::uint32_t width_bits = 64;  // fixed-width IB counters saturate at all ones, never wrap
-  double scale = 1;               // 4 for PortXmitData/PortRcvData: they count 32-bit words
-  bool error_class = false;       // any increase is a finding
-  // "error"/"informative" for PortCounters, the driver table's class for hw_counters
-  // ("retransmission", "rnr_nak", "congestion", ...); empty when not known.
-  std::string counter_class;
-
-  bool operator==(const CounterSample&) const = default;
-};
-using CounterSnapshot = std::map<std::string, CounterSample, std::less<>>;
+using ibprobe::CounterSample;
+using ibprobe::CounterSnapshot;
 
 enum class DeltaStatus {
   kValid,
