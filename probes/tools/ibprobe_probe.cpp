@@ -202,6 +202,284 @@ void add_with_default(CLI::App& command, const std::string& name, T& value,
   command.add_option(name, value, help)->capture_default_str();
 }
 
+// `run`'s flags as given; spec_of() turns them into the probe.
+struct RunFlags {
+  std::string peer, kind = "write_bw";
+  std::uint64_t size = 0, iterations = 0;
+  std::uint32_t qps = 0, duration = 0, timeout = 0, post_list = 1;
+  bool use_srq = false, validate_payload = false, bidirectional = false, all_sizes = false;
+  std::vector<std::string> fabric_ports;
+  std::string numa = "auto", peer_numa = "auto";
+  std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
+  std::uint32_t posted_receives = 0, receive_sges = 0, rnr_retry = 0, tx_depth = 0, rx_depth = 0,
+                min_rnr_timer = 0;
+  std::uint64_t corrupt_every = 0;
+  std::optional<std::uint32_t> qp_timeout, retry_count, margin;
+  std::string sizes, sweep_text;
+  double knee_threshold = 0.05;
+  std::optional<double> rate_limit;
+  std::string rate_units = "Gbps", rate_limiter = "software";
+};
+
+void add_run_options(CLI::App& run, RunFlags& f) {
+  run.add_option("peer", f.peer, "Responder HOST:PORT")->required();
+  run.add_option("-t,--test", f.kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
+      ->capture_default_str()
+      ->check(
+          CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
+  run.add_option(
+      "-D,--duration", f.duration,
+      "Run for this many seconds instead of a number of iterations (bandwidth; the default "
+      "without -n: 5)");
+  run.add_flag("--use-srq", f.use_srq, "Receive through a shared receive queue (send)");
+  run.add_option("--fabric-port", f.fabric_ports,
+                 "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
+  run.add_option("--timeout", f.timeout, "Seconds the whole run may take (default: the spec's)");
+  add_with_default(run, "--numa", f.numa,
+                   "auto (the HCA's node), none, or a node number for CPU and buffers");
+  add_with_default(run, "--peer-numa", f.peer_numa,
+                   "The responder's NUMA choice: auto (its HCA's node), none, or a node number");
+  run.add_option("-Q,--cq-mod", f.cq_mod,
+                 "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");
+  run.add_option("-I,--inline", f.inline_size,
+                 "Largest message sent inline (default: perftest's for the device)");
+  run.add_option("-m,--mtu", f.mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
+  run.add_option("-x,--gid-index", f.gid_index, "This side's GID index (default: RoCE v2 IPv4)");
+  run.add_option("--peer-gid-index", f.peer_gid_index, "The responder's GID index");
+  add_with_default(run, "-l,--post-list", f.post_list,
+                   "Chain this many work requests into one ibv_post_send (bandwidth)");
+  run.add_option("-s,--size", f.size, "Message size (default: perftest's)");
+  run.add_option("-n,--iterations", f.iterations, "Iterations (default: perftest's)");
+  run.add_option("-q,--qps", f.qps, "QPs (bandwidth only)");
+  run.add_flag("--validate", f.validate_payload,
+               "Check every message: header, pseudo-random payload, checksum (write_bw, send_bw)");
+  run.add_option("--posted-receives", f.posted_receives,
+                 "send_bw: keep exactly this many receives posted (back-pressure probe)");
+  run.add_option("--receive-sges", f.receive_sges,
+                 "Validating send_bw: scatter each receive over this many pieces");
+  run.add_option("--tx-depth", f.tx_depth, "Messages in flight per QP (default: perftest's)");
+  run.add_option("--rx-depth", f.rx_depth, "Receive queue depth (default: perftest's)");
+  run.add_option("--rnr-retry", f.rnr_retry, "RNR NAK retries before failing, 0-7 (7: forever)");
+  run.add_option("--min-rnr-timer", f.min_rnr_timer, "RNR NAK timer code the receiver asks for");
+  run.add_option("-u,--qp-timeout", f.qp_timeout,
+                 "Local ACK timeout exponent: 4.096 us x 2^N before a retransmission (default 14)");
+  run.add_option("--retry-count", f.retry_count, "Retransmissions before failing, 0-7 (default 7)");
+  run.add_option("--test-fault-corrupt-every", f.corrupt_every,
+                 "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
+                 "prove that --validate catches it")
+      ->group("Test faults");
+  run.add_flag("-b,--bidirectional", f.bidirectional,
+               "Both sides post at once (bandwidth: write, read and send, each side keeping "
+               "receives posted for the other's sends); the sum of both directions is reported, "
+               "as perftest's -b");
+  run.add_flag("-a,--all", f.all_sizes,
+               "One run per message size 2 .. 8 MiB, doubling (perftest's -a), each reported");
+  run.add_option("--sizes", f.sizes, "One run per message size of this comma-separated list");
+  run.add_option("--sweep", f.sweep_text,
+                 "VARIABLE=V1,V2,...: one run per value of exactly one of " +
+                     sweep_variable_names() + ", everything else fixed; reports the knee");
+  add_with_default(run, "--knee-threshold", f.knee_threshold,
+                   "Sweep knee: the first step after which BW average rises by less than this "
+                   "fraction");
+  run.add_option("--rate-limit", f.rate_limit, "Cap each side's posting rate (bandwidth)");
+  run.add_option("--rate-units", f.rate_units, "Unit of --rate-limit: Gbps, MiBps or pps")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"Gbps", "MiBps", "pps"}));
+  run.add_option("--rate-limiter", f.rate_limiter,
+                 "Who enforces --rate-limit: software (perftest's default), hardware "
+                 "(ibv_modify_qp_rate_limit; the run fails where the device refuses it), auto")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"software", "hardware", "auto"}));
+  run.add_option("--margin", f.margin,
+                 "Duration mode: seconds left out of the measurement at each end (default 2)");
+}
+
+// "auto", "none" or a node number.
+void numa_choice(const std::string& text, NumaPolicy& policy, std::optional<std::uint32_t>& node) {
+  if (const auto named = parse_numa_policy(text)) {
+    policy = *named;
+  } else {
+    policy = NumaPolicy::kNode;
+    node = static_cast<std::uint32_t>(std::stoul(text));
+  }
+}
+
+// The probe the flags ask for: perftest's defaults for the test, each given flag applied.
+ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
+  const auto separator = f.kind.find('_');
+  auto spec = default_spec(
+      *parse_operation(f.kind.substr(0, separator)),
+      f.kind.substr(separator + 1) == "bw" ? TestKind::kBandwidth : TestKind::kLatency);
+  if (f.size > 0) spec.message_size = f.size;
+  if (f.iterations > 0) spec.iterations = f.iterations;
+  if (f.qps > 0) spec.qps = f.qps;
+  // Without -n or -D a bandwidth probe runs for a fixed time, perftest's -D habit: 5000
+  // iterations of 64 KiB take longer than the timeout on a slow link (rxe under emulation).
+  if (f.duration == 0 && f.iterations == 0 && spec.test == TestKind::kBandwidth) {
+    f.duration = kDefaultBandwidthSeconds;
+  }
+  if (f.duration > 0) {
+    spec.iterations.reset();
+    spec.duration_seconds = f.duration;
+    spec.timeout_seconds = std::max(spec.timeout_seconds, f.duration + 10);
+  }
+  spec.use_srq = f.use_srq;
+  spec.validation = f.validate_payload;
+  spec.posted_receives = f.posted_receives;
+  if (f.receive_sges > 0) spec.receive_sges = f.receive_sges;
+  if (f.tx_depth > 0) spec.tx_depth = f.tx_depth;
+  if (f.rx_depth > 0) spec.rx_depth = f.rx_depth;
+  // A fixed number of posted receives above the default depth needs the queue to hold them.
+  spec.rx_depth = std::max(spec.rx_depth, f.posted_receives);
+  if (run.count("--rnr-retry") > 0) spec.rc.rnr_retry = f.rnr_retry;
+  if (run.count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = f.min_rnr_timer;
+  if (f.qp_timeout) spec.rc.timeout = *f.qp_timeout;
+  if (f.retry_count) spec.rc.retry_cnt = *f.retry_count;
+  if (f.timeout > 0) spec.timeout_seconds = f.timeout;
+  numa_choice(f.numa, spec.numa, spec.numa_node);
+  numa_choice(f.peer_numa, spec.peer_numa, spec.peer_numa_node);
+  spec.cq_moderation = f.cq_mod;
+  spec.inline_size = f.inline_size;
+  spec.mtu = f.mtu;
+  spec.gid_index = f.gid_index;
+  spec.peer_gid_index = f.peer_gid_index;
+  spec.post_list = f.post_list;
+  spec.bidirectional = f.bidirectional;
+  if (f.margin) spec.margin_seconds = *f.margin;
+  if (f.rate_limit) {
+    spec.rate_limit = RateLimit{*f.rate_limit, *parse_rate_unit(f.rate_units),
+                                *parse_rate_limiter(f.rate_limiter)};
+  }
+  return spec;
+}
+
+// `run`: one probe, or one per step of a sweep. Exit status 0 when it passed, 1 when it failed,
+// 2 for flags that cannot run, 3 when validation found errors.
+int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
+                const std::string& secret) {
+  const auto spec = spec_of(f, run);
+  const auto [host, port] = split_address(f.peer, false);
+  RunOptions options;
+  options.fabric_ports = f.fabric_ports;
+  options.shared_secret = secret;
+  options.test_corrupt_every = f.corrupt_every;
+  // Sweeps: each of -a, --sizes and --sweep names a variable; more than one is refused by
+  // the sweep's own rule, with its reason.
+  std::vector<std::pair<SweepVariable, std::vector<double>>> sweeps;
+  if (f.all_sizes) sweeps.emplace_back(SweepVariable::kMessageSize, perftest_all_sizes());
+  if (!f.sizes.empty()) sweeps.emplace_back(SweepVariable::kMessageSize, parse_values(f.sizes));
+  if (!f.sweep_text.empty()) {
+    const auto equals = f.sweep_text.find('=');
+    const auto variable = parse_sweep_variable(f.sweep_text.substr(0, equals));
+    if (equals == std::string::npos || !variable) {
+      std::cerr << "ibprobe_probe: --sweep: expected VARIABLE=V1,V2,... with VARIABLE one of "
+                << sweep_variable_names() << "\n";
+      return 2;
+    }
+    sweeps.emplace_back(*variable, parse_values(f.sweep_text.substr(equals + 1)));
+  }
+  if (sweeps.size() > 1) {
+    std::cerr << "ibprobe_probe: a sweep varies exactly one variable, or a change in its "
+                 "results cannot be attributed; asked for "
+              << sweeps.size() << " (-a, --sizes, --sweep)\n";
+    return 2;
+  }
+  if (!sweeps.empty()) {
+    const auto sweep =
+        validate(SweepSpec{spec, sweeps.front().first, sweeps.front().second, f.knee_threshold});
+    if (!sweep) {
+      for (const auto& problem : sweep.error().problems) {
+        std::cerr << "ibprobe_probe: " << problem << "\n";
+      }
+      return 2;
+    }
+    const auto outcome = run_sweep(local, host, port, *sweep, options);
+    print(outcome);
+    return outcome.complete() ? 0 : 1;
+  }
+  const auto valid = validate(spec);
+  if (!valid) {
+    std::cerr << "ibprobe_probe: invalid probe: " << valid.error().message() << "\n";
+    return 1;
+  }
+  const auto outcome = run_probe(local, host, port, *valid, options);
+  print(outcome);
+  // A validating run that found errors is a failed check, whatever its throughput.
+  if (outcome.validation && outcome.validation->errors > 0) return 3;
+  return 0;
+}
+
+struct VerifyFlags {
+  std::string peer;
+  std::vector<std::string> case_names;
+  verify::Options options;
+};
+
+void add_verify_options(CLI::App& command, VerifyFlags& f) {
+  command.add_option("peer", f.peer, "Responder HOST:PORT")->required();
+  std::string case_help = "Run only this case (repeatable; default: all):";
+  for (const auto& c : verify::catalogue()) case_help += " " + std::string(c.name);
+  command.add_option("--case", f.case_names, case_help);
+  auto& v = f.options;
+  add_with_default(command, "--messages", v.messages, "Messages per case");
+  add_with_default(command, "--recv-delay-ms", v.recv_delay_ms,
+                   "delayed_recv: how long the receiver holds back each re-post");
+  add_with_default(command, "--seed", v.seed,
+                   "random_sizes: seed of the size sequence (printed in the table)");
+  command.add_flag("--fixed-sizes", v.fixed_sizes,
+                   "random_sizes: the fixed boundary-size sequence instead of the seeded");
+  add_with_default(command, "--max-size", v.max_message_size,
+                   "random_sizes: largest message, the receive buffer's size");
+  add_with_default(command, "--rebuild-after", v.rebuild_after,
+                   "qp_rebuild: messages before the responder destroys its QP");
+  add_with_default(command, "--inline", v.inline_size, "inline_reuse: inline size asked of the QP");
+  add_with_default(command, "--soak-seconds", v.soak_seconds,
+                   "soak: length (past 120 s only if the responder allows it)");
+  add_with_default(command, "--soak-size", v.soak_message_size, "soak: message size in bytes");
+  add_with_default(command, "--soak-interval", v.soak_interval_seconds,
+                   "soak: seconds per reported interval");
+  add_with_default(command, "--case-timeout", v.case_timeout_seconds,
+                   "Seconds a case may take (the soak: on top of its length)");
+}
+
+// `verify`: the suite's table; exit status 3 when a case failed, 2 for options that cannot run.
+int verify_command(const VerifyFlags& f, const LocalPort& local, const std::string& secret) {
+  const auto plan = verify::validate(f.options, verify::select_cases(f.case_names));
+  if (!plan) {
+    for (const auto& p : plan.error().problems) {
+      std::cerr << "ibprobe_probe: verify: " << p << "\n";
+    }
+    return 2;
+  }
+  const auto [host, port] = split_address(f.peer, false);
+  RunOptions run_options;
+  run_options.shared_secret = secret;
+  const auto results = verify::run_verify(local, host, port, *plan, run_options);
+  std::fputs(verify::format_table(results).c_str(), stdout);
+  // A failed case fails the suite; a skipped one does not pass it either, but says why.
+  for (const auto& r : results) {
+    if (r.verdict == verify::Verdict::kFail) return 3;
+  }
+  return 0;
+}
+
+// `serve`: a responder until SIGINT or SIGTERM.
+int serve_command(const std::string& listen, const LocalPort& local, const Limits& limits,
+                  const std::string& secret) {
+  const auto [host, port] = split_address(listen, true);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  Responder responder(host, port, local, ResponderOptions{limits, secret, nullptr});
+  std::printf("responder listening on port %d\n", responder.port());
+  std::fflush(stdout);
+  int signal = 0;
+  sigwait(&stop, &signal);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,142 +487,27 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   LocalPort local{"", 1};
   int port_number = 1;
+  std::string secret_file;
 
   auto* serve = app.add_subcommand("serve", "Answer probe requests on a TCP address");
   std::string listen = ":18515";
   add_with_default(*serve, "--listen", listen, "HOST:PORT to accept probes on");
-  std::string secret_file;
   add_local_port_options(*serve, local, port_number, secret_file);
   Limits serve_limits;
   add_with_default(*serve, "--max-soak-seconds", serve_limits.max_soak_seconds,
                    "Longest verify soak this responder serves (past the 120 s cap of other runs)");
 
   auto* run = app.add_subcommand("run", "Run one probe against a responder");
-  std::string peer, kind = "write_bw";
-  std::uint64_t size = 0, iterations = 0;
-  std::uint32_t qps = 0;
-  run->add_option("peer", peer, "Responder HOST:PORT")->required();
+  RunFlags run_flags;
+  add_run_options(*run, run_flags);
   add_local_port_options(*run, local, port_number, secret_file);
-  std::uint32_t duration = 0;
-  bool use_srq = false;
-  run->add_option("-t,--test", kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
-      ->capture_default_str()
-      ->check(
-          CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
-  run->add_option(
-      "-D,--duration", duration,
-      "Run for this many seconds instead of a number of iterations (bandwidth; the default "
-      "without -n: 5)");
-  run->add_flag("--use-srq", use_srq, "Receive through a shared receive queue (send)");
-  std::vector<std::string> fabric_ports;
-  run->add_option("--fabric-port", fabric_ports,
-                  "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
-  std::uint32_t timeout = 0;
-  run->add_option("--timeout", timeout, "Seconds the whole run may take (default: the spec's)");
-  std::string numa = "auto", peer_numa = "auto";
-  add_with_default(*run, "--numa", numa,
-                   "auto (the HCA's node), none, or a node number for CPU and buffers");
-  add_with_default(*run, "--peer-numa", peer_numa,
-                   "The responder's NUMA choice: auto (its HCA's node), none, or a node number");
-  std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
-  std::uint32_t post_list = 1;
-  run->add_option("-Q,--cq-mod", cq_mod,
-                  "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");
-  run->add_option("-I,--inline", inline_size,
-                  "Largest message sent inline (default: perftest's for the device)");
-  run->add_option("-m,--mtu", mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
-  run->add_option("-x,--gid-index", gid_index, "This side's GID index (default: RoCE v2 IPv4)");
-  run->add_option("--peer-gid-index", peer_gid_index, "The responder's GID index");
-  add_with_default(*run, "-l,--post-list", post_list,
-                   "Chain this many work requests into one ibv_post_send (bandwidth)");
-  run->add_option("-s,--size", size, "Message size (default: perftest's)");
-  run->add_option("-n,--iterations", iterations, "Iterations (default: perftest's)");
-  run->add_option("-q,--qps", qps, "QPs (bandwidth only)");
-  bool validate_payload = false;
-  std::uint32_t posted_receives = 0, receive_sges = 0, rnr_retry = 0, tx_depth = 0, rx_depth = 0,
-                min_rnr_timer = 0;
-  std::uint64_t corrupt_every = 0;
-  run->add_flag("--validate", validate_payload,
-                "Check every message: header, pseudo-random payload, checksum (write_bw, send_bw)");
-  run->add_option("--posted-receives", posted_receives,
-                  "send_bw: keep exactly this many receives posted (back-pressure probe)");
-  run->add_option("--receive-sges", receive_sges,
-                  "Validating send_bw: scatter each receive over this many pieces");
-  run->add_option("--tx-depth", tx_depth, "Messages in flight per QP (default: perftest's)");
-  run->add_option("--rx-depth", rx_depth, "Receive queue depth (default: perftest's)");
-  run->add_option("--rnr-retry", rnr_retry, "RNR NAK retries before failing, 0-7 (7: forever)");
-  run->add_option("--min-rnr-timer", min_rnr_timer, "RNR NAK timer code the receiver asks for");
-  std::optional<std::uint32_t> qp_timeout, retry_count;
-  run->add_option(
-      "-u,--qp-timeout", qp_timeout,
-      "Local ACK timeout exponent: 4.096 us x 2^N before a retransmission (default 14)");
-  run->add_option("--retry-count", retry_count, "Retransmissions before failing, 0-7 (default 7)");
-  run->add_option("--test-fault-corrupt-every", corrupt_every,
-                  "TEST ONLY: flip a payload byte of every N-th message after its checksum, to "
-                  "prove that --validate catches it")
-      ->group("Test faults");
-  bool bidirectional = false, all_sizes = false;
-  run->add_flag("-b,--bidirectional", bidirectional,
-                "Both sides post at once (bandwidth: write, read and send, each side keeping "
-                "receives posted for the other's sends); the sum of both directions is reported, "
-                "as perftest's -b");
-  run->add_flag("-a,--all", all_sizes,
-                "One run per message size 2 .. 8 MiB, doubling (perftest's -a), each reported");
-  std::string sizes, sweep_text;
-  run->add_option("--sizes", sizes, "One run per message size of this comma-separated list");
-  run->add_option("--sweep", sweep_text,
-                  "VARIABLE=V1,V2,...: one run per value of exactly one of " +
-                      sweep_variable_names() + ", everything else fixed; reports the knee");
-  double knee_threshold = 0.05;
-  add_with_default(*run, "--knee-threshold", knee_threshold,
-                   "Sweep knee: the first step after which BW average rises by less than this "
-                   "fraction");
-  std::optional<double> rate_limit;
-  std::string rate_units = "Gbps", rate_limiter = "software";
-  run->add_option("--rate-limit", rate_limit, "Cap each side's posting rate (bandwidth)");
-  run->add_option("--rate-units", rate_units, "Unit of --rate-limit: Gbps, MiBps or pps")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"Gbps", "MiBps", "pps"}));
-  run->add_option("--rate-limiter", rate_limiter,
-                  "Who enforces --rate-limit: software (perftest's default), hardware "
-                  "(ibv_modify_qp_rate_limit; the run fails where the device refuses it), auto")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"software", "hardware", "auto"}));
-  std::optional<std::uint32_t> margin;
-  run->add_option("--margin", margin,
-                  "Duration mode: seconds left out of the measurement at each end (default 2)");
-  auto* verify_command = app.add_subcommand(
+
+  auto* verify = app.add_subcommand(
       "verify", "Run the two-sided verification suite against a responder and print its table");
-  std::string verify_peer;
-  std::vector<std::string> case_names;
-  verify::Options verify_options;
-  verify_command->add_option("peer", verify_peer, "Responder HOST:PORT")->required();
-  add_local_port_options(*verify_command, local, port_number, secret_file);
-  std::string case_help = "Run only this case (repeatable; default: all):";
-  for (const auto& c : verify::catalogue()) case_help += " " + std::string(c.name);
-  verify_command->add_option("--case", case_names, case_help);
-  auto& v = verify_options;
-  add_with_default(*verify_command, "--messages", v.messages, "Messages per case");
-  add_with_default(*verify_command, "--recv-delay-ms", v.recv_delay_ms,
-                   "delayed_recv: how long the receiver holds back each re-post");
-  add_with_default(*verify_command, "--seed", v.seed,
-                   "random_sizes: seed of the size sequence (printed in the table)");
-  verify_command->add_flag("--fixed-sizes", v.fixed_sizes,
-                           "random_sizes: the fixed boundary-size sequence instead of the seeded");
-  add_with_default(*verify_command, "--max-size", v.max_message_size,
-                   "random_sizes: largest message, the receive buffer's size");
-  add_with_default(*verify_command, "--rebuild-after", v.rebuild_after,
-                   "qp_rebuild: messages before the responder destroys its QP");
-  add_with_default(*verify_command, "--inline", v.inline_size,
-                   "inline_reuse: inline size asked of the QP");
-  add_with_default(*verify_command, "--soak-seconds", v.soak_seconds,
-                   "soak: length (past 120 s only if the responder allows it)");
-  add_with_default(*verify_command, "--soak-size", v.soak_message_size,
-                   "soak: message size in bytes");
-  add_with_default(*verify_command, "--soak-interval", v.soak_interval_seconds,
-                   "soak: seconds per reported interval");
-  add_with_default(*verify_command, "--case-timeout", v.case_timeout_seconds,
-                   "Seconds a case may take (the soak: on top of its length)");
+  VerifyFlags verify_flags;
+  add_verify_options(*verify, verify_flags);
+  add_local_port_options(*verify, local, port_number, secret_file);
+
   CLI11_PARSE(app, argc, argv);
   local.port = static_cast<std::uint8_t>(port_number);
   std::string secret;
@@ -357,145 +520,12 @@ int main(int argc, char** argv) {
     std::cerr << "ibprobe_probe: --secret-file: " << e.what() << "\n";
     return 2;
   }
-
   try {
-    if (*serve) {
-      const auto [host, port] = split_address(listen, true);
-      sigset_t stop;
-      sigemptyset(&stop);
-      sigaddset(&stop, SIGINT);
-      sigaddset(&stop, SIGTERM);
-      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-      Responder responder(host, port, local, ResponderOptions{serve_limits, secret, nullptr});
-      std::printf("responder listening on port %d\n", responder.port());
-      std::fflush(stdout);
-      int signal = 0;
-      sigwait(&stop, &signal);
-      return 0;
-    }
-    if (*verify_command) {
-      const auto plan = verify::validate(verify_options, verify::select_cases(case_names));
-      if (!plan) {
-        for (const auto& p : plan.error().problems) {
-          std::cerr << "ibprobe_probe: verify: " << p << "\n";
-        }
-        return 2;
-      }
-      const auto [host, port] = split_address(verify_peer, false);
-      RunOptions run_options;
-      run_options.shared_secret = secret;
-      const auto results = verify::run_verify(local, host, port, *plan, run_options);
-      std::fputs(verify::format_table(results).c_str(), stdout);
-      // A failed case fails the suite; a skipped one does not pass it either, but says why.
-      for (const auto& r : results) {
-        if (r.verdict == verify::Verdict::kFail) return 3;
-      }
-      return 0;
-    }
-    const auto separator = kind.find('_');
-    auto spec = default_spec(
-        *parse_operation(kind.substr(0, separator)),
-        kind.substr(separator + 1) == "bw" ? TestKind::kBandwidth : TestKind::kLatency);
-    if (size > 0) spec.message_size = size;
-    if (iterations > 0) spec.iterations = iterations;
-    if (qps > 0) spec.qps = qps;
-    // Without -n or -D a bandwidth probe runs for a fixed time, perftest's -D habit: 5000
-    // iterations of 64 KiB take longer than the timeout on a slow link (rxe under emulation).
-    if (duration == 0 && iterations == 0 && spec.test == TestKind::kBandwidth) {
-      duration = kDefaultBandwidthSeconds;
-    }
-    if (duration > 0) {
-      spec.iterations.reset();
-      spec.duration_seconds = duration;
-      spec.timeout_seconds = std::max(spec.timeout_seconds, duration + 10);
-    }
-    spec.use_srq = use_srq;
-    spec.validation = validate_payload;
-    spec.posted_receives = posted_receives;
-    if (receive_sges > 0) spec.receive_sges = receive_sges;
-    if (tx_depth > 0) spec.tx_depth = tx_depth;
-    if (rx_depth > 0) spec.rx_depth = rx_depth;
-    // A fixed number of posted receives above the default depth needs the queue to hold them.
-    spec.rx_depth = std::max(spec.rx_depth, posted_receives);
-    if (run->count("--rnr-retry") > 0) spec.rc.rnr_retry = rnr_retry;
-    if (run->count("--min-rnr-timer") > 0) spec.rc.min_rnr_timer = min_rnr_timer;
-    if (qp_timeout) spec.rc.timeout = *qp_timeout;
-    if (retry_count) spec.rc.retry_cnt = *retry_count;
-    if (timeout > 0) spec.timeout_seconds = timeout;
-    auto numa_choice = [](const std::string& text, NumaPolicy& policy,
-                          std::optional<std::uint32_t>& node) {
-      if (const auto named = parse_numa_policy(text)) {
-        policy = *named;
-      } else {
-        policy = NumaPolicy::kNode;
-        node = static_cast<std::uint32_t>(std::stoul(text));
-      }
-    };
-    numa_choice(numa, spec.numa, spec.numa_node);
-    numa_choice(peer_numa, spec.peer_numa, spec.peer_numa_node);
-    spec.cq_moderation = cq_mod;
-    spec.inline_size = inline_size;
-    spec.mtu = mtu;
-    spec.gid_index = gid_index;
-    spec.peer_gid_index = peer_gid_index;
-    spec.post_list = post_list;
-    spec.bidirectional = bidirectional;
-    if (margin) spec.margin_seconds = *margin;
-    if (rate_limit) {
-      spec.rate_limit =
-          RateLimit{*rate_limit, *parse_rate_unit(rate_units), *parse_rate_limiter(rate_limiter)};
-    }
-    const auto [host, port] = split_address(peer, false);
-    RunOptions options;
-    options.fabric_ports = fabric_ports;
-    options.shared_secret = secret;
-    options.test_corrupt_every = corrupt_every;
-    // Sweeps: each of -a, --sizes and --sweep names a variable; more than one is refused by
-    // the sweep's own rule, with its reason.
-    std::vector<std::pair<SweepVariable, std::vector<double>>> sweeps;
-    if (all_sizes) sweeps.emplace_back(SweepVariable::kMessageSize, perftest_all_sizes());
-    if (!sizes.empty()) sweeps.emplace_back(SweepVariable::kMessageSize, parse_values(sizes));
-    if (!sweep_text.empty()) {
-      const auto equals = sweep_text.find('=');
-      const auto variable = parse_sweep_variable(sweep_text.substr(0, equals));
-      if (equals == std::string::npos || !variable) {
-        std::cerr << "ibprobe_probe: --sweep: expected VARIABLE=V1,V2,... with VARIABLE one of "
-                  << sweep_variable_names() << "\n";
-        return 2;
-      }
-      sweeps.emplace_back(*variable, parse_values(sweep_text.substr(equals + 1)));
-    }
-    if (sweeps.size() > 1) {
-      std::cerr << "ibprobe_probe: a sweep varies exactly one variable, or a change in its "
-                   "results cannot be attributed; asked for "
-                << sweeps.size() << " (-a, --sizes, --sweep)\n";
-      return 2;
-    }
-    if (!sweeps.empty()) {
-      const auto sweep =
-          validate(SweepSpec{spec, sweeps.front().first, sweeps.front().second, knee_threshold});
-      if (!sweep) {
-        for (const auto& problem : sweep.error().problems) {
-          std::cerr << "ibprobe_probe: " << problem << "\n";
-        }
-        return 2;
-      }
-      const auto outcome = run_sweep(local, host, port, *sweep, options);
-      print(outcome);
-      return outcome.complete() ? 0 : 1;
-    }
-    const auto valid = validate(spec);
-    if (!valid) {
-      std::cerr << "ibprobe_probe: invalid probe: " << valid.error().message() << "\n";
-      return 1;
-    }
-    const auto outcome = run_probe(local, host, port, *valid, options);
-    print(outcome);
-    // A validating run that found errors is a failed check, whatever its throughput.
-    if (outcome.validation && outcome.validation->errors > 0) return 3;
+    if (*serve) return serve_command(listen, local, serve_limits, secret);
+    if (*verify) return verify_command(verify_flags, local, secret);
+    return run_command(run_flags, *run, local, secret);
   } catch (const std::exception& e) {
     std::cerr << "ibprobe_probe: " << e.what() << "\n";
     return 1;
   }
-  return 0;
 }
