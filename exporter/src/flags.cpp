@@ -10,22 +10,25 @@
 #include "web_config.h"
 
 namespace ibprobe::exporter {
+namespace {
 
-std::string civetweb_listening_port(const std::string& listen_address) {
-  const auto address = probes::parse_host_port(listen_address, probes::HostPortRules::listen());
-  if (!address) {
-    throw std::invalid_argument("listen address '" + listen_address + "': " + address.error());
-  }
-  if (address->host.empty()) return std::to_string(address->port);
-  return probes::to_string(*address);
-}
-
-std::optional<int> parse_flags(int argc, const char* const argv[], Config& config) {
-  CLI::App app{"ibprobe_exporter: Prometheus exporter for InfiniBand and RoCE ports",
-               "ibprobe_exporter"};
-  app.get_formatter()->column_width(44);
+// Flags held in another unit or shape than Config holds them (milliseconds as int, targets as
+// text, negatable flags as counts) until the command line has been parsed and checked.
+struct StagedFlags {
   bool show_version = false;
-  app.add_flag("--version", show_version, "Print the version and exit");
+  std::string probe_secret_file;
+  std::vector<int> enabled_collectors;
+  int gid_rescan_seconds = 0;
+  int remote_pma = 0;
+  std::vector<std::string> remote_targets;
+  int remote_ca_port = 0, remote_timeout_ms = 0, remote_budget_ms = 0;
+  int fabric_collector = 0;
+  int discovery_interval = 0, fabric_timeout_ms = 0, fabric_budget_ms = 0, discovery_deadline = 0;
+};
+
+// The HTTP server, the probe responder, configuration files, devices and logging.
+void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
+  app.add_flag("--version", staged.show_version, "Print the version and exit");
   app.add_option("--web.listen-address", config.listen_address,
                  "Address to listen on for HTTP requests")
       ->capture_default_str();
@@ -64,8 +67,7 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       ->check(CLI::ExistingFile);
   app.add_option("--web.config.file", config.web_config_file,
                  "TLS and authentication of the HTTP server (exporter-toolkit web config YAML)");
-  std::string probe_secret_file;
-  app.add_option("--probe.secret-file", probe_secret_file,
+  app.add_option("--probe.secret-file", staged.probe_secret_file,
                  "File holding the shared secret probe peers must prove they hold (16 bytes at "
                  "least; both the responder and probes sent from here use it)");
   app.add_option("--path.sysfs", config.sysfs_root, "sysfs mount point")->capture_default_str();
@@ -76,9 +78,13 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--log.level", config.log_level, "Minimum log level")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+}
 
+// The host's collectors, each enabled or disabled by name.
+void add_collector_options(CLI::App& app, Config& config, StagedFlags& staged) {
   const auto& infos = collectors::available_collectors();
-  std::vector<int> enabled(infos.size());
+  auto& enabled = staged.enabled_collectors;
+  enabled.resize(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const std::string name(infos[i].name);
     app.add_flag("--collector." + name + ",!--no-collector." + name, enabled[i],
@@ -92,25 +98,26 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                "ethtool collector: export every statistic of the netdev, not only the RoCE ones "
                "(pause, PFC, discards, drops, out of buffer)");
 
-  int gid_rescan_seconds = static_cast<int>(
+  staged.gid_rescan_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(config.gid_rescan_interval).count());
-  app.add_option("--collector.gids.rescan-interval-seconds", gid_rescan_seconds,
+  app.add_option("--collector.gids.rescan-interval-seconds", staged.gid_rescan_seconds,
                  "gids collector: read each port's whole GID table again after this long; the "
                  "scrapes between read only the entries found populated, so a removed or changed "
                  "entry shows at once and a new one within this time (0: the whole table on "
                  "every scrape)")
       ->capture_default_str()
       ->check(CLI::Range(0, 86400));
+}
 
-  int remote_pma = 0;
+// PortCounters of chosen remote ports over PerfMgt MADs.
+void add_remote_pma_options(CLI::App& app, Config& config, StagedFlags& staged) {
   app.add_flag("--collector." + std::string(fabric::kRemotePmaCollector) + ",!--no-collector." +
                    std::string(fabric::kRemotePmaCollector),
-               remote_pma,
+               staged.remote_pma,
                "Enable the remote_pma collector: PortCounters of remote ports (switches, peers) "
                "over PerfMgt MADs from a local InfiniBand port (default: off)");
   auto& remote = config.remote_pma_options;
-  std::vector<std::string> remote_targets;
-  app.add_option("--collector.remote_pma.target", remote_targets,
+  app.add_option("--collector.remote_pma.target", staged.remote_targets,
                  "Remote port to read, LID:PORT or LID:all (repeatable)")
       ->check([](const std::string& text) {
         return fabric::parse_remote_port(text) ? std::string()
@@ -119,13 +126,13 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
       });
   app.add_option("--collector.remote_pma.ca", remote.ca,
                  "Local CA to send MADs from (default: the first with an InfiniBand port)");
-  int ca_port = remote.ca_port;
-  app.add_option("--collector.remote_pma.ca-port", ca_port,
+  staged.remote_ca_port = remote.ca_port;
+  app.add_option("--collector.remote_pma.ca-port", staged.remote_ca_port,
                  "Local port to send MADs from (0: the CA's first InfiniBand port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 254));
-  int timeout_ms = static_cast<int>(remote.timeout.count());
-  app.add_option("--collector.remote_pma.timeout-ms", timeout_ms,
+  staged.remote_timeout_ms = static_cast<int>(remote.timeout.count());
+  app.add_option("--collector.remote_pma.timeout-ms", staged.remote_timeout_ms,
                  "Time to wait for each MAD's answer")
       ->capture_default_str()
       ->check(CLI::Range(1, 60000));
@@ -133,19 +140,21 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                  "Further attempts after a MAD timed out")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
-  int budget_ms = static_cast<int>(remote.budget.count());
-  app.add_option("--collector.remote_pma.budget-ms", budget_ms,
+  staged.remote_budget_ms = static_cast<int>(remote.budget.count());
+  app.add_option("--collector.remote_pma.budget-ms", staged.remote_budget_ms,
                  "Time all remote queries of one scrape may take together")
       ->capture_default_str()
       ->check(CLI::Range(1, 600000));
   app.add_option("--collector.remote_pma.concurrency", remote.concurrency, "MADs in flight at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+}
 
-  int fabric_collector = 0;
+// Discovery of the InfiniBand fabric and the reads of its switches.
+void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
   app.add_flag("--collector." + std::string(fabric::kFabricCollector) + ",!--no-collector." +
                    std::string(fabric::kFabricCollector),
-               fabric_collector,
+               staged.fabric_collector,
                "Serve every switch port of the fabric on the metrics page (implies "
                "--fabric.enabled; default: off)");
   app.add_flag("--fabric.enabled", config.fabric,
@@ -159,8 +168,8 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                  "Local port of --fabric.ca (0: the CA's first InfiniBand port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 254));
-  int discovery_interval = static_cast<int>(fabric.discovery_interval.count());
-  app.add_option("--fabric.discovery-interval-seconds", discovery_interval,
+  staged.discovery_interval = static_cast<int>(fabric.discovery_interval.count());
+  app.add_option("--fabric.discovery-interval-seconds", staged.discovery_interval,
                  "Time between discoveries (POST /fabric/discover discovers at once)")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
@@ -168,16 +177,16 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                  "Node names by GUID in ibnetdiscover's node-name-map format (GUID \"name\" per "
                  "line); they replace node descriptions in labels")
       ->check(CLI::ExistingFile);
-  int fabric_timeout_ms = static_cast<int>(fabric.timeout.count());
-  app.add_option("--fabric.timeout-ms", fabric_timeout_ms,
+  staged.fabric_timeout_ms = static_cast<int>(fabric.timeout.count());
+  app.add_option("--fabric.timeout-ms", staged.fabric_timeout_ms,
                  "Time to wait for each MAD's answer (discovery and counters)")
       ->capture_default_str()
       ->check(CLI::Range(1, 60000));
   app.add_option("--fabric.retries", fabric.retries, "Further attempts after a MAD timed out")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
-  int fabric_budget_ms = static_cast<int>(fabric.budget.count());
-  app.add_option("--fabric.budget-ms", fabric_budget_ms,
+  staged.fabric_budget_ms = static_cast<int>(fabric.budget.count());
+  app.add_option("--fabric.budget-ms", staged.fabric_budget_ms,
                  "Time one read (a switch, or the whole fabric on the metrics page) may take; "
                  "a scrape's own timeout lowers it")
       ->capture_default_str()
@@ -185,13 +194,15 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
   app.add_option("--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  int discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
-  app.add_option("--fabric.discovery-deadline-seconds", discovery_deadline,
+  staged.discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
+  app.add_option("--fabric.discovery-deadline-seconds", staged.discovery_deadline,
                  "Time one discovery may take; its process is killed after it and the previous "
                  "model stays")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
+}
 
+void add_mesh_options(CLI::App& app, Config& config) {
   app.add_flag("--mesh.plan", config.mesh_plan,
                "Print the mesh plan of --mesh.self as JSON lines and exit");
   app.add_option("--mesh.peers-file", config.mesh_peers_file,
@@ -200,16 +211,12 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
                  "Mesh peers: NAME:PORT resolving to every peer");
   app.add_option("--mesh.self", config.mesh_self, "This host's target in the peer list ('*': all)");
   app.add_option("--mesh.at", config.mesh_at, "Plan at this time (seconds since 1970)");
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (show_version) {
-    std::cout << "ibprobe_exporter " << kVersion << " (revision " << kRevision << ")\n";
-    return 0;
-  }
+// What an option names must exist and be usable before the exporter starts: the listen
+// addresses and device expressions are checked, the secret and the web configuration loaded.
+// An exit status when one is not.
+std::optional<int> check_and_load(Config& config, const StagedFlags& staged) {
   try {
     civetweb_listening_port(config.listen_address);
     if (!config.probe_responder_address.empty()) {
@@ -224,9 +231,9 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     std::cerr << "ibprobe_exporter: " << e.what() << "\n";
     return 2;
   }
-  if (!probe_secret_file.empty()) {
+  if (!staged.probe_secret_file.empty()) {
     try {
-      config.probe_shared_secret = probes::load_shared_secret(probe_secret_file);
+      config.probe_shared_secret = probes::load_shared_secret(staged.probe_secret_file);
       crypto::require();
     } catch (const std::exception& e) {
       std::cerr << "ibprobe_exporter: --probe.secret-file: " << e.what() << "\n";
@@ -250,31 +257,73 @@ std::optional<int> parse_flags(int argc, const char* const argv[], Config& confi
     }
     config.web_config = std::make_shared<const WebConfig>(*std::move(web));
   }
-  if (remote_pma > 0 && remote_targets.empty()) {
+  return std::nullopt;
+}
+
+// The staged flags into Config; an exit status when they contradict each other.
+std::optional<int> apply(Config& config, const StagedFlags& staged) {
+  if (staged.remote_pma > 0 && staged.remote_targets.empty()) {
     std::cerr << "ibprobe_exporter: --collector.remote_pma needs at least one "
                  "--collector.remote_pma.target=LID:PORT|LID:all\n";
     return 2;
   }
-  config.remote_pma = remote_pma > 0;
-  config.gid_rescan_interval = std::chrono::seconds(gid_rescan_seconds);
+  config.remote_pma = staged.remote_pma > 0;
+  config.gid_rescan_interval = std::chrono::seconds(staged.gid_rescan_seconds);
+  auto& remote = config.remote_pma_options;
   remote.targets.clear();
-  for (const auto& target : remote_targets) {
+  for (const auto& target : staged.remote_targets) {
     remote.targets.push_back(*fabric::parse_remote_port(target));
   }
-  remote.ca_port = ca_port;
-  remote.timeout = std::chrono::milliseconds(timeout_ms);
-  remote.budget = std::chrono::milliseconds(budget_ms);
-  config.fabric_collector = fabric_collector > 0;
+  remote.ca_port = staged.remote_ca_port;
+  remote.timeout = std::chrono::milliseconds(staged.remote_timeout_ms);
+  remote.budget = std::chrono::milliseconds(staged.remote_budget_ms);
+  config.fabric_collector = staged.fabric_collector > 0;
   config.fabric = config.fabric || config.fabric_collector;
-  fabric.discovery_interval = std::chrono::seconds(discovery_interval);
-  fabric.discovery_deadline = std::chrono::seconds(discovery_deadline);
-  fabric.timeout = std::chrono::milliseconds(fabric_timeout_ms);
-  fabric.budget = std::chrono::milliseconds(fabric_budget_ms);
+  auto& fabric = config.fabric_options;
+  fabric.discovery_interval = std::chrono::seconds(staged.discovery_interval);
+  fabric.discovery_deadline = std::chrono::seconds(staged.discovery_deadline);
+  fabric.timeout = std::chrono::milliseconds(staged.fabric_timeout_ms);
+  fabric.budget = std::chrono::milliseconds(staged.fabric_budget_ms);
   config.enabled_collectors.clear();
+  const auto& infos = collectors::available_collectors();
   for (std::size_t i = 0; i < infos.size(); ++i) {
-    if (enabled[i] > 0) config.enabled_collectors.emplace_back(infos[i].name);
+    if (staged.enabled_collectors[i] > 0) config.enabled_collectors.emplace_back(infos[i].name);
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::string civetweb_listening_port(const std::string& listen_address) {
+  const auto address = probes::parse_host_port(listen_address, probes::HostPortRules::listen());
+  if (!address) {
+    throw std::invalid_argument("listen address '" + listen_address + "': " + address.error());
+  }
+  if (address->host.empty()) return std::to_string(address->port);
+  return probes::to_string(*address);
+}
+
+std::optional<int> parse_flags(int argc, const char* const argv[], Config& config) {
+  CLI::App app{"ibprobe_exporter: Prometheus exporter for InfiniBand and RoCE ports",
+               "ibprobe_exporter"};
+  app.get_formatter()->column_width(44);
+  StagedFlags staged;
+  add_server_options(app, config, staged);
+  add_collector_options(app, config, staged);
+  add_remote_pma_options(app, config, staged);
+  add_fabric_options(app, config, staged);
+  add_mesh_options(app, config);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (staged.show_version) {
+    std::cout << "ibprobe_exporter " << kVersion << " (revision " << kRevision << ")\n";
+    return 0;
+  }
+  if (const auto status = check_and_load(config, staged)) return status;
+  return apply(config, staged);
 }
 
 }  // namespace ibprobe::exporter
