@@ -135,7 +135,8 @@ def out(text: str) -> None:
 
 def copy_out(fd: int, data: bytes) -> None:
     """Copies a job's output or a file to stdout (fd 1) or stderr (fd 2). A reader that went away
-    ends the copy but not the command, as when the shell's external tail or cat died of it."""
+    ends the copy but not the command: `exec ... | head -1` still ends its job and returns its
+    status."""
     (sys.stdout if fd == 1 else sys.stderr).flush()
     try:
         while data:
@@ -216,9 +217,9 @@ _BASH_ANSI_C_ESCAPES = {"\x1b": "\\E", "\a": "\\a", "\v": "\\v", "\b": "\\b", "\
 
 
 def bash_quote(word: str) -> str:
-    """WORD quoted as bash's printf %q quotes it. The job files are bash scripts that the guest
-    agent sources, and lab.sh wrote them with printf %q: the same quoting keeps them, and the
-    commands `jobs` and the timeout message show from them, as they were."""
+    """WORD quoted as bash's printf %q quotes it: a job file is a bash script that the guest
+    agent sources, and `jobs` and the timeout message show a job's command as it is written
+    there (qemu.cmdline, too, reads as a shell command)."""
     if word == "":
         return "''"
     if not word.isprintable():
@@ -285,14 +286,14 @@ def pid_if_ours(pidfile: str, marker: str) -> int | None:
     return int(pid) if os.fsencode(marker) in cmdline else None
 
 
-def terminate(pid: int, kill_after_tenths: int, wait_tenths: int) -> bool:
-    """SIGTERM, SIGKILL when it is still alive after KILL_AFTER_TENTHS tenths of a second; True
-    once the process is gone, False when it outlived WAIT_TENTHS more tenths after SIGKILL."""
+def terminate(pid: int) -> bool:
+    """SIGTERM, and SIGKILL when the process is still there 5 s later; whether it is gone
+    within 2 s of that."""
     try:
         os.kill(pid, signal.SIGTERM)
     except OSError:
         return True
-    for _ in range(kill_after_tenths):
+    for _ in range(50):
         if not pid_alive(pid):
             return True
         time.sleep(0.1)
@@ -300,11 +301,11 @@ def terminate(pid: int, kill_after_tenths: int, wait_tenths: int) -> bool:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
-    for _ in range(wait_tenths):
+    for _ in range(20):
         if not pid_alive(pid):
             return True
         time.sleep(0.1)
-    return wait_tenths == 0
+    return False
 
 
 # ---------------------------------------------------------------------------
@@ -381,11 +382,10 @@ def require_vm(host: str) -> None:
 def job_listing(dir_path: str) -> list[str]:
     """The job directories of a VM, as the glob JOBS/*/ lists them (hidden ones left out)."""
     try:
-        names = sorted(entry.name for entry in os.scandir(dir_path)
-                       if not entry.name.startswith(".") and entry.is_dir())
+        return sorted(entry.name for entry in os.scandir(dir_path)
+                      if not entry.name.startswith(".") and entry.is_dir())
     except OSError:
         return []
-    return names
 
 
 def job_command(job: str) -> str:
@@ -491,21 +491,23 @@ def sha256_file(path: str | Path) -> str:
 
 
 def initramfs_key(abi: str) -> str:
-    """Everything the initramfs is built from; a change rebuilds it. The same text the shell
-    version hashed, so that a kernel it prepared stays valid."""
-    text = (f"abi={abi}\nmodules={' '.join(LAB_MODULES)}\n"
-            f"{sha256_file(LAB_DIR / 'guest-init.sh')}\n{sha256_file(busybox_binary())}\n")
+    """Everything the initramfs is built from; a change rebuilds it. The text hashed is fixed
+    (the ABI, the module list, then the sha256 of guest-init.sh and of busybox, a line each):
+    the stamps of the kernels already cached were made from it."""
     import hashlib
 
+    text = (f"abi={abi}\nmodules={' '.join(LAB_MODULES)}\n"
+            f"{sha256_file(LAB_DIR / 'guest-init.sh')}\n{sha256_file(busybox_binary())}\n")
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def module_root(extracted: Path, abi: str) -> Path:
     """modprobe wants ROOT/lib/modules/VER; newer packages ship usr/lib/modules."""
-    if not (extracted / "lib/modules" / abi).is_dir() and (extracted / "usr/lib/modules" / abi).is_dir():
+    modules = extracted / "lib/modules" / abi
+    if not modules.is_dir() and (extracted / "usr/lib/modules" / abi).is_dir():
         (extracted / "lib").mkdir(parents=True, exist_ok=True)
         os.symlink("../usr/lib/modules", extracted / "lib/modules")
-    if not (extracted / "lib/modules" / abi).is_dir():
+    if not modules.is_dir():
         raise die(f"kernel package has no modules for {abi}")
     return extracted
 
@@ -543,9 +545,9 @@ def build_initramfs(abi: str, deb: Path, out_dir: Path) -> None:
         seen: set[str] = set()
         module_lines = []
         for module in LAB_MODULES:
-            deps = subprocess.run(["modprobe", "-d", str(root), "-S", abi, "--show-depends", module],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  check=False)
+            deps = subprocess.run(
+                ["modprobe", "-d", str(root), "-S", abi, "--show-depends", module],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
             if deps.returncode != 0:
                 raise die(f"kernel {abi} lacks module {module}: {deps.stdout.rstrip(chr(10))}")
             for line in deps.stdout.rstrip("\n").split("\n"):
@@ -570,7 +572,7 @@ def build_initramfs(abi: str, deb: Path, out_dir: Path) -> None:
         new = Path(f"{out_dir}.new")
         new.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(vmlinuz, new / "vmlinuz")
-        # The archive lists its paths sorted bytewise (LC_ALL=C sort -z), as the shell version did.
+        # The archive lists its paths sorted bytewise (as LC_ALL=C sort -z sorts them).
         listing = subprocess.run(["find", ".", "-print0"], cwd=initrd, stdout=subprocess.PIPE,
                                  check=True).stdout
         paths = sorted(p for p in listing.split(b"\0") if p)
@@ -649,7 +651,7 @@ def prepare(refresh: bool) -> int:
         abi = read_word(current / "abi") or ""
         if wanted_abi and wanted_abi != abi:
             abi = ""
-    if abi and os.access(current / "stamp", os.R_OK) and read_text(current / "stamp") == initramfs_key(abi):
+    if abi and read_text(current / "stamp") == initramfs_key(abi):
         return lock_fd
 
     start = now_ms()
@@ -782,8 +784,10 @@ def qemu_command(host: str, mode: str, sock_dir: str, forwards: list[tuple[str, 
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", f"file:{console_log(host)}",
         "-kernel", f"{kernel_dir}/vmlinuz", "-initrd", f"{kernel_dir}/initramfs.cpio",
-        "-virtfs", "local,path=/,mount_tag=hostroot,readonly=on,security_model=passthrough,multidevs=remap",
-        "-virtfs", "local,path=/usr,mount_tag=hostusr,readonly=on,security_model=passthrough,multidevs=remap",
+        "-virtfs", "local,path=/,mount_tag=hostroot,readonly=on,security_model=passthrough,"
+                   "multidevs=remap",
+        "-virtfs", "local,path=/usr,mount_tag=hostusr,readonly=on,security_model=passthrough,"
+                   "multidevs=remap",
         "-virtfs", f"local,path={vdir}/xchg,mount_tag=xchg,security_model=none,multidevs=remap",
         "-device", "virtio-serial-pci,id=vser", "-chardev", f"pipe,id=wake,path={vdir}/wake",
         "-device", "virtserialport,bus=vser.0,chardev=wake,name=ibprobe-lab.wake",
@@ -797,14 +801,16 @@ def qemu_command(host: str, mode: str, sock_dir: str, forwards: list[tuple[str, 
         # retransmit.
         server = "off" if host == "B" else "on"
         append += f" lab.link_mac={link_mac}"
-        args += ["-netdev", f"stream,id=n0,server={server},addr.type=unix,addr.path={sock_dir}/link.sock",
+        args += ["-netdev", f"stream,id=n0,server={server},addr.type=unix,"
+                            f"addr.path={sock_dir}/link.sock",
                  "-device", f"virtio-net-pci,id=labnic,netdev=n0,mac={link_mac},romfile="]
     elif mode == "fabric":
         # The same stream framing to a port of the lab switch (lab-switch.pl), which listens
         # before any VM starts. The guest sets its lab NIC up as in two-host mode.
         append = append.replace("lab.mode=fabric", "lab.mode=two", 1)
         append += f" lab.link_mac={link_mac}"
-        args += ["-netdev", f"stream,id=n0,server=off,addr.type=unix,addr.path={sock_dir}/port-{host}.sock",
+        args += ["-netdev", f"stream,id=n0,server=off,addr.type=unix,"
+                            f"addr.path={sock_dir}/port-{host}.sock",
                  "-device", f"virtio-net-pci,id=labnic,netdev=n0,mac={link_mac},romfile="]
     args += ["-netdev", user, "-device", f"virtio-net-pci,netdev=u0,mac={mgmt_mac},romfile=",
              "-append", append]
@@ -953,7 +959,8 @@ def check_fabric() -> bool:
     """Fabric mode: A reaches every other VM, through its switch and the trunk."""
     for host in ("B", "C", "D"):
         if not ping_from_a(host):
-            say(f"error: VM A cannot reach VM {host} (10.99.0.{HOST_INDEX[host]}) over the lab fabric")
+            say(f"error: VM A cannot reach VM {host} (10.99.0.{HOST_INDEX[host]}) "
+                "over the lab fabric")
             console_tail("A", 10)
             console_tail(host, 10)
             return False
@@ -987,14 +994,14 @@ def start_switch(sock_dir: str) -> bool:
 def stop_switch() -> None:
     pid = switch_pid()
     if pid is not None:
-        terminate(pid, kill_after_tenths=50, wait_tenths=0)
+        terminate(pid)
 
 
 def stop_vm(host: str) -> bool:
     pid = vm_pid(host)
     if pid is None:
         return True
-    if terminate(pid, kill_after_tenths=50, wait_tenths=20):
+    if terminate(pid):
         return True
     say(f"warning: qemu pid {pid} of VM {host} did not exit")
     return False
@@ -1075,7 +1082,8 @@ def cmd_up(args: list[str]) -> int:
     with open(f"{RUN_DIR}/ports", "w") as ports_file:
         for host in hosts:
             for guest_port in guest_ports:
-                host_port = ports.pick(os.environ.get(f"IBPROBE_LAB_HOSTFWD_{host}_{guest_port}", ""))
+                fixed = os.environ.get(f"IBPROBE_LAB_HOSTFWD_{host}_{guest_port}", "")
+                host_port = ports.pick(fixed)
                 ports_file.write(f"{host} {guest_port} {host_port}\n")
                 ports_file.flush()
                 forwards[host].append((guest_port, host_port))
@@ -1087,7 +1095,8 @@ def cmd_up(args: list[str]) -> int:
         say("warning: cannot measure the host's TSC frequency; the VMs calibrate it")
     say(f"booting VM {' '.join(hosts)} ({mode_name} mode, {smp} vCPU, {mem} MiB, TCG)")
     for host in hosts:
-        if not start_vm(host, qemu_command(host, mode, sock_dir, forwards[host], smp, mem, tsc_khz)):
+        qemu_args = qemu_command(host, mode, sock_dir, forwards[host], smp, mem, tsc_khz)
+        if not start_vm(host, qemu_args):
             down_quietly()
             return 1
     try:
@@ -1552,12 +1561,11 @@ def cmd_reset(_args: list[str]) -> int:
     if rc != 0:
         return rc
     for host in hosts:
-        with os.scandir(jobs_dir(host)) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
+        for entry in Path(jobs_dir(host)).iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
     return 0
 
 
@@ -1786,9 +1794,10 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
 
 
 def main(argv: list[str]) -> int:
-    """Runs one command. The options are parsed by hand, as lab.sh parsed them (argparse would
-    accept abbreviations, options after the VM's name and answer errors with its own messages
-    and statuses, and each of those is part of the contract the tests check)."""
+    """Runs one command. The options are parsed by hand: argparse would accept abbreviated
+    options and options after the VM's name, and answer mistakes with messages and exit
+    statuses of its own, where the callers rely on these (exit 2 with the usage, exit 1 with
+    the reason)."""
     # Ctrl-C ends the command as it ends a shell script; exec and wait install their own.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     name, args = (argv[0], argv[1:]) if argv else ("", [])
