@@ -1369,8 +1369,10 @@ def cancel_on_signal(host: str, job: str) -> Iterator[None]:
         cancel_job(host, job)
         raise LabExit(130 if signum == signal.SIGINT else 143)
 
+    # A signal ignored from the start (SIGINT for a shell's background command) stays ignored.
     previous = {signum: signal.signal(signum, handler)
-                for signum in (signal.SIGINT, signal.SIGTERM)}
+                for signum in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(signum) != signal.SIG_IGN}
     try:
         yield
     finally:
@@ -1798,8 +1800,6 @@ def main(argv: list[str]) -> int:
     options and options after the VM's name, and answer mistakes with messages and exit
     statuses of its own, where the callers rely on these (exit 2 with the usage, exit 1 with
     the reason)."""
-    # Ctrl-C ends the command as it ends a shell script; exec and wait install their own.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     name, args = (argv[0], argv[1:]) if argv else ("", [])
     try:
         if name in ("-h", "--help", "help"):
@@ -1810,6 +1810,8 @@ def main(argv: list[str]) -> int:
         return command(args)
     except LabExit as end:
         return end.status
+    except KeyboardInterrupt:  # Ctrl-C, after the cleanups on the way (a half-built initramfs)
+        return 128 + signal.SIGINT
     except subprocess.CalledProcessError as failed:  # the tool has said why
         return failed.returncode
     except BrokenPipeError:
