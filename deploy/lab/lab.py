@@ -49,7 +49,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -256,11 +256,6 @@ def caller_dir() -> str:
         return os.getcwd()
     except OSError:
         return pwd
-
-
-def run_quiet(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                          **kwargs)
 
 
 def pid_alive(pid: int) -> bool:
@@ -479,7 +474,9 @@ def busybox_binary() -> str:
     busybox = shutil.which("busybox")
     if busybox is None:
         raise die("busybox not found (apt-get install busybox-static)")
-    if run_quiet(["ldd", busybox]).returncode == 0:
+    ldd = subprocess.run(["ldd", busybox], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         check=False)
+    if ldd.returncode == 0:
         raise die(f"{busybox} is dynamically linked; the initramfs needs busybox-static")
     return busybox
 
