@@ -80,6 +80,9 @@ BOOT_TIMEOUT = env("IBPROBE_LAB_BOOT_TIMEOUT", "150")
 EXEC_TIMEOUT_DEFAULT = 300
 PICKUP_TIMEOUT = 30  # seconds for the VM agent to start a job
 EXEC_GRACE = 15  # seconds past a job timeout before the VM counts as hung
+# How often the job commands look for the agent's files (pid, rc): a job of its own takes about
+# 0.25 s, and a pause of 20 ms costs no process.
+POLL_SECONDS = 0.02
 PORT_BASE = env("IBPROBE_LAB_PORT_BASE", "17470")
 
 LAB_MODULES = ("rdma_rxe", "ib_umad", "ib_uverbs", "rdma_ucm", "9pnet_virtio", "9p", "virtio_pci",
@@ -164,10 +167,6 @@ def now_ms() -> int:
 def elapsed_s(start_ms: int) -> str:
     ms = now_ms() - start_ms
     return f"{ms // 1000}.{ms % 1000 // 100}"
-
-
-def nap(seconds: float) -> None:
-    time.sleep(seconds)
 
 
 def read_text(path: str | Path) -> str | None:
@@ -1282,7 +1281,7 @@ def wait_job_pickup(host: str, name: str) -> bool:
                 f"{PICKUP_TIMEOUT} s")
             console_tail(host, 10)
             return False
-        nap(0.02)
+        time.sleep(POLL_SECONDS)
     return True
 
 
@@ -1339,7 +1338,7 @@ def follow_job(host: str, name: str, limit: int, stdout: Sink, stderr: Sink) -> 
                 "the VM is not responding")
             console_tail(host, 10)
             return RC_LAB_FAILURE
-        nap(0.02)
+        time.sleep(POLL_SECONDS)
     output.copy_new()
     rc = job_status(job)
     if job_timed_out(job):
@@ -1501,7 +1500,7 @@ def cmd_wait(args: list[str]) -> int:
         if now_ms() > deadline:
             say(f"error: timeout: job {name} in VM {host} still running after {limit} s")
             return RC_TIMEOUT
-        nap(0.02)
+        time.sleep(POLL_SECONDS)
     JobOutput(job, to_stdout, to_stderr).copy_new()
     rc = job_status(job)
     if job_timed_out(job):
@@ -1517,7 +1516,7 @@ def wait_for_ends(jobs: list[str]) -> list[str]:
         left = [job for job in left if not non_empty(f"{job}/rc")]
         if not left:
             break
-        nap(0.02)
+        time.sleep(POLL_SECONDS)
     return left
 
 
