@@ -1053,8 +1053,9 @@ def cmd_up(args: list[str]) -> int:
         raise die("state and cache paths must not contain ','")
     if any(vm_running(host) for host in FABRIC_HOSTS):
         raise die(f"the lab is already up ({STATE_DIR}); run lab.sh down first")
-    # Release the cache lock: the daemonized VMs would inherit its descriptor and hold it for
-    # the lab's lifetime, blocking every other lab's prepare until this one is down.
+    # Release the cache lock before the boot: another lab's prepare would wait for it. (Its
+    # descriptor is not inherited: held by the daemonized VMs, it would block every other lab's
+    # prepare until this one is down.)
     os.close(prepare(refresh=False))
     # Leftovers of a lab whose VMs died without `down`.
     remove_socket_dir()
