@@ -35,6 +35,29 @@ inline std::string without_lines(std::string_view text,
   return kept;
 }
 
+// One instance of every collector the exporter has.
+inline std::vector<std::unique_ptr<collectors::Collector>> every_collector() {
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  for (const auto& info : collectors::available_collectors()) {
+    list.push_back(collectors::make_collector(info.name));
+  }
+  return list;
+}
+
+// A scraper of the tree at `root`, as the exporter builds one: every collector, or only `name`.
+inline std::unique_ptr<collectors::Scraper> scraper_over(const std::filesystem::path& root,
+                                                         std::string_view name = {}) {
+  collectors::Options options;
+  options.sysfs_root = root;
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  if (name.empty()) {
+    list = every_collector();
+  } else {
+    list.push_back(collectors::make_collector(std::string(name)));
+  }
+  return std::make_unique<collectors::Scraper>(options, std::move(list));
+}
+
 struct RecordedError {
   collectors::ReadError reason;
   std::filesystem::path path;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <thread>
 
+#include "collect_helpers.h"
 #include "http_client.h"
 #include "ibprobe/exporter.h"
 #include "sysfs_fixture.h"
@@ -15,13 +16,7 @@ class HttpServerTest : public ::testing::Test {
  protected:
   HttpServerTest() {
     tree_.add(mlx5_ib_device("mlx5_0", 2, 0));
-    collectors::Options options;
-    options.sysfs_root = tree_.root();
-    std::vector<std::unique_ptr<collectors::Collector>> list;
-    for (const auto& info : collectors::available_collectors()) {
-      list.push_back(collectors::make_collector(info.name));
-    }
-    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
+    scraper_ = scraper_over(tree_.root());
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_);
     server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_);
   }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "collect_helpers.h"
 #include "hold.h"
 #include "ibprobe/exporter.h"
 #include "probe_config.h"
@@ -151,11 +152,7 @@ class ProbeApiTest : public ::testing::Test {
   ProbeApiTest() {
     tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
     config_.telemetry_path = "/metrics";
-    collectors::Options options;
-    options.sysfs_root = tree_.root();
-    std::vector<std::unique_ptr<collectors::Collector>> list;
-    list.push_back(collectors::make_collector("port_counters"));
-    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
+    scraper_ = scraper_over(tree_.root(), "port_counters");
     config_path_ = std::filesystem::temp_directory_path() /
                    ("probe_api_test_" + std::to_string(::getpid()) + ".yml");
   }

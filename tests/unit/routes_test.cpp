@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "collect_helpers.h"
 #include "ibprobe/exporter.h"
 #include "sysfs_fixture.h"
 
@@ -13,11 +14,7 @@ class RoutesTest : public ::testing::Test {
   RoutesTest() {
     tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
     config_.telemetry_path = "/metrics";
-    collectors::Options options;
-    options.sysfs_root = tree_.root();
-    std::vector<std::unique_ptr<collectors::Collector>> list;
-    list.push_back(collectors::make_collector("port_counters"));
-    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
+    scraper_ = scraper_over(tree_.root(), "port_counters");
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_);
   }
 

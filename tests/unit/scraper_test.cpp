@@ -17,18 +17,10 @@ using collectors::Device;
 using collectors::ErrorSink;
 using collectors::MetricSet;
 
-std::vector<std::unique_ptr<Collector>> all_collectors() {
-  std::vector<std::unique_ptr<Collector>> result;
-  for (const auto& info : collectors::available_collectors()) {
-    result.push_back(collectors::make_collector(info.name));
-  }
-  return result;
-}
-
 TEST(Scraper, ReportsCollectorSuccessAndDuration) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
-  collectors::Scraper scraper(options_for(tree.root(), 2), all_collectors());
+  collectors::Scraper scraper(options_for(tree.root(), 2), every_collector());
   const auto families = scraper.scrape();
   for (const auto& info : collectors::available_collectors()) {
     const LabelMap labels{{"collector", std::string(info.name)}};
@@ -46,10 +38,10 @@ TEST(Scraper, ParallelScrapeMatchesSequential) {
   SysfsTree tree;
   for (int i = 0; i < 6; ++i) tree.add(mlx5_ib_device("mlx5_" + std::to_string(i), 2, i));
   tree.add(rxe_device("rxe0", "eth0", 9));
-  collectors::Scraper sequential(options_for(tree.root(), 1), all_collectors());
+  collectors::Scraper sequential(options_for(tree.root(), 1), every_collector());
   auto always_parallel = options_for(tree.root(), 4);
   always_parallel.parallel_collection_from = {};
-  collectors::Scraper parallel(always_parallel, all_collectors());
+  collectors::Scraper parallel(always_parallel, every_collector());
   auto strip_self = [](std::vector<prometheus::MetricFamily> families) {
     std::erase_if(families, [](const auto& f) { return f.name.starts_with("ibprobe_"); });
     return families;
@@ -162,7 +154,7 @@ TEST(Scraper, CountsDroppedInputsAcrossScrapes) {
   tree.write((counters / "link_downed").lexically_relative(tree.root()), "N/A (no PMA)");
   tree.write((counters / "port_rcv_errors").lexically_relative(tree.root()), "x");
   std::vector<std::string> observed;
-  collectors::Scraper scraper(options_for(tree.root(), 2), all_collectors(),
+  collectors::Scraper scraper(options_for(tree.root(), 2), every_collector(),
                               [&](std::string_view collector, collectors::ReadError reason,
                                   const std::filesystem::path& path) {
                                 observed.push_back(std::string(collector) + " " +
@@ -195,7 +187,7 @@ class ThrowingCollector final : public Collector {
 TEST(Scraper, FailingCollectorCostsOnlyItself) {
   SysfsTree tree;
   tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  auto collectors = all_collectors();
+  auto collectors = every_collector();
   collectors.insert(collectors.begin(), std::make_unique<ThrowingCollector>());
   collectors::Scraper scraper(options_for(tree.root(), 2), std::move(collectors));
   const auto families = scraper.scrape();
@@ -266,7 +258,7 @@ TEST(Scraper, KeptStorageWritesWhatANewScraperWrites) {
   tree.add(mlx5_ib_device("mlx5_0", 2, 0));
   tree.add(rxe_device("rxe0", "eth0", 1));
   tree.add(hfi1_device("hfi1_0", 2));
-  collectors::Scraper kept(options_for(tree.root(), 1), all_collectors());
+  collectors::Scraper kept(options_for(tree.root(), 1), every_collector());
   const auto first = page_of(kept);
   EXPECT_NE(first.find("device=\"rxe0\""), std::string::npos);
   EXPECT_EQ(page_of(kept), first);
@@ -275,14 +267,14 @@ TEST(Scraper, KeptStorageWritesWhatANewScraperWrites) {
   const auto without_rxe = page_of(kept);
   EXPECT_EQ(without_rxe.find("rxe0"), std::string::npos);
   {
-    collectors::Scraper fresh(options_for(tree.root(), 1), all_collectors());
+    collectors::Scraper fresh(options_for(tree.root(), 1), every_collector());
     EXPECT_EQ(without_rxe, page_of(fresh));
   }
 
   tree.add(mlx5_roce_device("mlx5_1", "eth1", 3));
   const auto with_roce = page_of(kept);
   EXPECT_NE(with_roce.find("device=\"mlx5_1\""), std::string::npos);
-  collectors::Scraper fresh(options_for(tree.root(), 1), all_collectors());
+  collectors::Scraper fresh(options_for(tree.root(), 1), every_collector());
   EXPECT_EQ(with_roce, page_of(fresh));
 }
 

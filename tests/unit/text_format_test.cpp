@@ -26,14 +26,6 @@ std::string reference(const std::vector<MetricFamily>& families) {
   return out.str();
 }
 
-std::vector<std::unique_ptr<collectors::Collector>> all_collectors() {
-  std::vector<std::unique_ptr<collectors::Collector>> result;
-  for (const auto& info : collectors::available_collectors()) {
-    result.push_back(collectors::make_collector(info.name));
-  }
-  return result;
-}
-
 // A page without the samples that differ from one scrape to the next: the collectors' durations,
 // and the errors counted since start.
 std::string without_changing(std::string_view text) {
@@ -59,7 +51,7 @@ TEST(TextFormat, MatchesPrometheusCppOnEveryFixture) {
     for (const auto& device : devices) tree.add(device);
     collectors::Options options;
     options.sysfs_root = tree.root();
-    collectors::Scraper scraper(std::move(options), all_collectors());
+    collectors::Scraper scraper(std::move(options), every_collector());
     const auto families = scraper.scrape();
     ASSERT_GT(families.size(), 5u) << name;
     const auto set = scraper.scrape_set();

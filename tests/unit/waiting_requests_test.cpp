@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "collect_helpers.h"
 #include "http_client.h"
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
@@ -139,13 +140,7 @@ class WaitingRequestsTest : public ::testing::Test {
 
   WaitingRequestsTest() {
     tree_.add(mlx5_ib_device("mlx5_0", 2, 0));
-    collectors::Options options;
-    options.sysfs_root = tree_.root();
-    std::vector<std::unique_ptr<collectors::Collector>> list;
-    for (const auto& info : collectors::available_collectors()) {
-      list.push_back(collectors::make_collector(info.name));
-    }
-    scraper_ = std::make_unique<collectors::Scraper>(options, std::move(list));
+    scraper_ = scraper_over(tree_.root());
     std::ofstream(config_path_) << "modules:\n  hang:\n    kind: write_bw\n    timeout: 60s\n"
                                 << "scheduler:\n  queue_length: 32\n";
     exporter::ProbeService::Options service_options;
