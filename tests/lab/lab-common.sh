@@ -381,6 +381,28 @@ perftest_field() { # OUTPUT HEADER_REGEX FIELD
     awk -v re="$2" -v f="$3" '$0 ~ re { getline; print $f; exit }' <<<"$1"
 }
 
+# Prometheus on the rules in WORK/rules, scraping the exporter on port 9470 of each VM HOST every
+# 2 s with INSTANCE as its instance label; returns once it scrapes them all (lab_start_prometheus).
+lab_prometheus_of_exporters() { # WORK HOST=INSTANCE...
+    local work=$1 pair targets=
+    shift
+    for pair in "$@"; do
+        targets+="      - {targets: [\"127.0.0.1:$(lab port "${pair%%=*}" 9470)\"], labels: {__lab_instance: \"${pair#*=}\"}}"$'\n'
+    done
+    cat >"$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
+scrape_configs:
+  - job_name: ibprobe
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    static_configs:
+${targets}    relabel_configs:
+      - {source_labels: [__lab_instance], target_label: instance}
+YAML
+    lab_start_prometheus "$work/prometheus.yml" $#
+}
+
 # Starts a Prometheus on a free loopback port with CONFIG (its data and log beside it), adds its
 # pid to the caller's `pids`, sets PROM_API, and waits until it scrapes COUNT exporters of job
 # ibprobe.

@@ -76,23 +76,10 @@ start_prometheus() {
     mkdir -p "$work/rules"
     python3 "$RUNNER" adapt-rules "$work/rules" "$LAB_TEST_ROOT"/dashboards/prometheus/ibprobe-mesh.rules.yml \
         --window "$WINDOW" --for "$HOLD"
-    local host targets=
-    for host in "${HOSTS[@]}"; do
-        targets+="      - {targets: [\"127.0.0.1:$(lab port "$host" 9470)\"], labels: {__lab_instance: \"$(lab addr "$host")\"}}"$'\n'
-    done
+    local host instances=()
     # `instance` is the host as the peer list names it, so a pair's two ends join in the rules.
-    cat >"$work/prometheus.yml" <<YAML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
-scrape_configs:
-  - job_name: ibprobe
-    scrape_interval: 2s
-    scrape_timeout: 2s
-    static_configs:
-${targets}    relabel_configs:
-      - {source_labels: [__lab_instance], target_label: instance}
-YAML
-    lab_start_prometheus "$work/prometheus.yml" 4
+    for host in "${HOSTS[@]}"; do instances+=("$host=$(lab addr "$host")"); done
+    lab_prometheus_of_exporters "$work" "${instances[@]}"
 }
 
 # The results of a query as lines of LABEL=VALUE for the given labels, sorted.

@@ -72,20 +72,7 @@ start_prometheus() {
     mkdir -p "$work/rules"
     python3 "$RUNNER" adapt-rules "$work/rules" "$LAB_TEST_ROOT"/dashboards/prometheus/*.rules.yml \
         --window "$WINDOW" --for "$HOLD"
-    cat >"$work/prometheus.yml" <<YAML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
-scrape_configs:
-  - job_name: ibprobe
-    scrape_interval: 2s
-    scrape_timeout: 2s
-    static_configs:
-      - {targets: ["127.0.0.1:$(lab port A 9470)"], labels: {__lab_instance: lab-a}}
-      - {targets: ["127.0.0.1:$(lab port B 9470)"], labels: {__lab_instance: lab-b}}
-    relabel_configs:
-      - {source_labels: [__lab_instance], target_label: instance}
-YAML
-    lab_start_prometheus "$work/prometheus.yml" 2
+    lab_prometheus_of_exporters "$work" A=lab-a B=lab-b
     note "Prometheus scrapes both exporters; rules loaded with $WINDOW windows, for $HOLD"
 }
 
