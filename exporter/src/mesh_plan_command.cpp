@@ -62,10 +62,14 @@ int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
     return 2;
   }
   try {
-    const MeshFabric fabric(
-        !mesh_config.peers_file.empty() ? mesh::load_file_sd(mesh_config.peers_file)
-        : mesh_config.peers_fabric      ? mesh::discover_mesh_peers(*mesh_config.peers_fabric)
-                                        : mesh::resolve_dns_peers(mesh_config.peers_dns));
+    auto peers = !mesh_config.peers_file.empty() ? mesh::load_file_sd(mesh_config.peers_file)
+                 : mesh_config.peers_fabric ? mesh::discover_mesh_peers(*mesh_config.peers_fabric)
+                                            : mesh::resolve_dns_peers(mesh_config.peers_dns);
+    if (!peers) {
+      err << "ibprobe_exporter: --mesh.plan: " << peers.error().message << "\n";
+      return 2;
+    }
+    const MeshFabric fabric(*std::move(peers));
     const auto at =
         config.mesh_at
             ? std::chrono::system_clock::time_point(std::chrono::seconds(*config.mesh_at))

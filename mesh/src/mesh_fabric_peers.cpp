@@ -31,13 +31,17 @@ std::vector<MeshPeer> mesh_peers_from_fabric(const fabric::FabricModel& model,
   return peers;
 }
 
-std::vector<MeshPeer> discover_mesh_peers(const MeshFabricPeers& source) {
+std::expected<std::vector<MeshPeer>, Error> discover_mesh_peers(const MeshFabricPeers& source) {
   fabric::DiscoveryOptions options;
   options.ca = source.ca;
   options.ca_port = source.ca_port;
-  const auto result = fabric::discover_in_child(
-      fabric::discovery_child_command("/proc/self/exe", options), std::chrono::seconds(120));
-  return mesh_peers_from_fabric(result.model, source.exporter_port);
+  try {
+    const auto result = fabric::discover_in_child(
+        fabric::discovery_child_command("/proc/self/exe", options), std::chrono::seconds(120));
+    return mesh_peers_from_fabric(result.model, source.exporter_port);
+  } catch (const std::exception& e) {
+    return std::unexpected(Error{ErrorKind::kDiscovery, e.what()});
+  }
 }
 
 }  // namespace ibprobe::mesh

@@ -26,9 +26,8 @@ void check_target(const YAML::Node& node, const std::string& target) {
   }
 }
 
-}  // namespace
-
-std::vector<MeshPeer> parse_file_sd(std::string_view text) {
+// Walks the document; a mistake throws yaml::Error, which parse_file_sd returns.
+std::vector<MeshPeer> peers_of(std::string_view text) {
   const YAML::Node root = yaml::load(text);
   if (!root.IsSequence()) fail(root, "a file_sd file is a list of target groups");
   std::vector<MeshPeer> peers;
@@ -62,23 +61,33 @@ std::vector<MeshPeer> parse_file_sd(std::string_view text) {
   return peers;
 }
 
-std::vector<MeshPeer> load_file_sd(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
+}  // namespace
+
+std::expected<std::vector<MeshPeer>, Error> parse_file_sd(std::string_view text) {
   try {
-    return parse_file_sd(text.str());
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(path + ": " + e.what());
+    return peers_of(text);
+  } catch (const yaml::Error& e) {
+    return std::unexpected(Error{ErrorKind::kBadPeerList, e.what()});
   }
 }
 
-std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port) {
+std::expected<std::vector<MeshPeer>, Error> load_file_sd(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::unexpected(Error{ErrorKind::kUnreadable, path + ": cannot be read"});
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto peers = parse_file_sd(text.str());
+  if (!peers) peers.error().message = path + ": " + peers.error().message;
+  return peers;
+}
+
+std::expected<std::vector<MeshPeer>, Error> resolve_dns_peers(const std::string& name_and_port) {
   const auto address = probes::parse_host_port(name_and_port);
   if (!address) {
-    throw std::invalid_argument(
-        "'" + name_and_port + "' is not NAME:PORT with a port from 1 to 65535: " + address.error());
+    return std::unexpected(Error{ErrorKind::kBadPeerList, "'" + name_and_port +
+                                                              "' is not NAME:PORT with a port "
+                                                              "from 1 to 65535: " +
+                                                              address.error()});
   }
   const std::string& name = address->host;
   const std::string port = std::to_string(address->port);
@@ -87,7 +96,8 @@ std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = getaddrinfo(name.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    throw std::runtime_error("cannot resolve " + name + ": " + gai_strerror(rc));
+    return std::unexpected(
+        Error{ErrorKind::kUnresolvable, "cannot resolve " + name + ": " + gai_strerror(rc)});
   }
   const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
   std::set<std::string> targets;

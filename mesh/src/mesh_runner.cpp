@@ -79,12 +79,14 @@ struct MeshRunner::State {
   std::thread control_thread;
   std::thread ping_thread;
 
-  std::vector<MeshPeer> load_peers() {
+  std::expected<std::vector<MeshPeer>, Error> load_peers() {
     const auto& mesh = options.mesh;
     if (!mesh.peers_file.empty()) return load_file_sd(mesh.peers_file);
     if (!mesh.peers_fabric) return resolve_dns_peers(mesh.peers_dns);
     if (!fabric_discovered_at || Clock::now() - *fabric_discovered_at >= kFabricPeersInterval) {
-      fabric_peers = discover_mesh_peers(*mesh.peers_fabric);
+      auto discovered = discover_mesh_peers(*mesh.peers_fabric);
+      if (!discovered) return discovered;
+      fabric_peers = *std::move(discovered);
       fabric_discovered_at = Clock::now();
     }
     return fabric_peers;
@@ -107,7 +109,9 @@ struct MeshRunner::State {
 
   void replan() {
     try {
-      const MeshFabric fabric(load_peers());
+      auto peers = load_peers();
+      if (!peers) return keep_plan(peers.error().message);
+      const MeshFabric fabric(*std::move(peers));
       const auto self = fabric.find(options.mesh.self);
       if (!self) {
         spdlog::warn("mesh: {} is no longer in the peer list; pinging nobody", options.mesh.self);
@@ -123,9 +127,13 @@ struct MeshRunner::State {
         next.push_back({fabric.peers()[ping.peer].target, ping.rate_hz});
       publish(std::move(next));
     } catch (const std::exception& e) {
-      // The plan in force stays: a peer list being rewritten is no reason to stop pinging.
-      spdlog::warn("mesh: peer list: {}; the current plan stays", e.what());
+      keep_plan(e.what());
     }
+  }
+
+  // The plan in force stays: a peer list being rewritten is no reason to stop pinging.
+  static void keep_plan(const std::string& why) {
+    spdlog::warn("mesh: peer list: {}; the current plan stays", why);
   }
 
   // Peers of the plan without an address, and those the ping thread asked for again.
@@ -329,7 +337,9 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
     throw std::invalid_argument("mesh: give one of peers_file, peers_dns and peers_fabric");
   }
   if (mesh.self.empty()) throw std::invalid_argument("mesh: self is not set");
-  const MeshFabric fabric(s.load_peers());
+  auto peers = s.load_peers();
+  if (!peers) throw std::runtime_error("mesh: " + peers.error().message);
+  const MeshFabric fabric(*std::move(peers));
   const auto self = fabric.find(mesh.self);
   if (!self) throw std::invalid_argument("mesh: self " + mesh.self + " is not in the peer list");
   s.pinger = std::make_unique<probes::UdPinger>(s.options.local);

@@ -14,22 +14,24 @@ using mesh::MeshPeer;
 using mesh::parse_file_sd;
 
 std::string file_sd_error(const std::string& text) {
-  try {
-    parse_file_sd(text);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
+  const auto peers = parse_file_sd(text);
+  if (!peers) {
+    EXPECT_EQ(peers.error().kind, mesh::ErrorKind::kBadPeerList) << peers.error().message;
+    return peers.error().message;
   }
   ADD_FAILURE() << "accepted: " << text;
   return "";
 }
 
 TEST(MeshPeers, ReadsJsonFileSdWithTorAndGidFamilyLabels) {
-  const auto peers = parse_file_sd(R"([
+  const auto parsed = parse_file_sd(R"([
     {"targets": ["10.0.0.1:9470", "10.0.0.2:9470"],
      "labels": {"tor": "leaf1", "gid_family": "ipv4", "job": "ibprobe"}},
     {"targets": ["[fd00::3]:9470"], "labels": {"tor": "leaf2"}},
     {"targets": ["host4:9470"]}
   ])");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  const auto& peers = *parsed;
   ASSERT_EQ(peers.size(), 4u);
   EXPECT_EQ(peers[0].target, "10.0.0.1:9470");
   EXPECT_EQ(peers[0].tor, "leaf1");
@@ -46,9 +48,10 @@ TEST(MeshPeers, ReadsYamlFileSd) {
       "- targets: ['a:9470', 'b:9470']\n"
       "  labels:\n"
       "    tor: rack7\n");
-  ASSERT_EQ(peers.size(), 2u);
-  EXPECT_EQ(peers[1].target, "b:9470");
-  EXPECT_EQ(peers[1].tor, "rack7");
+  ASSERT_TRUE(peers) << peers.error().message;
+  ASSERT_EQ(peers->size(), 2u);
+  EXPECT_EQ((*peers)[1].target, "b:9470");
+  EXPECT_EQ((*peers)[1].tor, "rack7");
 }
 
 TEST(MeshPeers, RefusesBadFilesSayingWhere) {
@@ -71,26 +74,31 @@ TEST(MeshPeers, RefusesBadFilesSayingWhere) {
 }
 
 TEST(MeshPeers, LoadNamesTheFile) {
-  try {
-    mesh::load_file_sd("/nonexistent/peers.json");
-    FAIL() << "no error";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/peers.json"), std::string::npos);
-  }
+  const auto peers = mesh::load_file_sd("/nonexistent/peers.json");
+  ASSERT_FALSE(peers) << "no error";
+  EXPECT_EQ(peers.error().kind, mesh::ErrorKind::kUnreadable);
+  EXPECT_NE(peers.error().message.find("/nonexistent/peers.json"), std::string::npos);
 }
 
 TEST(MeshPeers, DnsGivesOnePeerPerAddress) {
   const auto peers = mesh::resolve_dns_peers("localhost:9470");
-  ASSERT_FALSE(peers.empty());
+  ASSERT_TRUE(peers) << peers.error().message;
+  ASSERT_FALSE(peers->empty());
   bool loopback = false;
-  for (const auto& peer : peers) {
+  for (const auto& peer : *peers) {
     loopback |= peer.target == "127.0.0.1:9470" || peer.target == "[::1]:9470";
     EXPECT_EQ(peer.tor, "");
   }
   EXPECT_TRUE(loopback);
-  EXPECT_THROW(mesh::resolve_dns_peers("localhost"), std::invalid_argument);
-  EXPECT_THROW(mesh::resolve_dns_peers("localhost:99999"), std::invalid_argument);
-  EXPECT_THROW(mesh::resolve_dns_peers("no-such-host.invalid:9470"), std::runtime_error);
+  const auto no_port = mesh::resolve_dns_peers("localhost");
+  ASSERT_FALSE(no_port);
+  EXPECT_EQ(no_port.error().kind, mesh::ErrorKind::kBadPeerList);
+  const auto bad_port = mesh::resolve_dns_peers("localhost:99999");
+  ASSERT_FALSE(bad_port);
+  EXPECT_EQ(bad_port.error().kind, mesh::ErrorKind::kBadPeerList);
+  const auto unknown = mesh::resolve_dns_peers("no-such-host.invalid:9470");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().kind, mesh::ErrorKind::kUnresolvable);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 // leaf are fully meshed without anyone writing a peer list.
 #pragma once
 
+#include <expected>
 #include <string>
 #include <vector>
 
 #include "ibprobe/fabric_model.h"
 #include "ibprobe/mesh_config.h"
+#include "ibprobe/mesh_error.h"
 #include "ibprobe/mesh_plan.h"
 
 namespace ibprobe::mesh {
@@ -24,8 +26,7 @@ std::vector<MeshPeer> mesh_peers_from_fabric(const fabric::FabricModel& model,
                                              const std::string& exporter_port);
 
 // Discovers the fabric from `source`'s local port (in a child process of this executable, as
-// /fabric does, within 120 s) and returns its peers. Throws std::runtime_error saying why when
-// discovery fails.
-std::vector<MeshPeer> discover_mesh_peers(const MeshFabricPeers& source);
+// /fabric does, within 120 s) and returns its peers, or kDiscovery saying why it failed.
+std::expected<std::vector<MeshPeer>, Error> discover_mesh_peers(const MeshFabricPeers& source);
 
 }  // namespace ibprobe::mesh

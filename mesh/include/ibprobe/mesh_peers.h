@@ -3,10 +3,12 @@
 // peer (a Kubernetes headless Service over the DaemonSet).
 #pragma once
 
+#include <expected>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ibprobe/mesh_error.h"
 #include "ibprobe/mesh_plan.h"
 
 namespace ibprobe::mesh {
@@ -17,15 +19,15 @@ inline constexpr std::string_view kMeshGidFamilyLabel = "gid_family";
 
 // Parses file_sd text, JSON or YAML (Prometheus accepts both):
 //   [{"targets": ["10.0.0.1:9470", ...], "labels": {"tor": "leaf1", "gid_family": "ipv4"}}, ...]
-// Throws std::invalid_argument saying where and what, e.g. a group without targets, a target
+// A mistake is kBadPeerList saying where and what, e.g. a group without targets, a target
 // without a port, or a target listed twice.
-std::vector<MeshPeer> parse_file_sd(std::string_view text);
+std::expected<std::vector<MeshPeer>, Error> parse_file_sd(std::string_view text);
 
-// Reads and parses a file; errors name the file.
-std::vector<MeshPeer> load_file_sd(const std::string& path);
+// Reads and parses a file; errors name the file (kUnreadable when it cannot be read).
+std::expected<std::vector<MeshPeer>, Error> load_file_sd(const std::string& path);
 
-// Resolves "NAME:PORT" to one peer per address (IPv6 ones in brackets), without ToR labels.
-// Throws std::invalid_argument for a missing port and std::runtime_error when resolution fails.
-std::vector<MeshPeer> resolve_dns_peers(const std::string& name_and_port);
+// Resolves "NAME:PORT" to one peer per address (IPv6 ones in brackets), without ToR labels:
+// kBadPeerList for a missing port, kUnresolvable when resolution fails.
+std::expected<std::vector<MeshPeer>, Error> resolve_dns_peers(const std::string& name_and_port);
 
 }  // namespace ibprobe::mesh
