@@ -245,10 +245,8 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
       // The gate stays held from the first step to the last: no other run comes between
       // two steps that should differ in one variable only.
       sweep = probes::run_sweep(
-          *valid_sweep, deadline,
-          [&](const probes::ValidSpec& spec, std::chrono::steady_clock::time_point step_deadline) {
-            auto step_options = run_options;
-            step_options.deadline = step_deadline;
+          *valid_sweep, run_options,
+          [&](const probes::ValidSpec& spec, const probes::RunOptions& step_options) {
             return runner_(local, job.host, job.port, spec, step_options);
           });
       if (!sweep->complete()) {

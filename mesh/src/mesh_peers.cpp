@@ -7,7 +7,6 @@
 #include <memory>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 
 #include "ibprobe/host_port.h"
 #include "ibprobe/yaml_reader.h"

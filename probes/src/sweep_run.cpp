@@ -12,16 +12,12 @@ bool SweepOutcome::complete() const {
 
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
                        const ValidSweep& sweep, const RunOptions& options) {
-  return run_sweep(sweep, options.deadline,
-                   [&](const ValidSpec& spec, std::chrono::steady_clock::time_point step_deadline) {
-                     auto step_options = options;
-                     step_options.deadline = step_deadline;
-                     return run_probe(local, host, port, spec, step_options);
-                   });
+  return run_sweep(sweep, options, [&](const ValidSpec& spec, const RunOptions& step_options) {
+    return run_probe(local, host, port, spec, step_options);
+  });
 }
 
-SweepOutcome run_sweep(const ValidSweep& sweep,
-                       std::optional<std::chrono::steady_clock::time_point> deadline,
+SweepOutcome run_sweep(const ValidSweep& sweep, const RunOptions& options,
                        const StepRunner& run_step) {
   const auto& specs = sweep.steps();
   SweepOutcome result;
@@ -31,10 +27,12 @@ SweepOutcome run_sweep(const ValidSweep& sweep,
     SweepStepOutcome step;
     step.value = sweep.sweep().values[i];
     try {
-      auto step_deadline =
+      auto step_options = options;
+      step_options.deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(specs[i]->timeout_seconds);
-      if (deadline) step_deadline = std::min(step_deadline, *deadline);
-      step.outcome = run_step(specs[i], step_deadline);
+      if (options.deadline)
+        step_options.deadline = std::min(*step_options.deadline, *options.deadline);
+      step.outcome = run_step(specs[i], step_options);
       if (const auto& bw = step.outcome->bandwidth) averages.push_back(bw->bytes_per_second);
     } catch (const ProbeFailure& failure) {
       step.error = failure.what();

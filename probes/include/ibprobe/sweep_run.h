@@ -1,7 +1,6 @@
 // Running a sweep for real: one probe per step against the same responder, in order.
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,16 +28,13 @@ struct SweepOutcome {
 };
 
 // Runs each step's spec with `run_step` in order; a step that fails (run_step throws) ends the
-// sweep, reported in its step. Each step is given its deadline: its own timeout from its start,
-// and never beyond the sweep's `deadline` when there is one.
-using StepRunner =
-    std::function<ProbeOutcome(const ValidSpec&, std::chrono::steady_clock::time_point)>;
-SweepOutcome run_sweep(const ValidSweep& sweep,
-                       std::optional<std::chrono::steady_clock::time_point> deadline,
+// sweep, reported in its step. Each step gets `options` with its own deadline: its timeout from
+// its start, and never beyond options.deadline, the sweep's, when there is one.
+using StepRunner = std::function<ProbeOutcome(const ValidSpec&, const RunOptions&)>;
+SweepOutcome run_sweep(const ValidSweep& sweep, const RunOptions& options,
                        const StepRunner& run_step);
 
-// The same with run_probe against one responder, every resource released after each step;
-// options.deadline is the sweep's.
+// The same with run_probe against one responder, every resource released after each step.
 SweepOutcome run_sweep(const LocalPort& local, const std::string& host, const std::string& port,
                        const ValidSweep& sweep, const RunOptions& options = {});
 
