@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <variant>
 
-#include "ibprobe/mesh_fabric_peers.h"
 #include "ibprobe/mesh_peers.h"
 #include "probe_config.h"
 
@@ -62,9 +61,7 @@ int run_mesh_plan(const Config& config, std::ostream& out, std::ostream& err) {
     return 2;
   }
   try {
-    auto peers = !mesh_config.peers_file.empty() ? mesh::load_file_sd(mesh_config.peers_file)
-                 : mesh_config.peers_fabric ? mesh::discover_mesh_peers(*mesh_config.peers_fabric)
-                                            : mesh::resolve_dns_peers(mesh_config.peers_dns);
+    auto peers = mesh::read_mesh_peers(mesh_config);
     if (!peers) {
       err << "ibprobe_exporter: --mesh.plan: " << peers.error().message << "\n";
       return 2;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ibprobe/host_port.h"
+#include "ibprobe/mesh_fabric_peers.h"
 #include "ibprobe/yaml_reader.h"
 
 namespace ibprobe::mesh {
@@ -119,6 +120,12 @@ std::expected<std::vector<MeshPeer>, Error> resolve_dns_peers(const std::string&
   std::vector<MeshPeer> peers;
   for (const auto& target : targets) peers.push_back(MeshPeer{target, "", ""});
   return peers;
+}
+
+std::expected<std::vector<MeshPeer>, Error> read_mesh_peers(const MeshConfig& mesh) {
+  if (!mesh.peers_file.empty()) return load_file_sd(mesh.peers_file);
+  if (mesh.peers_fabric) return discover_mesh_peers(*mesh.peers_fabric);
+  return resolve_dns_peers(mesh.peers_dns);
 }
 
 }  // namespace ibprobe::mesh

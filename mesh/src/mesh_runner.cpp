@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "ibprobe/host_port.h"
-#include "ibprobe/mesh_fabric_peers.h"
 #include "ibprobe/mesh_peers.h"
 #include "ibprobe/unique_fd.h"
 #include "mesh_follow_ups.h"
@@ -81,15 +80,16 @@ struct MeshRunner::State {
 
   std::expected<std::vector<MeshPeer>, Error> load_peers() {
     const auto& mesh = options.mesh;
-    if (!mesh.peers_file.empty()) return load_file_sd(mesh.peers_file);
-    if (!mesh.peers_fabric) return resolve_dns_peers(mesh.peers_dns);
-    if (!fabric_discovered_at || Clock::now() - *fabric_discovered_at >= kFabricPeersInterval) {
-      auto discovered = discover_mesh_peers(*mesh.peers_fabric);
-      if (!discovered) return discovered;
-      fabric_peers = *std::move(discovered);
+    const bool fabric_fresh =
+        fabric_discovered_at && Clock::now() - *fabric_discovered_at < kFabricPeersInterval;
+    // The constructor has checked that exactly one source is named.
+    if (mesh.peers_fabric && fabric_fresh) return fabric_peers;
+    auto peers = read_mesh_peers(mesh);
+    if (peers && mesh.peers_fabric) {
+      fabric_peers = *peers;
       fabric_discovered_at = Clock::now();
     }
-    return fabric_peers;
+    return peers;
   }
 
   void wake_pinger() const {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ibprobe/mesh_config.h"
 #include "ibprobe/mesh_error.h"
 #include "ibprobe/mesh_plan.h"
 
@@ -29,5 +30,9 @@ std::expected<std::vector<MeshPeer>, Error> load_file_sd(const std::string& path
 // Resolves "NAME:PORT" to one peer per address (IPv6 ones in brackets), without ToR labels:
 // kBadPeerList for a missing port, kUnresolvable when resolution fails.
 std::expected<std::vector<MeshPeer>, Error> resolve_dns_peers(const std::string& name_and_port);
+
+// The peer list from the one source `mesh` names: its peers_file, else the fabric when
+// peers_fabric is set (discover_mesh_peers), else the DNS name peers_dns.
+std::expected<std::vector<MeshPeer>, Error> read_mesh_peers(const MeshConfig& mesh);
 
 }  // namespace ibprobe::mesh
