@@ -118,8 +118,22 @@ sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
     note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $((a1 - a0)) B, initiator $((b1 - b0)) B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }
 
+# The software limiter paces posts (one post list per ibv_post_send here): over the run's 6 s
+# of posting, at most 6 s of the cap's messages, the first list, and one list of credit. The
+# window's BW average counts completions in the middle 2 s, as perftest's does, so messages
+# posted before the window and completed in it (a guest held up by its host completes a backlog
+# at once) can lift it above the cap by what was in flight at the window's start: the cap bounds
+# what was posted, not what one window saw complete.
+check_posted_under_cap() { # OUTPUT MESSAGES_PER_SECOND WHAT
+    local posted
+    posted=$(field "$1" post_calls)
+    [[ -n $posted ]] || fail "$3: no post_calls in the output: $1"
+    check "$posted <= ($2) * 6 + 2" "$3: $posted messages posted in 6 s, over the cap ($2)/s: $1"
+    note "$3: $posted messages posted in 6 s, at most $(python3 -c "print(int(($2) * 6 + 2))")"
+}
+
 check_rate_limit() {
-    local out unlimited cap limited rate window rc=0
+    local out unlimited cap limited rate rc=0
     out=$(run_probe -t write_bw -D 6 -s 65536) || fail "unlimited write_bw failed: $out"
     unlimited=$(field "$out" bw_average_MiBps)
     positive_number "$unlimited" || fail "no unlimited BW: $out"
@@ -129,8 +143,8 @@ check_rate_limit() {
     limited=$(field "$out" bw_average_MiBps)
     window=$(field "$out" seconds)
     grep -q '^rate_limit .* limiter=software' <<<"$out" || fail "no software limiter reported: $out"
-    # The window counts whole messages: one more or less at its edges is 64 KiB / window.
-    check "$limited <= $cap * 1.02 + 2 * 65536 / 1048576 / $window and $limited < $unlimited * 0.4 and $limited >= $cap * 0.5" \
+    check_posted_under_cap "$out" "$cap * 1048576 / 65536" "--rate-limit $cap MiBps"
+    check "$limited < $unlimited * 0.4 and $limited >= $cap * 0.5" \
         "--rate-limit $cap MiBps: $limited MiB/s (unlimited $unlimited): $out"
     note "rate limit $cap MiB/s (software): $limited MiB/s, unlimited $unlimited MiB/s"
     # -Q 1: the window counts completed messages, and at 4 KiB perftest's CQ moderation of 100
@@ -138,8 +152,8 @@ check_rate_limit() {
     out=$(run_probe -t write_bw -D 6 -s 4096 -Q 1 --rate-limit 500 --rate-units pps) \
         || fail "pps-limited write_bw failed: $out"
     rate=$(field "$out" msg_rate_Mpps)
-    window=$(field "$out" seconds)
-    check "$rate * 1e6 <= 500 * 1.02 + 2 / $window and $rate * 1e6 >= 250" "--rate-limit 500 pps: $rate Mpps: $out"
+    check_posted_under_cap "$out" 500 "--rate-limit 500 pps"
+    check "$rate * 1e6 >= 250" "--rate-limit 500 pps: $rate Mpps: $out"
     note "rate limit 500 pps: $(python3 -c "print($rate * 1e6)") messages/s"
     out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps \
         --rate-limiter hardware 2>&1) || rc=$?
@@ -150,10 +164,7 @@ check_rate_limit() {
         --rate-limiter auto) || fail "auto-limited write_bw failed: $out"
     grep -q '^rate_limit .* asked=auto limiter=software' <<<"$out" \
         || fail "auto did not fall back to software on rxe: $out"
-    limited=$(field "$out" bw_average_MiBps)
-    window=$(field "$out" seconds)
-    check "$limited <= $cap * 1.02 + 2 * 65536 / 1048576 / $window" \
-        "--rate-limiter auto: $limited MiB/s over the cap $cap: $out"
+    check_posted_under_cap "$out" "$cap * 1048576 / 65536" "--rate-limiter auto"
 }
 
 # rxe sends each write as ceil(size / MTU) packets: the packets the responder's rxe took as new
@@ -257,7 +268,7 @@ PY
 }
 
 # The rate-limit families follow the module's cap: a sweep over it gives, per step, the cap in
-# bytes per second (pps x 4 KiB), the limiter that enforced it and a BW within it.
+# bytes per second (pps x 4 KiB), the limiter that enforced it and a BW that follows it.
 check_rate_limit_metrics() { # EXPORTER_URL
     local url=$1 metrics last
     metrics=$(curl -fsS "$url/probe?target=$(lab addr A):9471&module=capped") || fail "/probe of the capped module failed"
@@ -277,8 +288,9 @@ for step, pps in ((0, 100), (1, 300)):
     assert configured == pps * 4096, (step, configured)
     assert value(probe, "rdma_probe_rate_limiter", at + ',limiter="software"') == 1
     got = value(probe, "rdma_probe_rate_limit_achieved_bytes_per_second", at)
-    # The 2 s window counts whole messages: one more at each edge is 2 x 4 KiB / 2 s.
-    assert 0.5 * configured <= got <= configured * 1.02 + 4096, (step, got, configured)
+    # No upper bound here: the window counts completions (check_posted_under_cap above bounds
+    # the posts), and a backlog completed inside it may lift it over the cap.
+    assert got >= 0.5 * configured, (step, got, configured)
     assert got == value(probe, "rdma_probe_bandwidth_bytes_per_second", f'step="{step}"')
     achieved.append(got)
     assert value(last, "rdma_probe_rate_limit_configured_bytes_per_second",
