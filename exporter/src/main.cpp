@@ -187,7 +187,14 @@ int main(int argc, char** argv) {
 
   try {
     std::shared_ptr<fabric::Fabric> fabric;
-    if (config.fabric) fabric = std::make_shared<fabric::Fabric>(config.fabric_options);
+    if (config.fabric) {
+      auto opened = fabric::Fabric::open(config.fabric_options);
+      if (!opened) {
+        spdlog::error("{}", opened.error().message);
+        return 1;
+      }
+      fabric = std::move(*opened);
+    }
     collectors::Scraper scraper(
         collector_options(config), make_collectors(config),
         [](std::string_view collector, collectors::ReadError reason,

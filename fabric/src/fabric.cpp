@@ -10,8 +10,8 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <expected>
 #include <mutex>
-#include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
@@ -95,7 +95,8 @@ void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricP
           {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
 }
 
-std::map<std::uint64_t, std::string> load_node_name_map(const std::filesystem::path& path) {
+std::expected<std::map<std::uint64_t, std::string>, Error> load_node_name_map(
+    const std::filesystem::path& path) {
   std::map<std::uint64_t, std::string> names;
   if (path.empty()) return names;
   std::string text;
@@ -105,13 +106,15 @@ std::map<std::uint64_t, std::string> load_node_name_map(const std::filesystem::p
     while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
     std::fclose(file);
   } else {
-    throw std::invalid_argument("cannot read node-name-map " + path.string());
+    return std::unexpected(
+        Error{ErrorKind::kNodeNameMap, "cannot read node-name-map " + path.string()});
   }
-  try {
-    for (auto& [guid, name] : parse_node_name_map(text)) names[guid] = std::move(name);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(path.string() + ": " + e.what());
+  auto entries = parse_node_name_map(text);
+  if (!entries) {
+    return std::unexpected(
+        Error{ErrorKind::kNodeNameMap, path.string() + ": " + entries.error().message});
   }
+  for (auto& [guid, name] : *entries) names[guid] = std::move(name);
   return names;
 }
 
@@ -134,7 +137,8 @@ std::optional<std::uint64_t> parse_guid(std::string_view text) {
   return value;
 }
 
-std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::string_view text) {
+std::expected<std::vector<std::pair<std::uint64_t, std::string>>, Error> parse_node_name_map(
+    std::string_view text) {
   std::vector<std::pair<std::uint64_t, std::string>> entries;
   int number = 0;
   while (!text.empty()) {
@@ -148,10 +152,11 @@ std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::stri
     const auto space = line.find_first_of(" \t");
     const auto guid = parse_guid(line.substr(0, space));
     auto bad = [&](const std::string& why) {
-      return std::invalid_argument("line " + std::to_string(number) + ": " + why +
-                                   " (want GUID \"name\")");
+      return std::unexpected(
+          Error{ErrorKind::kNodeNameMap,
+                "line " + std::to_string(number) + ": " + why + " (want GUID \"name\")"});
     };
-    if (!guid || space == std::string_view::npos) throw bad("no GUID and name");
+    if (!guid || space == std::string_view::npos) return bad("no GUID and name");
     auto rest = line.substr(space);
     rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
     while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\t')) {
@@ -159,10 +164,10 @@ std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::stri
     }
     if (rest.size() >= 2 && rest.front() == '"') {
       const auto close = rest.find('"', 1);
-      if (close == std::string_view::npos) throw bad("unterminated quoted name");
+      if (close == std::string_view::npos) return bad("unterminated quoted name");
       rest = rest.substr(1, close - 1);
     }
-    if (rest.empty()) throw bad("empty name");
+    if (rest.empty()) return bad("empty name");
     entries.emplace_back(*guid, std::string(rest));
   }
   return entries;
@@ -182,7 +187,6 @@ struct Fabric::Impl {
   bool last_success = false;
   double last_duration = 0;
   unsigned last_mads = 0;
-  std::string last_error;
   std::uint64_t successes = 0;
   std::uint64_t failures = 0;
   std::map<LinkHistory::Change::Kind, std::uint64_t> changes;
@@ -210,24 +214,22 @@ struct Fabric::Impl {
 
   bool discover_once(const std::stop_token& stop) {
     const auto start = Clock::now();
-    try {
-      auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
-      apply_node_names(result.model, discovery.names);
-      result.model.discovered_at = std::chrono::system_clock::now();
-      auto fresh = std::make_shared<const FabricModel>(std::move(result.model));
+    auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
+    if (result) {
+      apply_node_names(result->model, discovery.names);
+      result->model.discovered_at = std::chrono::system_clock::now();
+      auto fresh = std::make_shared<const FabricModel>(std::move(result->model));
       std::lock_guard lock(model_mutex);
       for (const auto& change : history.update(*fresh)) ++changes[change.kind];
       model = std::move(fresh);
       last_success = true;
-      last_mads = result.mads;
-      last_error.clear();
+      last_mads = result->mads;
       ++successes;
-    } catch (const std::exception& e) {
+    } else {
       std::lock_guard lock(model_mutex);
       last_success = false;
-      last_error = e.what();
       ++failures;
-      spdlog::warn("fabric discovery failed, the previous model stays: {}", last_error);
+      spdlog::warn("fabric discovery failed, the previous model stays: {}", result.error().message);
     }
     std::lock_guard lock(model_mutex);
     last_duration = std::chrono::duration<double>(Clock::now() - start).count();
@@ -393,22 +395,29 @@ struct Fabric::Impl {
   }
 };
 
-Fabric::Fabric(FabricOptions options) : impl_(std::make_unique<Impl>()) {
-  auto& impl = *impl_;
-  impl.discovery = DiscoveryOptions{options.ca, options.ca_port, options.timeout, options.retries,
-                                    load_node_name_map(options.node_name_map)};
-  impl.limits =
+std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options) {
+  auto names = load_node_name_map(options.node_name_map);
+  if (!names) return std::unexpected(std::move(names.error()));
+  auto impl = std::make_unique<Impl>();
+  impl->discovery = DiscoveryOptions{options.ca, options.ca_port, options.timeout, options.retries,
+                                     std::move(*names)};
+  impl->limits =
       ExchangeLimits{options.timeout, options.retries, options.budget, options.concurrency};
-  impl.port = open_umad_transport(options.ca, options.ca_port);
-  if (!impl.port.transport) {
-    throw std::runtime_error("fabric: " + impl.port.detail + " (reason " + impl.port.reason + ")");
+  impl->port = open_umad_transport(options.ca, options.ca_port);
+  if (!impl->port.transport) {
+    return std::unexpected(Error{ErrorKind::kLocalPort, "fabric: " + impl->port.detail +
+                                                            " (reason " + impl->port.reason + ")"});
   }
   // Discover from the port the PMA reads go out of.
-  impl.discovery.ca = impl.port.ca;
-  impl.discovery.ca_port = impl.port.port;
-  impl.discovery_command = discovery_child_command(options.discovery_executable, impl.discovery);
-  impl.options = std::move(options);
-  impl.thread = std::jthread([&impl](std::stop_token stop) { impl.run(stop); });
+  impl->discovery.ca = impl->port.ca;
+  impl->discovery.ca_port = impl->port.port;
+  impl->discovery_command = discovery_child_command(options.discovery_executable, impl->discovery);
+  impl->options = std::move(options);
+  return std::unique_ptr<Fabric>(new Fabric(std::move(impl)));
+}
+
+Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->thread = std::jthread([impl = impl_.get()](std::stop_token stop) { impl->run(stop); });
 }
 
 Fabric::~Fabric() {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <stdexcept>
 #include <vector>
 
 namespace ibprobe::fabric {
@@ -79,7 +78,7 @@ FabricPort port_of(const ibnd_port_t& port) {
 
 }  // namespace
 
-DiscoveryResult discover_fabric(const DiscoveryOptions& options) {
+std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& options) {
   ibnd_config_t config{};
   config.timeout_ms = static_cast<unsigned>(options.timeout.count());
   config.retries = static_cast<unsigned>(options.retries);
@@ -88,10 +87,11 @@ DiscoveryResult discover_fabric(const DiscoveryOptions& options) {
   const std::unique_ptr<ibnd_fabric_t, FabricDeleter> fabric(ibnd_discover_fabric(
       options.ca.empty() ? nullptr : ca.data(), options.ca_port, nullptr, &config));
   if (!fabric) {
-    throw std::runtime_error("libibnetdisc could not discover the fabric from " +
-                             (options.ca.empty()
-                                  ? std::string("the default port")
-                                  : options.ca + " port " + std::to_string(options.ca_port)));
+    return std::unexpected(
+        Error{ErrorKind::kDiscovery,
+              "libibnetdisc could not discover the fabric from " +
+                  (options.ca.empty() ? std::string("the default port")
+                                      : options.ca + " port " + std::to_string(options.ca_port))});
   }
 
   DiscoveryResult result;

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <thread>
@@ -60,6 +59,20 @@ class SpawnAttributes {
   posix_spawnattr_t attributes_;
 };
 
+// When the child must have answered, and what stops waiting for it earlier.
+struct Limits {
+  std::chrono::milliseconds deadline;
+  Clock::time_point until;
+  std::stop_token stop;
+
+  bool over() const { return Clock::now() >= until || stop.stop_requested(); }
+  Error overran() const {
+    if (stop.stop_requested()) return {ErrorKind::kStopped, "discovery child stopped and killed"};
+    return {ErrorKind::kDeadline, "discovery child did not finish within " +
+                                      std::to_string(deadline.count()) + " ms and was killed"};
+  }
+};
+
 // The child until it is reaped: killed and reaped on every way out, so none is left behind.
 class Child {
  public:
@@ -74,9 +87,9 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // The exit status once the child ended before `deadline`; nothing when it still runs then or
-  // a stop was requested.
-  std::optional<int> wait_until(Clock::time_point deadline, const std::stop_token& stop) {
+  // The exit status once the child ended before `limits.until`; the error when it still runs
+  // then, a stop was requested or waitpid fails.
+  std::expected<int, Error> wait_until(const Limits& limits) {
     for (;;) {
       int status = 0;
       const pid_t done = ::waitpid(pid_, &status, WNOHANG);
@@ -86,9 +99,10 @@ class Child {
       }
       if (done < 0 && errno != EINTR) {
         pid_ = -1;
-        throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+        return std::unexpected(Error{
+            ErrorKind::kChild, std::string("discovery child: waitpid: ") + std::strerror(errno)});
       }
-      if (Clock::now() >= deadline || stop.stop_requested()) return std::nullopt;
+      if (limits.over()) return std::unexpected(limits.overran());
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -96,6 +110,10 @@ class Child {
  private:
   pid_t pid_;
 };
+
+Error call_failed(std::string_view call) {
+  return {ErrorKind::kChild, "discovery child: " + std::string(call) + ": " + std::strerror(errno)};
+}
 
 std::string error_in(std::string_view output) {
   const json parsed = json::parse(output, nullptr, false);
@@ -194,7 +212,7 @@ std::string discovery_to_json(const DiscoveryResult& result) {
       -1, ' ', false, json::error_handler_t::replace);
 }
 
-DiscoveryResult discovery_from_json(std::string_view text) {
+std::expected<DiscoveryResult, Error> discovery_from_json(std::string_view text) {
   try {
     const json in = json::parse(text);
     DiscoveryResult result;
@@ -211,7 +229,8 @@ DiscoveryResult discovery_from_json(std::string_view text) {
     }
     return result;
   } catch (const std::exception& e) {  // nlohmann's, and integer_at's and type_from_json's
-    throw std::runtime_error(std::string("malformed discovery output: ") + e.what());
+    return std::unexpected(
+        Error{ErrorKind::kMalformedResult, std::string("malformed discovery output: ") + e.what()});
   }
 }
 
@@ -227,37 +246,39 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
 
 [[noreturn]] void run_discovery_child(const std::vector<std::string_view>& args) {
   DiscoveryOptions options;
-  std::string output;
-  int status = 0;
-  try {
-    for (const auto arg : args) {
-      const auto equals = arg.find('=');
-      const auto name = arg.substr(0, equals);
-      const auto value = equals == std::string_view::npos ? "" : arg.substr(equals + 1);
-      long long timeout_ms = 0;
-      bool understood = true;
-      if (name == "--fabric.ca") {
-        options.ca = value;
-      } else if (name == "--fabric.ca-port") {
-        understood = parse_number(value, options.ca_port);
-      } else if (name == "--fabric.retries") {
-        understood = parse_number(value, options.retries);
-      } else if (name == "--fabric.timeout-ms") {
-        understood = parse_number(value, timeout_ms);
-        options.timeout = std::chrono::milliseconds(timeout_ms);
-      } else {
-        understood = false;
-      }
-      if (!understood) {
-        throw std::runtime_error("bad argument of " + std::string(kDiscoverOnceFlag) + ": " +
-                                 std::string(arg));
-      }
+  std::string error;
+  for (const auto arg : args) {
+    const auto equals = arg.find('=');
+    const auto name = arg.substr(0, equals);
+    const auto value = equals == std::string_view::npos ? "" : arg.substr(equals + 1);
+    long long timeout_ms = 0;
+    bool understood = true;
+    if (name == "--fabric.ca") {
+      options.ca = value;
+    } else if (name == "--fabric.ca-port") {
+      understood = parse_number(value, options.ca_port);
+    } else if (name == "--fabric.retries") {
+      understood = parse_number(value, options.retries);
+    } else if (name == "--fabric.timeout-ms") {
+      understood = parse_number(value, timeout_ms);
+      options.timeout = std::chrono::milliseconds(timeout_ms);
+    } else {
+      understood = false;
     }
-    output = discovery_to_json(discover_fabric(options));
-  } catch (const std::exception& e) {
-    output = json{{"error", e.what()}}.dump(-1, ' ', false, json::error_handler_t::replace);
-    status = 1;
+    if (!understood) {
+      error = "bad argument of " + std::string(kDiscoverOnceFlag) + ": " + std::string(arg);
+      break;
+    }
   }
+  std::expected<DiscoveryResult, Error> result;
+  if (error.empty()) {
+    result = discover_fabric(options);
+    if (!result) error = result.error().message;
+  }
+  std::string output =
+      error.empty() ? discovery_to_json(*result)
+                    : json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  const int status = error.empty() ? 0 : 1;
   output += '\n';
   const bool written = std::fwrite(output.data(), 1, output.size(), stdout) == output.size() &&
                        std::fflush(stdout) == 0;
@@ -265,14 +286,12 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
   std::exit(written ? status : 1);
 }
 
-DiscoveryResult discover_in_child(const std::vector<std::string>& command,
-                                  std::chrono::milliseconds deadline, std::stop_token stop) {
-  const auto start = Clock::now();
-  const auto until = start + deadline;
+std::expected<DiscoveryResult, Error> discover_in_child(const std::vector<std::string>& command,
+                                                        std::chrono::milliseconds deadline,
+                                                        std::stop_token stop) {
+  const Limits limits{deadline, Clock::now() + deadline, std::move(stop)};
   int pipe_ends[2];
-  if (::pipe2(pipe_ends, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("discovery child: pipe: ") + std::strerror(errno));
-  }
+  if (::pipe2(pipe_ends, O_CLOEXEC) != 0) return std::unexpected(call_failed("pipe"));
   UniqueFd read_end(pipe_ends[0]);
   UniqueFd write_end(pipe_ends[1]);
 
@@ -297,46 +316,40 @@ DiscoveryResult discover_in_child(const std::vector<std::string>& command,
   pid_t pid = 0;
   if (const int error =
           posix_spawn(&pid, argv[0], actions.get(), attributes.get(), argv.data(), environ)) {
-    throw std::runtime_error("discovery child " + command[0] +
-                             " could not start: " + std::strerror(error));
+    return std::unexpected(
+        Error{ErrorKind::kChild,
+              "discovery child " + command[0] + " could not start: " + std::strerror(error)});
   }
   Child child(pid);
   write_end.reset();
 
-  const auto overran = [&] {
-    if (stop.stop_requested()) return std::runtime_error("discovery child stopped and killed");
-    return std::runtime_error("discovery child did not finish within " +
-                              std::to_string(deadline.count()) + " ms and was killed");
-  };
   std::string output;
   char buffer[65536];
   for (;;) {
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0 || stop.stop_requested()) throw overran();
+        std::chrono::duration_cast<std::chrono::milliseconds>(limits.until - Clock::now()).count();
+    if (left <= 0 || limits.stop.stop_requested()) return std::unexpected(limits.overran());
     pollfd readable{read_end.get(), POLLIN, 0};
     // In slices, so a stop (the exporter shutting down) does not wait for the deadline.
     const int ready = ::poll(&readable, 1, static_cast<int>(std::min<long long>(left, 100)));
-    if (ready < 0 && errno != EINTR) {
-      throw std::runtime_error(std::string("discovery child: poll: ") + std::strerror(errno));
-    }
+    if (ready < 0 && errno != EINTR) return std::unexpected(call_failed("poll"));
     if (ready <= 0) continue;
     const ssize_t got = ::read(read_end.get(), buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      throw std::runtime_error(std::string("discovery child: read: ") + std::strerror(errno));
-    }
+    if (got < 0) return std::unexpected(call_failed("read"));
     if (got == 0) break;
     output.append(buffer, static_cast<std::size_t>(got));
     if (output.size() > kMaxOutputBytes) {
-      throw std::runtime_error("discovery child wrote more than " +
-                               std::to_string(kMaxOutputBytes >> 20) + " MiB and was killed");
+      return std::unexpected(Error{ErrorKind::kChild, "discovery child wrote more than " +
+                                                          std::to_string(kMaxOutputBytes >> 20) +
+                                                          " MiB and was killed"});
     }
   }
-  const auto status = child.wait_until(until, stop);
-  if (!status) throw overran();
+  const auto status = child.wait_until(limits);
+  if (!status) return std::unexpected(status.error());
   if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
-    throw std::runtime_error("discovery child " + describe_status(*status, output));
+    return std::unexpected(
+        Error{ErrorKind::kChild, "discovery child " + describe_status(*status, output)});
   }
   return discovery_from_json(output);
 }

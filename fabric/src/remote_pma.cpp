@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cstdio>
 #include <mutex>
-#include <stdexcept>
 
 #include "ibprobe/fabric.h"
 #include "ibprobe/port_counter_table.h"
@@ -296,10 +295,12 @@ RemotePmaCollector make_remote_pma_collector(RemotePmaOptions options) {
   return {make_remote_pma_collector(std::move(options), std::move(port)), std::move(unavailable)};
 }
 
-std::vector<RemotePortCounters> snapshot_remote_ports(const RemotePmaOptions& options,
-                                                      ErrorSink& errors) {
+std::expected<std::vector<RemotePortCounters>, Error> snapshot_remote_ports(
+    const RemotePmaOptions& options, ErrorSink& errors) {
   const auto port = open_umad_transport(options.ca, options.ca_port);
-  if (!port.transport) throw std::runtime_error("remote PMA unavailable: " + port.detail);
+  if (!port.transport) {
+    return std::unexpected(Error{ErrorKind::kLocalPort, "remote PMA unavailable: " + port.detail});
+  }
   return query_remote_ports(*port.transport, options, errors);
 }
 

@@ -35,13 +35,10 @@ std::expected<std::vector<MeshPeer>, Error> discover_mesh_peers(const MeshFabric
   fabric::DiscoveryOptions options;
   options.ca = source.ca;
   options.ca_port = source.ca_port;
-  try {
-    const auto result = fabric::discover_in_child(
-        fabric::discovery_child_command("/proc/self/exe", options), std::chrono::seconds(120));
-    return mesh_peers_from_fabric(result.model, source.exporter_port);
-  } catch (const std::exception& e) {
-    return std::unexpected(Error{ErrorKind::kDiscovery, e.what()});
-  }
+  const auto result = fabric::discover_in_child(
+      fabric::discovery_child_command("/proc/self/exe", options), std::chrono::seconds(120));
+  if (!result) return std::unexpected(Error{ErrorKind::kDiscovery, result.error().message});
+  return mesh_peers_from_fabric(result->model, source.exporter_port);
 }
 
 }  // namespace ibprobe::mesh

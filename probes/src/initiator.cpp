@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <expected>
 #include <stdexcept>
 #include <thread>
 
@@ -67,10 +68,13 @@ class IgnoredErrors final : public collectors::ErrorSink {
 };
 
 // Counters of the fabric ports, one snapshot per port in the order asked.
-std::vector<CounterSnapshot> snapshot_fabric(const fabric::RemotePmaOptions& options) {
+std::expected<std::vector<CounterSnapshot>, fabric::Error> snapshot_fabric(
+    const fabric::RemotePmaOptions& options) {
   IgnoredErrors errors;
+  const auto remotes = fabric::snapshot_remote_ports(options, errors);
+  if (!remotes) return std::unexpected(remotes.error());
   std::vector<CounterSnapshot> snapshots;
-  for (const auto& remote : fabric::snapshot_remote_ports(options, errors)) {
+  for (const auto& remote : *remotes) {
     CounterSnapshot snapshot;
     for (const auto& [name, counter] : remote.counters) {
       snapshot.emplace(name, collectors::describe_port_counter(
@@ -213,10 +217,10 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   std::vector<CounterSnapshot> fabric_before;
   std::string fabric_problem;
   if (!fabric.targets.empty()) {
-    try {
-      fabric_before = snapshot_fabric(fabric);
-    } catch (const std::exception& e) {
-      fabric_problem = e.what();
+    if (auto snapshots = snapshot_fabric(fabric)) {
+      fabric_before = std::move(*snapshots);
+    } else {
+      fabric_problem = snapshots.error().message;
     }
   }
   const auto before = snapshot_after_lifespan(local);
@@ -250,16 +254,15 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
   outcome.completions = session.completions();
   const auto after = snapshot_after_lifespan(local);
   if (!fabric.targets.empty() && fabric_problem.empty()) {
-    try {
-      const auto fabric_after = snapshot_fabric(fabric);
+    if (const auto fabric_after = snapshot_fabric(fabric)) {
       for (std::size_t i = 0; i < fabric_ports.size(); ++i) {
         outcome.fabric_deltas.push_back(
             {fabric_ports[i],
              counter_deltas(i < fabric_before.size() ? fabric_before[i] : CounterSnapshot{},
-                            i < fabric_after.size() ? fabric_after[i] : CounterSnapshot{})});
+                            i < fabric_after->size() ? (*fabric_after)[i] : CounterSnapshot{})});
       }
-    } catch (const std::exception& e) {
-      fabric_problem = e.what();
+    } else {
+      fabric_problem = fabric_after.error().message;
     }
   }
   channel.send(protocol::Ready{}, deadline);

@@ -38,7 +38,12 @@ int main(int argc, char** argv) {
     FabricOptions options;
     options.discovery_executable = argv[1];
     options.discovery_interval = std::chrono::hours(1);
-    Fabric fabric(options);
+    auto opened = Fabric::open(options);
+    if (!opened) {
+      std::fprintf(stderr, "%s\n", opened.error().message.c_str());
+      return 1;
+    }
+    Fabric& fabric = **opened;
     // The first discoveries allocate what stays (the model, the link history, the discovery
     // thread's malloc caches).
     for (int i = 0; i < 5; ++i) {
@@ -59,11 +64,21 @@ int main(int argc, char** argv) {
 
   const DiscoveryOptions in_process{};
   std::size_t switch_ports = 0;
-  for (const auto& node : discover_fabric(in_process).model.nodes) {
+  const auto first = discover_fabric(in_process);
+  if (!first) {
+    std::fprintf(stderr, "%s\n", first.error().message.c_str());
+    return 1;
+  }
+  for (const auto& node : first->model.nodes) {
     if (node.type == FabricNodeType::kSwitch) switch_ports += node.ports.size() + 1;  // port 0
   }
   const long long in_process_before = heap_in_use();
-  for (int i = 0; i < in_process_discoveries; ++i) discover_fabric(in_process);
+  for (int i = 0; i < in_process_discoveries; ++i) {
+    if (!discover_fabric(in_process)) {
+      std::fprintf(stderr, "in-process discovery failed\n");
+      return 1;
+    }
+  }
   const long long in_process_after = heap_in_use();
 
   std::printf(

@@ -21,14 +21,16 @@ std::vector<std::string> shell(const std::string& script) {
   return {"/bin/sh", "-c", script};
 }
 
-// The error discover_in_child throws, or "" when it returned.
+// The error discover_in_child gives, or "" when it returned a result.
 std::string failure_of(const std::vector<std::string>& command, milliseconds deadline) {
-  try {
-    discover_in_child(command, deadline);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
+  const auto result = discover_in_child(command, deadline);
+  return result ? "" : result.error().message;
+}
+
+ErrorKind kind_of_failure(const std::vector<std::string>& command, milliseconds deadline) {
+  const auto result = discover_in_child(command, deadline);
+  EXPECT_FALSE(result) << "a failing discovery returned";
+  return result ? ErrorKind{} : result.error().kind;
 }
 
 FabricModel two_node_model() {
@@ -63,7 +65,9 @@ std::string quoted(const std::string& text) {
 
 TEST(DiscoveryJson, RoundTripsEveryField) {
   DiscoveryResult result{two_node_model(), 42};
-  const auto back = discovery_from_json(discovery_to_json(result));
+  const auto parsed = discovery_from_json(discovery_to_json(result));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  const auto& back = *parsed;
   EXPECT_EQ(back.mads, 42u);
   ASSERT_EQ(back.model.nodes.size(), 2u);
   const auto& sw = back.model.nodes[0];
@@ -96,7 +100,9 @@ TEST(DiscoveryJson, RefusesWhatIsNotAResult) {
                            R"("lid":0,"port_count":0,"ports":[]}]})",
                            R"({"mads":1,"nodes":[{"guid":1,"type":"ca","description":"",)"
                            R"("lid":70000,"port_count":0,"ports":[]}]})"}) {
-    EXPECT_THROW(discovery_from_json(text), std::runtime_error) << text;
+    const auto result = discovery_from_json(text);
+    ASSERT_FALSE(result) << text;
+    EXPECT_EQ(result.error().kind, ErrorKind::kMalformedResult) << text;
   }
 }
 
@@ -111,9 +117,10 @@ TEST(DiscoveryNames, ReplaceNodesAndFarEnds) {
 TEST(DiscoveryChild, AnswerIsTheModel) {
   const auto text = discovery_to_json(DiscoveryResult{two_node_model(), 9});
   const auto result = discover_in_child(shell("printf %s " + quoted(text)), milliseconds(5000));
-  EXPECT_EQ(result.mads, 9u);
-  ASSERT_EQ(result.model.nodes.size(), 2u);
-  EXPECT_EQ(result.model.nodes[0].ports[0].remote->description, "node-0001 mlx5_0");
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->mads, 9u);
+  ASSERT_EQ(result->model.nodes.size(), 2u);
+  EXPECT_EQ(result->model.nodes[0].ports[0].remote->description, "node-0001 mlx5_0");
 }
 
 TEST(DiscoveryChild, InheritsTheEnvironment) {
@@ -123,7 +130,8 @@ TEST(DiscoveryChild, InheritsTheEnvironment) {
       discover_in_child(shell(R"(printf '{"mads":%s,"nodes":[]}' "$IBPROBE_TEST_DISCOVERY_MADS")"),
                         milliseconds(5000));
   unsetenv("IBPROBE_TEST_DISCOVERY_MADS");
-  EXPECT_EQ(result.mads, 77u);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->mads, 77u);
 }
 
 TEST(DiscoveryChild, KilledChildFails) {
@@ -177,12 +185,10 @@ TEST(DiscoveryChild, StopKillsTheChildAtOnce) {
     stop.request_stop();
   });
   const auto start = std::chrono::steady_clock::now();
-  try {
-    discover_in_child(shell("sleep 30"), milliseconds(30000), stop.get_token());
-    ADD_FAILURE() << "a stopped discovery returned";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "discovery child stopped and killed");
-  }
+  const auto result = discover_in_child(shell("sleep 30"), milliseconds(30000), stop.get_token());
+  ASSERT_FALSE(result) << "a stopped discovery returned";
+  EXPECT_EQ(result.error().kind, ErrorKind::kStopped);
+  EXPECT_EQ(result.error().message, "discovery child stopped and killed");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
@@ -191,6 +197,16 @@ TEST(DiscoveryChild, MissingExecutableFails) {
       failure_of({"/nonexistent/ibprobe_exporter", "--fabric.discover-once"}, milliseconds(5000)),
       "discovery child /nonexistent/ibprobe_exporter could not start: No such file or "
       "directory");
+}
+
+TEST(DiscoveryChild, EachFailureSaysItsKind) {
+  EXPECT_EQ(kind_of_failure(shell("sleep 30"), milliseconds(300)), ErrorKind::kDeadline);
+  EXPECT_EQ(kind_of_failure(shell("kill -9 $$"), milliseconds(5000)), ErrorKind::kChild);
+  EXPECT_EQ(kind_of_failure(shell("exit 3"), milliseconds(5000)), ErrorKind::kChild);
+  EXPECT_EQ(kind_of_failure({"/nonexistent/ibprobe_exporter"}, milliseconds(5000)),
+            ErrorKind::kChild);
+  EXPECT_EQ(kind_of_failure(shell("echo not a model"), milliseconds(5000)),
+            ErrorKind::kMalformedResult);
 }
 
 TEST(DiscoveryChild, CommandCarriesThePortAndMadOptions) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "ibprobe/exporter.h"
 #include "ibprobe/fabric_model.h"
 #include "parse_args.h"
@@ -26,12 +29,14 @@ TEST(FabricGuid, ParsesEverySpellingOfOneGuid) {
 }
 
 TEST(NodeNameMap, ReadsIbnetdiscoverFormat) {
-  const auto entries = parse_node_name_map(
+  const auto parsed = parse_node_name_map(
       "# IB1\n"
       "0x0008f104003f125c \"IB1 (Rack 11 slot 1) ISR9288\"\n"
       "\n"
       "   0x0008f104003f125d   unquoted name  \r\n"
       "0002:c903:0010:0001 \"with # inside\"\n");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  const auto& entries = *parsed;
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0], (std::pair<std::uint64_t, std::string>{0x0008f104003f125c,
                                                                "IB1 (Rack 11 slot 1) ISR9288"}));
@@ -42,17 +47,38 @@ TEST(NodeNameMap, ReadsIbnetdiscoverFormat) {
 
 TEST(NodeNameMap, NamesTheFirstBadLine) {
   auto message = [](std::string_view text) {
-    try {
-      parse_node_name_map(text);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    const auto parsed = parse_node_name_map(text);
+    if (parsed) return std::string("accepted");
+    EXPECT_EQ(parsed.error().kind, ErrorKind::kNodeNameMap);
+    return parsed.error().message;
   };
   EXPECT_EQ(message("0x1 \"a\"\nleaf-01 \"b\"\n"), "line 2: no GUID and name (want GUID \"name\")");
   EXPECT_EQ(message("0x1\n"), "line 1: no GUID and name (want GUID \"name\")");
   EXPECT_EQ(message("0x1 \"open\n"), "line 1: unterminated quoted name (want GUID \"name\")");
   EXPECT_EQ(message("0x1 \"\"\n"), "line 1: empty name (want GUID \"name\")");
+}
+
+// The node-name-map is read before the local port is opened, so these need no InfiniBand port.
+TEST(NodeNameMap, AFabricWithAnUnreadableOrBadMapIsNotOpened) {
+  FabricOptions options;
+  options.node_name_map = "/nonexistent/node-name-map";
+  auto opened = Fabric::open(options);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kNodeNameMap);
+  EXPECT_EQ(opened.error().message, "cannot read node-name-map /nonexistent/node-name-map");
+
+  const auto path = std::filesystem::path(::testing::TempDir()) / "bad-node-name-map";
+  {
+    std::ofstream out(path);
+    out << "0x1 \"a\"\n0x2\n";
+  }
+  options.node_name_map = path;
+  opened = Fabric::open(options);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kNodeNameMap);
+  EXPECT_EQ(opened.error().message,
+            path.string() + ": line 2: no GUID and name (want GUID \"name\")");
+  std::filesystem::remove(path);
 }
 
 TEST(PortInfoEncodings, WidthsAndSpeeds) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <expected>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "ibprobe/fabric_error.h"
 
 namespace ibprobe::fabric {
 
@@ -42,9 +44,10 @@ inline constexpr std::string_view kDiscoverOnceFlag = "--fabric.discover-once";
 // That mode's main, given the arguments after kDiscoverOnceFlag; exits the process.
 [[noreturn]] void run_discovery_child(const std::vector<std::string_view>& args);
 
-// `GUID "name"` lines, `#` comments, as ibnetdiscover reads them. Throws std::invalid_argument
-// naming the line of the first entry that is not of that form.
-std::vector<std::pair<std::uint64_t, std::string>> parse_node_name_map(std::string_view text);
+// `GUID "name"` lines, `#` comments, as ibnetdiscover reads them. kNodeNameMap names the line of
+// the first entry that is not of that form.
+std::expected<std::vector<std::pair<std::uint64_t, std::string>>, Error> parse_node_name_map(
+    std::string_view text);
 
 // "0x0002c90300100001", "0002c90300100001" or "0002:c903:0010:0001" (as sysfs prints node_guid).
 std::optional<std::uint64_t> parse_guid(std::string_view text);
@@ -64,9 +67,9 @@ class Fabric {
   enum class Lookup { kFound, kNoModel, kUnknownSwitch };
 
   // Opens the local port and starts discovering at once, then every `discovery_interval`.
-  // Throws std::runtime_error when the local port cannot send MADs (why, in one sentence), and
-  // std::invalid_argument for a node-name-map that cannot be read or parsed.
-  explicit Fabric(FabricOptions options);
+  // kLocalPort when the local port cannot send MADs (why, in one sentence), kNodeNameMap for a
+  // node-name-map that cannot be read or parsed.
+  static std::expected<std::unique_ptr<Fabric>, Error> open(FabricOptions options);
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -89,6 +92,7 @@ class Fabric {
 
  private:
   struct Impl;
+  explicit Fabric(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

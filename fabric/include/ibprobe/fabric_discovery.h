@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <expected>
 #include <filesystem>
 #include <map>
 #include <stop_token>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ibprobe/fabric.h"
+#include "ibprobe/fabric_error.h"
 #include "ibprobe/fabric_model.h"
 
 namespace ibprobe::fabric {
@@ -31,27 +33,29 @@ struct DiscoveryResult {
   unsigned mads = 0;  // SMPs the discovery used
 };
 
-// Throws std::runtime_error when discovery fails (no local port, no answer). Leaks what
-// libibnetdisc leaks (rdma-core 44: a LID-map entry per switch port), so a long-running process
-// discovers through discover_in_child instead.
-DiscoveryResult discover_fabric(const DiscoveryOptions& options);
+// kDiscovery when discovery fails (no local port, no answer). Leaks what libibnetdisc leaks
+// (rdma-core 44: a LID-map entry per switch port), so a long-running process discovers through
+// discover_in_child instead.
+std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& options);
 
 // The command line that runs `executable` in that mode for `options` (names are applied by the
 // caller, so the map stays in the exporter).
 std::vector<std::string> discovery_child_command(const std::filesystem::path& executable,
                                                  const DiscoveryOptions& options);
 
-// Runs `command` (its environment is this process's) and reads its result from its stdout. Throws
-// std::runtime_error naming why when the child does not answer within `deadline` (it is killed),
-// dies of a signal, exits non-zero or writes anything but a result, and when `stop` is requested
-// before it answered (killed too).
-DiscoveryResult discover_in_child(const std::vector<std::string>& command,
-                                  std::chrono::milliseconds deadline, std::stop_token stop = {});
+// Runs `command` (its environment is this process's) and reads its result from its stdout. The
+// error names why: kDeadline when the child does not answer within `deadline` (it is killed),
+// kStopped when `stop` is requested before it answered (killed too), kChild when it cannot start,
+// dies of a signal or exits non-zero (with the child's own error), kMalformedResult when it
+// writes anything but a result.
+std::expected<DiscoveryResult, Error> discover_in_child(const std::vector<std::string>& command,
+                                                        std::chrono::milliseconds deadline,
+                                                        std::stop_token stop = {});
 
-// The result as the child writes it and the parent reads it; parsing throws
-// std::runtime_error for anything but that form.
+// The result as the child writes it and the parent reads it; parsing gives kMalformedResult for
+// anything but that form.
 std::string discovery_to_json(const DiscoveryResult& result);
-DiscoveryResult discovery_from_json(std::string_view text);
+std::expected<DiscoveryResult, Error> discovery_from_json(std::string_view text);
 
 // Replaces the descriptions of named nodes, the far ends of cables included.
 void apply_node_names(FabricModel& model, const std::map<std::uint64_t, std::string>& names);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <expected>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "ibprobe/fabric_error.h"
 
 namespace ibprobe::fabric {
 
@@ -59,8 +61,8 @@ struct RemotePmaCollector {
 RemotePmaCollector make_remote_pma_collector(RemotePmaOptions options);
 
 // One bounded round of queries of `options.targets`, for comparing before and after. Failed
-// queries go to `errors`. Throws std::runtime_error when no local port can send MADs.
-std::vector<RemotePortCounters> snapshot_remote_ports(const RemotePmaOptions& options,
-                                                      collectors::ErrorSink& errors);
+// queries go to `errors`; kLocalPort when no local port can send MADs.
+std::expected<std::vector<RemotePortCounters>, Error> snapshot_remote_ports(
+    const RemotePmaOptions& options, collectors::ErrorSink& errors);
 
 }  // namespace ibprobe::fabric
