@@ -145,12 +145,11 @@ void parse_rc(const YAML::Node& node, probes::RcKnobs& rc) {
 void parse_numa(const YAML::Node& node, const char* key, probes::NumaPolicy& policy,
                 std::optional<std::uint32_t>& number) {
   const auto text = scalar(node, key);
-  if (const auto named = probes::parse_numa_policy(text); named && text != "node") {
-    policy = *named;
-    return;
-  }
-  policy = probes::NumaPolicy::kNode;
-  number = u32(node, std::string(key) + " (auto, none or a node number)");
+  const auto choice = probes::parse_numa_choice(text);
+  if (!choice)
+    fail(node, std::string(key) + " must be auto, none or a node number, not '" + text + "'");
+  policy = choice->policy;
+  number = choice->node;
 }
 
 // kind: verify, the verification suite (ibprobe/verify_plan.h) for the probe API.

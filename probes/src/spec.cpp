@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -368,6 +369,16 @@ std::optional<TestKind> parse_test_kind(std::string_view text) {
 
 std::optional<NumaPolicy> parse_numa_policy(std::string_view text) {
   return value_named(kNumaPolicyNames, text);
+}
+
+std::optional<NumaChoice> parse_numa_choice(std::string_view text) {
+  if (const auto named = parse_numa_policy(text); named && *named != NumaPolicy::kNode) {
+    return NumaChoice{*named, std::nullopt};
+  }
+  std::uint32_t node = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), node);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return NumaChoice{NumaPolicy::kNode, node};
 }
 
 ProbeSpec default_spec(Operation operation, TestKind test) {

@@ -235,10 +235,20 @@ void add_run_options(CLI::App& run, RunFlags& f) {
   run.add_option("--fabric-port", f.fabric_ports,
                  "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
   run.add_option("--timeout", f.timeout, "Seconds the whole run may take (default: the spec's)");
-  add_with_default(run, "--numa", f.numa,
-                   "auto (the HCA's node), none, or a node number for CPU and buffers");
-  add_with_default(run, "--peer-numa", f.peer_numa,
-                   "The responder's NUMA choice: auto (its HCA's node), none, or a node number");
+  const CLI::Validator numa_choice_text(
+      [](const std::string& text) {
+        return parse_numa_choice(text) ? std::string()
+                                       : "auto, none or a node number, not '" + text + "'";
+      },
+      "auto|none|NODE");
+  run.add_option("--numa", f.numa,
+                 "auto (the HCA's node), none, or a node number for CPU and buffers")
+      ->capture_default_str()
+      ->check(numa_choice_text);
+  run.add_option("--peer-numa", f.peer_numa,
+                 "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
+      ->capture_default_str()
+      ->check(numa_choice_text);
   run.add_option("-Q,--cq-mod", f.cq_mod,
                  "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");
   run.add_option("-I,--inline", f.inline_size,
@@ -294,16 +304,6 @@ void add_run_options(CLI::App& run, RunFlags& f) {
                  "Duration mode: seconds left out of the measurement at each end (default 2)");
 }
 
-// "auto", "none" or a node number.
-void numa_choice(const std::string& text, NumaPolicy& policy, std::optional<std::uint32_t>& node) {
-  if (const auto named = parse_numa_policy(text)) {
-    policy = *named;
-  } else {
-    policy = NumaPolicy::kNode;
-    node = static_cast<std::uint32_t>(std::stoul(text));
-  }
-}
-
 // The probe the flags ask for: perftest's defaults for the test, each given flag applied.
 ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   const auto separator = f.kind.find('_');
@@ -336,8 +336,12 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   if (f.qp_timeout) spec.rc.timeout = *f.qp_timeout;
   if (f.retry_count) spec.rc.retry_cnt = *f.retry_count;
   if (f.timeout > 0) spec.timeout_seconds = f.timeout;
-  numa_choice(f.numa, spec.numa, spec.numa_node);
-  numa_choice(f.peer_numa, spec.peer_numa, spec.peer_numa_node);
+  // The options' checks accepted both.
+  const auto numa = *parse_numa_choice(f.numa), peer_numa = *parse_numa_choice(f.peer_numa);
+  spec.numa = numa.policy;
+  spec.numa_node = numa.node;
+  spec.peer_numa = peer_numa.policy;
+  spec.peer_numa_node = peer_numa.node;
   spec.cq_moderation = f.cq_mod;
   spec.inline_size = f.inline_size;
   spec.mtu = f.mtu;

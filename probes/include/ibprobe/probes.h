@@ -37,6 +37,14 @@ std::optional<Operation> parse_operation(std::string_view text);
 std::optional<TestKind> parse_test_kind(std::string_view text);
 std::optional<NumaPolicy> parse_numa_policy(std::string_view text);
 
+// A NUMA choice as the command line and the modules spell it: "auto", "none" or a node number
+// (kNode with that node); nothing for any other text.
+struct NumaChoice {
+  NumaPolicy policy = NumaPolicy::kAuto;
+  std::optional<std::uint32_t> node;
+};
+std::optional<NumaChoice> parse_numa_choice(std::string_view text);
+
 // Reliable Connection QP attributes set on the INIT -> RTR -> RTS path.
 struct RcKnobs {
   std::uint32_t timeout = 14;  // local ACK timeout exponent: 4.096 us * 2^timeout (14 ~ 67 ms)
