@@ -7,6 +7,7 @@
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
+#include "round_trip.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
@@ -89,21 +90,12 @@ TEST(ValidationSpec, LimitsCountBothSidesSlots) {
   EXPECT_THAT(violations_of(check_limits(spec, limits)), IsEmpty());
 }
 
-protocol::Message round_trip(const protocol::Message& message) {
-  const auto decoded = protocol::decode(protocol::encode(message));
-  if (!decoded) {
-    ADD_FAILURE() << decoded.error().message;
-    return message;
-  }
-  return *decoded;
-}
-
 TEST(ValidationProtocol, NewSpecFieldsRoundTrip) {
   auto spec = validating(Operation::kSend);
   spec.posted_receives = 4;
   spec.receive_sges = 3;
   const protocol::ProbeRequest request{spec};
-  EXPECT_EQ(std::get<protocol::ProbeRequest>(round_trip(request)), request);
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
 }
 
 TEST(ValidationProtocol, PlainSpecOmitsThem) {
@@ -143,9 +135,9 @@ TEST(ValidationProtocol, ResultCarriesTheVerificationFigures) {
   report.stale_completions = 3;
   report.first_error = "message qp=0 seq=15: checksum mismatch, first bad byte at offset 77";
   result.validation = report;
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
   result.validation.reset();
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
 }
 
 }  // namespace
