@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
@@ -54,14 +55,14 @@ TEST(ValidationSpec, PostedReceivesOnlyForSendBandwidthWithinTheQueue) {
   EXPECT_THAT(violations_of(validate(send)),
               Contains(HasSubstr("more than the receive queue holds")));
 
-  auto write = default_spec(Operation::kWrite, TestKind::kBandwidth);
-  write.posted_receives = 1;
-  EXPECT_THAT(violations_of(validate(write)),
-              Contains(HasSubstr("applies to send bandwidth only")));
-  auto latency = default_spec(Operation::kSend, TestKind::kLatency);
-  latency.posted_receives = 1;
-  EXPECT_THAT(violations_of(validate(latency)),
-              Contains(HasSubstr("applies to send bandwidth only")));
+  for (const auto& [operation, test] : {std::pair{Operation::kWrite, TestKind::kBandwidth},
+                                        std::pair{Operation::kSend, TestKind::kLatency}}) {
+    auto spec = default_spec(operation, test);
+    spec.posted_receives = 1;
+    EXPECT_THAT(violations_of(validate(spec)),
+                Contains(HasSubstr("applies to send bandwidth only")))
+        << to_string(operation) << "_" << to_string(test);
+  }
 }
 
 TEST(ValidationSpec, ScatteredReceivesNeedAValidatingSend) {
