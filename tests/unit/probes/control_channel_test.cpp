@@ -4,7 +4,6 @@
 #include "control_channel.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 
 #include "ibprobe/probe_failure.h"
 #include "protocol.h"
+#include "raw_peer.h"
 
 namespace ibprobe::probes {
 namespace {
@@ -26,18 +26,13 @@ using namespace std::chrono_literals;
 class ConnectedPair {
  public:
   ConnectedPair() {
-    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(::listen(listener, 1), 0);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+    const auto listener = raw_peer::listen_on_loopback();
     initiator_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(::connect(initiator_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    peer_fd_ = ::accept(listener, nullptr, nullptr);
-    ::close(listener);
+    EXPECT_EQ(::connect(initiator_fd_, reinterpret_cast<const sockaddr*>(&listener.address),
+                        sizeof(listener.address)),
+              0);
+    peer_fd_ = ::accept(listener.fd, nullptr, nullptr);
+    ::close(listener.fd);
     initiator_.emplace(initiator_fd_);
   }
   ~ConnectedPair() {

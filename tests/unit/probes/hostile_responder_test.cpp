@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
+#include <string>
 #include <thread>
 
 #include "ibprobe/verbs_probe.h"
@@ -19,45 +19,11 @@
 namespace ibprobe::probes {
 namespace {
 
+using raw_peer::FakeResponder;
 using raw_peer::read_frame;
 using raw_peer::write_all;
 
 using protocol::Bytes;
-
-// A TCP listener on loopback that answers one connection with a scripted behaviour.
-class FakeResponder {
- public:
-  using Script = std::function<void(int fd)>;
-
-  explicit FakeResponder(Script script) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 1), 0);
-    socklen_t length = sizeof(address);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this, script = std::move(script)] {
-      const int fd = ::accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      script(fd);
-      ::close(fd);
-    });
-  }
-  ~FakeResponder() {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(listen_fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-
- private:
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 void handshake(int fd) {
   EXPECT_TRUE(std::holds_alternative<protocol::Hello>(read_frame(fd)));

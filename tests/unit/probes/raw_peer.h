@@ -3,10 +3,17 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
@@ -36,6 +43,56 @@ inline protocol::Message read_frame(int fd) {
   }
   return protocol::decode_body(parsed, body).value();
 }
+
+struct Listener {
+  int fd;
+  sockaddr_in address;
+};
+
+// A socket listening on a free loopback port. Throws when it cannot, which ends the test.
+inline Listener listen_on_loopback() {
+  Listener listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), {}};
+  listener.address.sin_family = AF_INET;
+  listener.address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto* address = reinterpret_cast<sockaddr*>(&listener.address);
+  socklen_t length = sizeof(listener.address);
+  if (listener.fd < 0 || ::bind(listener.fd, address, length) != 0 ||
+      ::listen(listener.fd, 1) != 0 || ::getsockname(listener.fd, address, &length) != 0) {
+    const int error = errno;
+    if (listener.fd >= 0) ::close(listener.fd);
+    throw std::system_error(error, std::generic_category(), "listening on loopback");
+  }
+  return listener;
+}
+
+// A TCP listener on loopback that answers one connection with a scripted behaviour.
+class FakeResponder {
+ public:
+  using Script = std::function<void(int fd)>;
+
+  explicit FakeResponder(Script script) {
+    const auto listener = listen_on_loopback();
+    listen_fd_ = listener.fd;
+    port_ = ntohs(listener.address.sin_port);
+    thread_ = std::thread([this, script = std::move(script)] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      script(fd);
+      ::close(fd);
+    });
+  }
+  ~FakeResponder() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  std::string port() const { return std::to_string(port_); }
+
+ private:
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
 
 // A write bandwidth run that gives up after `timeout_seconds`.
 inline ProbeSpec write_bw_spec(std::uint32_t timeout_seconds) {
