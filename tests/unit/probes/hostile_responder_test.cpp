@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
@@ -80,63 +82,77 @@ TEST(HostileResponder, GarbageIsNotAFrame) {
   EXPECT_EQ(failure.kind, "protocol");
 }
 
-TEST(HostileResponder, OutOfRangeNumbersAreRejected) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
-    // A QPN beyond 24 bits, hand-built so that the encoder's checks do not interfere.
-    const std::string body = R"({"qps":[{"qpn":4294967295,"psn":1,"lid":0,)"
-                             R"("gid":"00000000000000000000ffff0a630001","rkey":1,"addr":1,)"
-                             R"("mtu":1024}]})";
-    Bytes frame = {'I', 'B', 'P', 'R', 0, 1, 0, 5, 0, 0, 0, static_cast<std::uint8_t>(body.size())};
-    frame.insert(frame.end(), body.begin(), body.end());
-    write_all(fd, frame);
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("bad message"), std::string::npos) << failure.what;
-  EXPECT_NE(failure.what.find("qpn"), std::string::npos) << failure.what;
-  EXPECT_EQ(failure.kind, "protocol");
+// The initiator's probe request answered with frames it must refuse, after a sound handshake.
+struct AnswerCase {
+  const char* name;
+  std::vector<Bytes> replies;
+  std::vector<std::string> said;  // each in the failure's message
+  std::string kind;
+};
+
+// Test listings name the case rather than dump its bytes.
+void PrintTo(const AnswerCase& answer, std::ostream* os) {
+  *os << answer.name;
 }
 
-TEST(HostileResponder, WrongQpCountIsRefusedBeforeAllocating) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
-    protocol::QpInfo info;
-    info.qps.resize(8, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
-    write_all(fd, protocol::encode(info));
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("offered 8 QPs for a probe with 1"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "protocol");
+// A QPN beyond 24 bits, hand-built so that the encoder's checks do not interfere.
+Bytes qp_info_with_out_of_range_qpn() {
+  const std::string body = R"({"qps":[{"qpn":4294967295,"psn":1,"lid":0,)"
+                           R"("gid":"00000000000000000000ffff0a630001","rkey":1,"addr":1,)"
+                           R"("mtu":1024}]})";
+  Bytes frame = {'I', 'B', 'P', 'R', 0, 1, 0, 5, 0, 0, 0, static_cast<std::uint8_t>(body.size())};
+  for (char c : body) frame.push_back(static_cast<std::uint8_t>(c));
+  return frame;
 }
 
-TEST(HostileResponder, RejectionCarriesTheReason) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"}));
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("rejected the probe: message_size above 8 MiB"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "rejected");
+Bytes qp_info_offering(std::size_t qps) {
+  protocol::QpInfo info;
+  info.qps.resize(qps, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
+  return protocol::encode(info);
 }
 
-TEST(HostileResponder, ErrorCarriesTheText) {
-  FakeResponder responder([](int fd) {
+std::vector<AnswerCase> answer_cases() {
+  const Bytes accept = protocol::encode(protocol::ProbeAccept{});
+  return {
+      {"OutOfRangeNumbersAreRejected",
+       {accept, qp_info_with_out_of_range_qpn()},
+       {"bad message", "qpn"},
+       "protocol"},
+      {"WrongQpCountIsRefusedBeforeAllocating",
+       {accept, qp_info_offering(8)},
+       {"offered 8 QPs for a probe with 1"},
+       "protocol"},
+      {"RejectionCarriesTheReason",
+       {protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"})},
+       {"rejected the probe: message_size above 8 MiB"},
+       "rejected"},
+      {"ErrorCarriesTheText",
+       {protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"})},
+       {"reported an error: busy probing"},
+       "rejected"},
+  };
+}
+
+class HostileAnswer : public ::testing::TestWithParam<AnswerCase> {};
+
+TEST_P(HostileAnswer, FailsTheProbeSayingWhy) {
+  const AnswerCase& answer = GetParam();
+  FakeResponder responder([&answer](int fd) {
     handshake(fd);
     read_frame(fd);
-    write_all(fd, protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"}));
+    for (const auto& reply : answer.replies) write_all(fd, reply);
   });
   const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("reported an error: busy probing"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "rejected");
+  for (const auto& text : answer.said) {
+    EXPECT_NE(failure.what.find(text), std::string::npos) << failure.what;
+  }
+  EXPECT_EQ(failure.kind, answer.kind);
 }
+
+INSTANTIATE_TEST_SUITE_P(HostileResponder, HostileAnswer, ::testing::ValuesIn(answer_cases()),
+                         [](const ::testing::TestParamInfo<AnswerCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(HostileResponder, SilentPeerTimesOutWithinTheSpecTimeout) {
   FakeResponder responder([](int fd) {
