@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,10 +26,8 @@ class ConnectedPair {
  public:
   ConnectedPair() {
     const auto listener = raw_peer::listen_on_loopback();
-    initiator_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(::connect(initiator_fd_, reinterpret_cast<const sockaddr*>(&listener.address),
-                        sizeof(listener.address)),
-              0);
+    initiator_fd_ = raw_peer::connect_to_loopback(listener.port);
+    EXPECT_GE(initiator_fd_, 0);
     peer_fd_ = ::accept(listener.fd, nullptr, nullptr);
     ::close(listener.fd);
     initiator_.emplace(initiator_fd_);

@@ -3,8 +3,6 @@
 // hardware).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -178,13 +176,8 @@ TEST(HostileResponder, NobodyListening) {
     FakeResponder responder([](int) {});
     port = std::stoi(responder.port());
     // Connect once so the fake's accept returns and the port is free again.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::close(fd);
+    const int fd = raw_peer::connect_to_loopback(port);
+    if (fd >= 0) ::close(fd);
   }
   try {
     run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),

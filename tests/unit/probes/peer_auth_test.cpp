@@ -4,8 +4,6 @@
 #include "peer_auth.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -104,14 +102,8 @@ TEST(PeerAuth, InitiatorRefusesAResponderWithoutTheSecret) {
 class RawConnection {
  public:
   explicit RawConnection(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      throw std::runtime_error("connect failed");
-    }
+    fd_ = raw_peer::connect_to_loopback(port);
+    if (fd_ < 0) throw std::runtime_error("connect failed");
   }
   ~RawConnection() { ::close(fd_); }
   void send(const protocol::Message& message) { write_all(fd_, protocol::encode(message)); }

@@ -46,23 +46,41 @@ inline protocol::Message read_frame(int fd) {
 
 struct Listener {
   int fd;
-  sockaddr_in address;
+  int port;
 };
+
+inline sockaddr_in loopback_address(int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return address;
+}
 
 // A socket listening on a free loopback port. Throws when it cannot, which ends the test.
 inline Listener listen_on_loopback() {
-  Listener listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), {}};
-  listener.address.sin_family = AF_INET;
-  listener.address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  auto* address = reinterpret_cast<sockaddr*>(&listener.address);
-  socklen_t length = sizeof(listener.address);
-  if (listener.fd < 0 || ::bind(listener.fd, address, length) != 0 ||
-      ::listen(listener.fd, 1) != 0 || ::getsockname(listener.fd, address, &length) != 0) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = loopback_address(0);  // port 0: the kernel picks a free one
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(fd, 1) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     const int error = errno;
-    if (listener.fd >= 0) ::close(listener.fd);
+    if (fd >= 0) ::close(fd);
     throw std::system_error(error, std::generic_category(), "listening on loopback");
   }
-  return listener;
+  return {fd, ntohs(address.sin_port)};
+}
+
+// A socket connected to `port` on loopback, or -1 when nothing accepts there.
+inline int connect_to_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_in address = loopback_address(port);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // A TCP listener on loopback that answers one connection with a scripted behaviour.
@@ -73,7 +91,7 @@ class FakeResponder {
   explicit FakeResponder(Script script) {
     const auto listener = listen_on_loopback();
     listen_fd_ = listener.fd;
-    port_ = ntohs(listener.address.sin_port);
+    port_ = listener.port;
     thread_ = std::thread([this, script = std::move(script)] {
       const int fd = ::accept(listen_fd_, nullptr, nullptr);
       if (fd < 0) return;
