@@ -10,26 +10,21 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-CounterSample data(std::uint64_t value, std::uint32_t width = 64) {
+CounterSample sample(std::uint64_t value, std::uint32_t width, double scale, bool error_class) {
   return {.value = value,
           .width_bits = width,
-          .scale = 4,
-          .error_class = false,
-          .counter_class = "informative"};
+          .scale = scale,
+          .error_class = error_class,
+          .counter_class = error_class ? "error" : "informative"};
+}
+CounterSample data(std::uint64_t value, std::uint32_t width = 64) {
+  return sample(value, width, 4, false);
 }
 CounterSample plain(std::uint64_t value, std::uint32_t width = 32) {
-  return {.value = value,
-          .width_bits = width,
-          .scale = 1,
-          .error_class = false,
-          .counter_class = "informative"};
+  return sample(value, width, 1, false);
 }
 CounterSample error(std::uint64_t value, std::uint32_t width = 16) {
-  return {.value = value,
-          .width_bits = width,
-          .scale = 1,
-          .error_class = true,
-          .counter_class = "error"};
+  return sample(value, width, 1, true);
 }
 
 const CounterDelta& only(const std::vector<CounterDelta>& deltas) {

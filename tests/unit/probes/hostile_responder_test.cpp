@@ -3,13 +3,13 @@
 // hardware).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
+#include <ostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
@@ -19,45 +19,11 @@
 namespace ibprobe::probes {
 namespace {
 
+using raw_peer::FakeResponder;
 using raw_peer::read_frame;
 using raw_peer::write_all;
 
 using protocol::Bytes;
-
-// A TCP listener on loopback that answers one connection with a scripted behaviour.
-class FakeResponder {
- public:
-  using Script = std::function<void(int fd)>;
-
-  explicit FakeResponder(Script script) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 1), 0);
-    socklen_t length = sizeof(address);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this, script = std::move(script)] {
-      const int fd = ::accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      script(fd);
-      ::close(fd);
-    });
-  }
-  ~FakeResponder() {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(listen_fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-
- private:
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 void handshake(int fd) {
   EXPECT_TRUE(std::holds_alternative<protocol::Hello>(read_frame(fd)));
@@ -114,63 +80,77 @@ TEST(HostileResponder, GarbageIsNotAFrame) {
   EXPECT_EQ(failure.kind, "protocol");
 }
 
-TEST(HostileResponder, OutOfRangeNumbersAreRejected) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
-    // A QPN beyond 24 bits, hand-built so that the encoder's checks do not interfere.
-    const std::string body = R"({"qps":[{"qpn":4294967295,"psn":1,"lid":0,)"
-                             R"("gid":"00000000000000000000ffff0a630001","rkey":1,"addr":1,)"
-                             R"("mtu":1024}]})";
-    Bytes frame = {'I', 'B', 'P', 'R', 0, 1, 0, 5, 0, 0, 0, static_cast<std::uint8_t>(body.size())};
-    frame.insert(frame.end(), body.begin(), body.end());
-    write_all(fd, frame);
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("bad message"), std::string::npos) << failure.what;
-  EXPECT_NE(failure.what.find("qpn"), std::string::npos) << failure.what;
-  EXPECT_EQ(failure.kind, "protocol");
+// The initiator's probe request answered with frames it must refuse, after a sound handshake.
+struct AnswerCase {
+  const char* name;
+  std::vector<Bytes> replies;
+  std::vector<std::string> said;  // each in the failure's message
+  std::string kind;
+};
+
+// Test listings name the case rather than dump its bytes.
+void PrintTo(const AnswerCase& answer, std::ostream* os) {
+  *os << answer.name;
 }
 
-TEST(HostileResponder, WrongQpCountIsRefusedBeforeAllocating) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeAccept{}));
-    protocol::QpInfo info;
-    info.qps.resize(8, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
-    write_all(fd, protocol::encode(info));
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("offered 8 QPs for a probe with 1"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "protocol");
+// A QPN beyond 24 bits, hand-built so that the encoder's checks do not interfere.
+Bytes qp_info_with_out_of_range_qpn() {
+  const std::string body = R"({"qps":[{"qpn":4294967295,"psn":1,"lid":0,)"
+                           R"("gid":"00000000000000000000ffff0a630001","rkey":1,"addr":1,)"
+                           R"("mtu":1024}]})";
+  Bytes frame = {'I', 'B', 'P', 'R', 0, 1, 0, 5, 0, 0, 0, static_cast<std::uint8_t>(body.size())};
+  for (char c : body) frame.push_back(static_cast<std::uint8_t>(c));
+  return frame;
 }
 
-TEST(HostileResponder, RejectionCarriesTheReason) {
-  FakeResponder responder([](int fd) {
-    handshake(fd);
-    read_frame(fd);
-    write_all(fd, protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"}));
-  });
-  const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("rejected the probe: message_size above 8 MiB"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "rejected");
+Bytes qp_info_offering(std::size_t qps) {
+  protocol::QpInfo info;
+  info.qps.resize(qps, protocol::QpEndpoint{1, 1, 0, {}, 1, 1, 1024});
+  return protocol::encode(info);
 }
 
-TEST(HostileResponder, ErrorCarriesTheText) {
-  FakeResponder responder([](int fd) {
+std::vector<AnswerCase> answer_cases() {
+  const Bytes accept = protocol::encode(protocol::ProbeAccept{});
+  return {
+      {"OutOfRangeNumbersAreRejected",
+       {accept, qp_info_with_out_of_range_qpn()},
+       {"bad message", "qpn"},
+       "protocol"},
+      {"WrongQpCountIsRefusedBeforeAllocating",
+       {accept, qp_info_offering(8)},
+       {"offered 8 QPs for a probe with 1"},
+       "protocol"},
+      {"RejectionCarriesTheReason",
+       {protocol::encode(protocol::ProbeReject{"message_size above 8 MiB"})},
+       {"rejected the probe: message_size above 8 MiB"},
+       "rejected"},
+      {"ErrorCarriesTheText",
+       {protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"})},
+       {"reported an error: busy probing"},
+       "rejected"},
+  };
+}
+
+class HostileAnswer : public ::testing::TestWithParam<AnswerCase> {};
+
+TEST_P(HostileAnswer, FailsTheProbeSayingWhy) {
+  const AnswerCase& answer = GetParam();
+  FakeResponder responder([&answer](int fd) {
     handshake(fd);
     read_frame(fd);
-    write_all(fd, protocol::encode(protocol::Error{protocol::ErrorCode::kBusy, "busy probing"}));
+    for (const auto& reply : answer.replies) write_all(fd, reply);
   });
   const auto failure = probe_failure(responder);
-  EXPECT_NE(failure.what.find("reported an error: busy probing"), std::string::npos)
-      << failure.what;
-  EXPECT_EQ(failure.kind, "rejected");
+  for (const auto& text : answer.said) {
+    EXPECT_NE(failure.what.find(text), std::string::npos) << failure.what;
+  }
+  EXPECT_EQ(failure.kind, answer.kind);
 }
+
+INSTANTIATE_TEST_SUITE_P(HostileResponder, HostileAnswer, ::testing::ValuesIn(answer_cases()),
+                         [](const ::testing::TestParamInfo<AnswerCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(HostileResponder, SilentPeerTimesOutWithinTheSpecTimeout) {
   FakeResponder responder([](int fd) {
@@ -196,13 +176,8 @@ TEST(HostileResponder, NobodyListening) {
     FakeResponder responder([](int) {});
     port = std::stoi(responder.port());
     // Connect once so the fake's accept returns and the port is free again.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::close(fd);
+    const int fd = raw_peer::connect_to_loopback(port);
+    if (fd >= 0) ::close(fd);
   }
   try {
     run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),

@@ -7,6 +7,7 @@
 #include "ibprobe/sweep.h"
 #include "protocol.h"
 #include "rate_pacer.h"
+#include "round_trip.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
@@ -17,15 +18,6 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-protocol::Message round_trip(const protocol::Message& message) {
-  const auto decoded = protocol::decode(protocol::encode(message));
-  if (!decoded) {
-    ADD_FAILURE() << decoded.error().message;
-    return message;
-  }
-  return *decoded;
-}
 
 TEST(BidirectionalSpec, BandwidthOnly) {
   for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
@@ -73,14 +65,14 @@ TEST(ModesOnTheWire, SpecAndResultCarryThem) {
   spec.bidirectional = true;
   spec.rate_limit = RateLimit{2.25, RateUnit::kMiBps, RateLimiter::kHardware};
   const protocol::ProbeRequest request{spec};
-  EXPECT_EQ(std::get<protocol::ProbeRequest>(round_trip(request)), request);
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
 
   protocol::Result result;
   result.facts = protocol::SideFacts{3, 1, 0, true, RateLimiter::kSoftware};
   result.bandwidth = BandwidthStats{1000, 2.5, 4e8, 4e2, 5e8};
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
   result.bandwidth->peak_bytes_per_second.reset();
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
 }
 
 TEST(ModesOnTheWire, ARateLimitWithAnUnknownUnitIsRefused) {

@@ -4,8 +4,6 @@
 #include "peer_auth.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -104,14 +102,8 @@ TEST(PeerAuth, InitiatorRefusesAResponderWithoutTheSecret) {
 class RawConnection {
  public:
   explicit RawConnection(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      throw std::runtime_error("connect failed");
-    }
+    fd_ = raw_peer::connect_to_loopback(port);
+    if (fd_ < 0) throw std::runtime_error("connect failed");
   }
   ~RawConnection() { ::close(fd_); }
   void send(const protocol::Message& message) { write_all(fd_, protocol::encode(message)); }
@@ -217,36 +209,22 @@ TEST(PeerAuthRaw, ProofFromAnEarlierConnectionIsNotReplayable) {
 TEST(PeerAuthRaw, InitiatorRefusesAReplayedResponderHello) {
   const auto real = responder_with(kSecret);
   const auto recorded = hello_exchange(*real, peer_auth::nonce()).second;
-  const int listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listen_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(listen_fd, 1), 0);
-  socklen_t length = sizeof(address);
-  ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&address), &length);
-  std::thread fake([&] {
-    const int fd = ::accept(listen_fd, nullptr, nullptr);
-    if (fd < 0) return;
+  raw_peer::FakeResponder fake([&](int fd) {
     try {
       read_frame(fd);
       write_all(fd, protocol::encode(recorded));
       read_frame(fd);  // the initiator hangs up instead of sending a request
     } catch (const std::exception&) {
     }
-    ::close(fd);
   });
   std::string kind = "none";
   try {
     RunOptions options;
     options.shared_secret = kSecret;
-    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(ntohs(address.sin_port)),
-              valid(quick_spec()), options);
+    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", fake.port(), valid(quick_spec()), options);
   } catch (const ProbeFailure& e) {
     kind = to_string(e.kind());
   }
-  fake.join();
-  ::close(listen_fd);
   EXPECT_EQ(kind, "unauthorized");
 }
 

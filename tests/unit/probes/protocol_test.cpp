@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "round_trip.h"
 #include "violations.h"
 
 namespace ibprobe::probes::protocol {
@@ -26,15 +27,6 @@ Bytes frame(MessageType type, const std::string& body, std::uint16_t version = k
   put(static_cast<std::uint32_t>(body.size()), 4);
   for (char c : body) bytes.push_back(static_cast<std::uint8_t>(c));
   return bytes;
-}
-
-Message round_trip(const Message& message) {
-  const auto decoded = decode(encode(message));
-  if (!decoded) {
-    ADD_FAILURE() << decoded.error().message;
-    return message;
-  }
-  return *decoded;
 }
 
 DecodeError decode_error(const Bytes& bytes) {

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <ostream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ibprobe/probes.h"
@@ -176,43 +178,49 @@ TEST(BandwidthStats, AverageFromFirstPostToLastCompletion) {
   EXPECT_DOUBLE_EQ(gigabits_per_second(stats.bytes_per_second), 40);
 }
 
-TEST(BandwidthStats, PeakIsTheBestPerMessageTimeOverAllPairs) {
-  // Best: posts 0..3 done by completion 3: (560 - 0) / 4 = 140 ns per 1000-byte message.
-  const std::vector<TimestampNs> posted = {0, 10, 20, 30, 40};
-  const std::vector<TimestampNs> completed = {500, 520, 540, 560, 1000};
-  const auto stats = bandwidth_stats(posted, completed, bandwidth_spec(5, 1, 1));
-  ASSERT_TRUE(stats.peak_bytes_per_second);
-  EXPECT_DOUBLE_EQ(*stats.peak_bytes_per_second, 1000 * 1e9 / 140);
+// A run of one 1000-byte message per post, whose peak is 1000 bytes in `ns_per_message`.
+struct PeakCase {
+  const char* name;
+  std::vector<TimestampNs> posted;
+  std::vector<TimestampNs> completed;
+  std::uint32_t cq_moderation;
+  std::uint32_t post_list;
+  double ns_per_message;
+};
+
+// Test listings name the case rather than dump its bytes.
+void PrintTo(const PeakCase& run, std::ostream* os) {
+  *os << run.name;
 }
 
-TEST(BandwidthStats, PeakPerMessageTimeIsTruncatedToWholeTicks) {
-  // (1000 - 0) / 3 = 333 ticks in perftest's integer arithmetic, not 333.33.
-  const std::vector<TimestampNs> posted = {0, 1, 2};
-  const std::vector<TimestampNs> completed = {900, 950, 1000};
-  auto spec = bandwidth_spec(3, 1, 1);
-  const auto stats = bandwidth_stats(posted, completed, spec);
+const PeakCase kPeakCases[] = {
+    // Best: posts 0..3 done by completion 3: (560 - 0) / 4 = 140 ns per 1000-byte message.
+    {"BestPerMessageTimeOverAllPairs", {0, 10, 20, 30, 40}, {500, 520, 540, 560, 1000}, 1, 1, 140},
+    // (1000 - 0) / 3 = 333 ticks in perftest's integer arithmetic, not 333.33.
+    {"PerMessageTimeIsTruncatedToWholeTicks", {0, 1, 2}, {900, 950, 1000}, 1, 1, 333},
+    // CQ moderation 2 over 5 messages: completions are stored at 1, 3 and the last (4). Slots 0
+    // and 2 hold values that would win if they were read.
+    {"ReadsOnlyRecordedCompletions", {0, 10, 20, 30, 40}, {1, 520, 25, 560, 1000}, 2, 1, 140},
+    // Post list 2: posts are timed at 0 and 2 only. Slots 1 and 3 would win if they were read.
+    // (1000 - 0) / 4.
+    {"ReadsOnlyPostListHeads", {0, 519, 20, 999}, {0, 520, 0, 1000}, 2, 2, 250},
+};
+
+class BandwidthPeak : public ::testing::TestWithParam<PeakCase> {};
+
+TEST_P(BandwidthPeak, IsTheBestPerMessageTimePerftestFinds) {
+  const PeakCase& run = GetParam();
+  const auto stats =
+      bandwidth_stats(run.posted, run.completed,
+                      bandwidth_spec(run.posted.size(), run.cq_moderation, run.post_list));
   ASSERT_TRUE(stats.peak_bytes_per_second);
-  EXPECT_DOUBLE_EQ(*stats.peak_bytes_per_second, 1000 * 1e9 / 333);
+  EXPECT_DOUBLE_EQ(*stats.peak_bytes_per_second, 1000 * 1e9 / run.ns_per_message);
 }
 
-TEST(BandwidthStats, PeakReadsOnlyTheCompletionsPerftestRecords) {
-  // CQ moderation 2 over 5 messages: completions are stored at 1, 3 and the last (4). Slots 0
-  // and 2 hold values that would win if they were read.
-  const std::vector<TimestampNs> posted = {0, 10, 20, 30, 40};
-  const std::vector<TimestampNs> completed = {1, 520, 25, 560, 1000};
-  const auto stats = bandwidth_stats(posted, completed, bandwidth_spec(5, 2, 1));
-  ASSERT_TRUE(stats.peak_bytes_per_second);
-  EXPECT_DOUBLE_EQ(*stats.peak_bytes_per_second, 1000 * 1e9 / 140);
-}
-
-TEST(BandwidthStats, PeakReadsOnlyPostListHeads) {
-  // Post list 2: posts are timed at 0 and 2 only. Slots 1 and 3 would win if they were read.
-  const std::vector<TimestampNs> posted = {0, 519, 20, 999};
-  const std::vector<TimestampNs> completed = {0, 520, 0, 1000};
-  const auto stats = bandwidth_stats(posted, completed, bandwidth_spec(4, 2, 2));
-  ASSERT_TRUE(stats.peak_bytes_per_second);
-  EXPECT_DOUBLE_EQ(*stats.peak_bytes_per_second, 1000 * 1e9 / 250);  // (1000 - 0) / 4
-}
+INSTANTIATE_TEST_SUITE_P(BandwidthStats, BandwidthPeak, ::testing::ValuesIn(kPeakCases),
+                         [](const ::testing::TestParamInfo<PeakCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(BandwidthStats, SeveralQpsCountEveryQpsMessages) {
   auto spec = bandwidth_spec(3, 1, 1);

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "ibprobe/probes.h"
 #include "protocol.h"
+#include "round_trip.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
@@ -53,14 +55,14 @@ TEST(ValidationSpec, PostedReceivesOnlyForSendBandwidthWithinTheQueue) {
   EXPECT_THAT(violations_of(validate(send)),
               Contains(HasSubstr("more than the receive queue holds")));
 
-  auto write = default_spec(Operation::kWrite, TestKind::kBandwidth);
-  write.posted_receives = 1;
-  EXPECT_THAT(violations_of(validate(write)),
-              Contains(HasSubstr("applies to send bandwidth only")));
-  auto latency = default_spec(Operation::kSend, TestKind::kLatency);
-  latency.posted_receives = 1;
-  EXPECT_THAT(violations_of(validate(latency)),
-              Contains(HasSubstr("applies to send bandwidth only")));
+  for (const auto& [operation, test] : {std::pair{Operation::kWrite, TestKind::kBandwidth},
+                                        std::pair{Operation::kSend, TestKind::kLatency}}) {
+    auto spec = default_spec(operation, test);
+    spec.posted_receives = 1;
+    EXPECT_THAT(violations_of(validate(spec)),
+                Contains(HasSubstr("applies to send bandwidth only")))
+        << to_string(operation) << "_" << to_string(test);
+  }
 }
 
 TEST(ValidationSpec, ScatteredReceivesNeedAValidatingSend) {
@@ -89,21 +91,12 @@ TEST(ValidationSpec, LimitsCountBothSidesSlots) {
   EXPECT_THAT(violations_of(check_limits(spec, limits)), IsEmpty());
 }
 
-protocol::Message round_trip(const protocol::Message& message) {
-  const auto decoded = protocol::decode(protocol::encode(message));
-  if (!decoded) {
-    ADD_FAILURE() << decoded.error().message;
-    return message;
-  }
-  return *decoded;
-}
-
 TEST(ValidationProtocol, NewSpecFieldsRoundTrip) {
   auto spec = validating(Operation::kSend);
   spec.posted_receives = 4;
   spec.receive_sges = 3;
   const protocol::ProbeRequest request{spec};
-  EXPECT_EQ(std::get<protocol::ProbeRequest>(round_trip(request)), request);
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
 }
 
 TEST(ValidationProtocol, PlainSpecOmitsThem) {
@@ -143,9 +136,9 @@ TEST(ValidationProtocol, ResultCarriesTheVerificationFigures) {
   report.stale_completions = 3;
   report.first_error = "message qp=0 seq=15: checksum mismatch, first bad byte at offset 77";
   result.validation = report;
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
   result.validation.reset();
-  EXPECT_EQ(std::get<protocol::Result>(round_trip(result)), result);
+  EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
 }
 
 }  // namespace
