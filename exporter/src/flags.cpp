@@ -26,6 +26,13 @@ struct StagedFlags {
   int discovery_interval = 0, fabric_timeout_ms = 0, fabric_budget_ms = 0, discovery_deadline = 0;
 };
 
+// An integer option held to [min, max], whose help shows the value it keeps when not given.
+template <typename T>
+void add_in_range(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                  int min, int max) {
+  app.add_option(name, value, help)->capture_default_str()->check(CLI::Range(min, max));
+}
+
 // The HTTP server, the probe responder, configuration files, devices and logging.
 void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
   app.add_flag("--version", staged.show_version, "Print the version and exit");
@@ -38,18 +45,13 @@ void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
       ->check([](const std::string& path) {
         return path.starts_with("/") ? std::string() : std::string("must start with /");
       });
-  app.add_option("--web.threads", config.http_threads, "HTTP worker threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  app.add_option("--web.max-waiting-requests", config.http_max_waiting,
-                 "Requests that wait for a probe (/probe, ?wait=) at once, each on an HTTP worker "
-                 "added beyond --web.threads; more are answered 503 with Retry-After")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--scrape.parallelism", config.scrape_parallelism,
-                 "Devices collected concurrently during one scrape")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+  add_in_range(app, "--web.threads", config.http_threads, "HTTP worker threads", 1, 256);
+  add_in_range(app, "--web.max-waiting-requests", config.http_max_waiting,
+               "Requests that wait for a probe (/probe, ?wait=) at once, each on an HTTP worker "
+               "added beyond --web.threads; more are answered 503 with Retry-After",
+               1, 1024);
+  add_in_range(app, "--scrape.parallelism", config.scrape_parallelism,
+               "Devices collected concurrently during one scrape", 1, 64);
   app.add_option("--probe.responder-address", config.probe_responder_address,
                  "HOST:PORT the verbs probe responder listens on (default :9471; empty: no "
                  "responder)")
@@ -58,9 +60,8 @@ void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
       ->default_str("");
   app.add_option("--probe.device", config.probe_device,
                  "RDMA device probes run on, both ways (default: the first with an ACTIVE port)");
-  app.add_option("--probe.device-port", config.probe_device_port, "Port of --probe.device")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 255));
+  add_in_range(app, "--probe.device-port", config.probe_device_port, "Port of --probe.device", 1,
+               255);
   app.add_option("--config.file", config.config_file,
                  "Probe modules, allowed targets and scheduler bounds (YAML; reloaded on SIGHUP "
                  "and POST /-/reload); empty: the built-in modules")
@@ -100,13 +101,12 @@ void add_collector_options(CLI::App& app, Config& config, StagedFlags& staged) {
 
   staged.gid_rescan_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(config.gid_rescan_interval).count());
-  app.add_option("--collector.gids.rescan-interval-seconds", staged.gid_rescan_seconds,
-                 "gids collector: read each port's whole GID table again after this long; the "
-                 "scrapes between read only the entries found populated, so a removed or changed "
-                 "entry shows at once and a new one within this time (0: the whole table on "
-                 "every scrape)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 86400));
+  add_in_range(app, "--collector.gids.rescan-interval-seconds", staged.gid_rescan_seconds,
+               "gids collector: read each port's whole GID table again after this long; the "
+               "scrapes between read only the entries found populated, so a removed or changed "
+               "entry shows at once and a new one within this time (0: the whole table on "
+               "every scrape)",
+               0, 86400);
 }
 
 // PortCounters of chosen remote ports over PerfMgt MADs.
@@ -127,27 +127,18 @@ void add_remote_pma_options(CLI::App& app, Config& config, StagedFlags& staged) 
   app.add_option("--collector.remote_pma.ca", remote.ca,
                  "Local CA to send MADs from (default: the first with an InfiniBand port)");
   staged.remote_ca_port = remote.ca_port;
-  app.add_option("--collector.remote_pma.ca-port", staged.remote_ca_port,
-                 "Local port to send MADs from (0: the CA's first InfiniBand port)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 254));
+  add_in_range(app, "--collector.remote_pma.ca-port", staged.remote_ca_port,
+               "Local port to send MADs from (0: the CA's first InfiniBand port)", 0, 254);
   staged.remote_timeout_ms = static_cast<int>(remote.timeout.count());
-  app.add_option("--collector.remote_pma.timeout-ms", staged.remote_timeout_ms,
-                 "Time to wait for each MAD's answer")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 60000));
-  app.add_option("--collector.remote_pma.retries", remote.retries,
-                 "Further attempts after a MAD timed out")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 10));
+  add_in_range(app, "--collector.remote_pma.timeout-ms", staged.remote_timeout_ms,
+               "Time to wait for each MAD's answer", 1, 60000);
+  add_in_range(app, "--collector.remote_pma.retries", remote.retries,
+               "Further attempts after a MAD timed out", 0, 10);
   staged.remote_budget_ms = static_cast<int>(remote.budget.count());
-  app.add_option("--collector.remote_pma.budget-ms", staged.remote_budget_ms,
-                 "Time all remote queries of one scrape may take together")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 600000));
-  app.add_option("--collector.remote_pma.concurrency", remote.concurrency, "MADs in flight at once")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+  add_in_range(app, "--collector.remote_pma.budget-ms", staged.remote_budget_ms,
+               "Time all remote queries of one scrape may take together", 1, 600000);
+  add_in_range(app, "--collector.remote_pma.concurrency", remote.concurrency,
+               "MADs in flight at once", 1, 256);
 }
 
 // Discovery of the InfiniBand fabric and the reads of its switches.
@@ -164,42 +155,32 @@ void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
   app.add_option("--fabric.ca", fabric.ca,
                  "Local CA to discover from and send MADs from (default: the first with an "
                  "InfiniBand port)");
-  app.add_option("--fabric.ca-port", fabric.ca_port,
-                 "Local port of --fabric.ca (0: the CA's first InfiniBand port)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 254));
+  add_in_range(app, "--fabric.ca-port", fabric.ca_port,
+               "Local port of --fabric.ca (0: the CA's first InfiniBand port)", 0, 254);
   staged.discovery_interval = static_cast<int>(fabric.discovery_interval.count());
-  app.add_option("--fabric.discovery-interval-seconds", staged.discovery_interval,
-                 "Time between discoveries (POST /fabric/discover discovers at once)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 86400));
+  add_in_range(app, "--fabric.discovery-interval-seconds", staged.discovery_interval,
+               "Time between discoveries (POST /fabric/discover discovers at once)", 1, 86400);
   app.add_option("--fabric.node-name-map", fabric.node_name_map,
                  "Node names by GUID in ibnetdiscover's node-name-map format (GUID \"name\" per "
                  "line); they replace node descriptions in labels")
       ->check(CLI::ExistingFile);
   staged.fabric_timeout_ms = static_cast<int>(fabric.timeout.count());
-  app.add_option("--fabric.timeout-ms", staged.fabric_timeout_ms,
-                 "Time to wait for each MAD's answer (discovery and counters)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 60000));
-  app.add_option("--fabric.retries", fabric.retries, "Further attempts after a MAD timed out")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 10));
+  add_in_range(app, "--fabric.timeout-ms", staged.fabric_timeout_ms,
+               "Time to wait for each MAD's answer (discovery and counters)", 1, 60000);
+  add_in_range(app, "--fabric.retries", fabric.retries, "Further attempts after a MAD timed out", 0,
+               10);
   staged.fabric_budget_ms = static_cast<int>(fabric.budget.count());
-  app.add_option("--fabric.budget-ms", staged.fabric_budget_ms,
-                 "Time one read (a switch, or the whole fabric on the metrics page) may take; "
-                 "a scrape's own timeout lowers it")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 600000));
-  app.add_option("--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+  add_in_range(app, "--fabric.budget-ms", staged.fabric_budget_ms,
+               "Time one read (a switch, or the whole fabric on the metrics page) may take; "
+               "a scrape's own timeout lowers it",
+               1, 600000);
+  add_in_range(app, "--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once", 1,
+               256);
   staged.discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
-  app.add_option("--fabric.discovery-deadline-seconds", staged.discovery_deadline,
-                 "Time one discovery may take; its process is killed after it and the previous "
-                 "model stays")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 86400));
+  add_in_range(app, "--fabric.discovery-deadline-seconds", staged.discovery_deadline,
+               "Time one discovery may take; its process is killed after it and the previous "
+               "model stays",
+               1, 86400);
 }
 
 void add_mesh_options(CLI::App& app, Config& config) {

@@ -197,9 +197,9 @@ void add_local_port_options(CLI::App& command, LocalPort& local, int& port_numbe
 
 // An option whose help shows the value it keeps when not given.
 template <typename T>
-void add_with_default(CLI::App& command, const std::string& name, T& value,
-                      const std::string& help) {
-  command.add_option(name, value, help)->capture_default_str();
+CLI::Option* add_with_default(CLI::App& command, const std::string& name, T& value,
+                              const std::string& help) {
+  return command.add_option(name, value, help)->capture_default_str();
 }
 
 // `run`'s flags as given; spec_of() turns them into the probe.
@@ -241,13 +241,11 @@ void add_run_options(CLI::App& run, RunFlags& f) {
                                        : "auto, none or a node number, not '" + text + "'";
       },
       "auto|none|NODE");
-  run.add_option("--numa", f.numa,
-                 "auto (the HCA's node), none, or a node number for CPU and buffers")
-      ->capture_default_str()
+  add_with_default(run, "--numa", f.numa,
+                   "auto (the HCA's node), none, or a node number for CPU and buffers")
       ->check(numa_choice_text);
-  run.add_option("--peer-numa", f.peer_numa,
-                 "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
-      ->capture_default_str()
+  add_with_default(run, "--peer-numa", f.peer_numa,
+                   "The responder's NUMA choice: auto (its HCA's node), none, or a node number")
       ->check(numa_choice_text);
   run.add_option("-Q,--cq-mod", f.cq_mod,
                  "A completion every N messages (default: perftest's rule, 1 above 8 KiB)");

@@ -374,6 +374,25 @@ LAB_QP_TIMEOUT=18
 # multi-packet message begins, and the QP fails; deploy/lab/README.md (Limits) has the trace.
 RNR_MESSAGE_BYTES=1024
 
+# The verbs objects ibprobe holds in VM HOST (its probes, its responder), one line each.
+lab_probe_resources() { # HOST
+    # shellcheck disable=SC2016  # expanded in the VM
+    lab exec --timeout 60 "$1" -- bash -c '
+        for kind in qp cq mr pd; do rdma resource show "$kind" | sed "s/^/$kind: /"; done' \
+        | grep 'comm ibprobe' || true
+}
+
+# Waits until VM HOST holds no probe resources, failing after BOUND_SECS; prints how long it took.
+lab_wait_resources_released() { # HOST BOUND_SECS
+    local t left
+    t=$(now_ms)
+    while left=$(lab_probe_resources "$1"); [[ -n $left ]]; do
+        (($(now_ms) - t < $2 * 1000)) || fail "VM $1 still holds probe resources after $2 s: $left"
+        sleep 1
+    done
+    seconds_since "$t"
+}
+
 positive_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ && ! $1 =~ ^0*\.?0*$ ]]; }
 
 # perftest prints a header row, then the figures.

@@ -60,27 +60,6 @@ port_state() { # HOST
     lab exec --timeout 60 "$1" -- cat /sys/class/infiniband/rxe0/ports/1/state
 }
 
-# Verbs objects of the probe (VM B) or of the exporter's responder (VM A), one line each.
-probe_resources() { # HOST
-    # shellcheck disable=SC2016  # expanded in the VM
-    lab exec --timeout 60 "$1" -- bash -c '
-        for kind in qp cq mr pd; do rdma resource show "$kind" | sed "s/^/$kind: /"; done' \
-        | grep 'comm ibprobe' || true
-}
-
-# Waits until a VM holds no probe resources; prints how long it took.
-wait_resources_released() { # HOST BOUND_SECS
-    local t left
-    t=$(now_ms)
-    while :; do
-        left=$(probe_resources "$1")
-        [[ -z $left ]] && break
-        (($(now_ms) - t < $2 * 1000)) || fail "VM $1 still holds probe resources $2 s after the link came back: $left"
-        sleep 1
-    done
-    seconds_since "$t"
-}
-
 rxe_counter() { # HOST NAME
     lab exec --timeout 60 "$1" -- cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$2"
 }
@@ -103,7 +82,7 @@ cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX PROBE_ARGS...
             sleep 0.2
         done
         exit 1' || fail "$label: the probe never connected: $(lab output --stderr B "$job")"
-    held=$(probe_resources A)
+    held=$(lab_probe_resources A)
     grep -q '^qp: .*state RTS' <<<"$held" || fail "$label: no responder QP in VM A during the run: $held"
     job_running B "$label" \
         || fail "$label: the probe ended before the cut: $(lab output B "$job") $(lab output --stderr B "$job")"
@@ -145,8 +124,8 @@ cut_mid_run() { # LABEL TIMEOUT EXPECTED_REASON_REGEX PROBE_ARGS...
     done
     [[ $(port_state A) == *ACTIVE* ]] || fail "$label: VM A's port did not come back: $(port_state A)"
     local released_b released_a
-    released_b=$(wait_resources_released B 10)
-    released_a=$(wait_resources_released A $((timeout + SLACK)))
+    released_b=$(lab_wait_resources_released B 10)
+    released_a=$(lab_wait_resources_released A $((timeout + SLACK)))
     note "$label: no probe QP/CQ/MR/PD left in VM B (after ${released_b} s) nor in VM A (after ${released_a} s)"
     check_exporter_serving "$label, link back"
 }
@@ -176,8 +155,8 @@ main() {
     command -v curl >/dev/null || fail "curl is required"
     lab_test_up two --forward "$WEB_PORT"
     start_exporter
-    [[ -z $(probe_resources A) && -z $(probe_resources B) ]] \
-        || fail "probe resources before any probe: A: $(probe_resources A) B: $(probe_resources B)"
+    [[ -z $(lab_probe_resources A) && -z $(lab_probe_resources B) ]] \
+        || fail "probe resources before any probe: A: $(lab_probe_resources A) B: $(lab_probe_resources B)"
     check_probe_succeeds "before the faults, write_bw" bw_average_MiBps -t write_bw -n 300
 
     cut_mid_run write_bw-cut 70 \

@@ -131,15 +131,8 @@ check_backpressure_sweep() {
     note "sweep: no RNR NAK at depth 256, $shallow_rnr at depth 1"
 }
 
-probe_resources() { # HOST
-    # shellcheck disable=SC2016  # expanded in the VM
-    lab exec --timeout 60 "$1" -- bash -c '
-        for kind in qp cq mr pd; do rdma resource show "$kind" | sed "s/^/$kind: /"; done' \
-        | grep 'comm ibprobe' || true
-}
-
 check_rnr_exhausted() {
-    local out rc=0 before after host left t
+    local out rc=0 before after
     before=$(lab_hw_counter B retry_rnr_exceeded_err)
     out=$(run_probe send_bw -s 4096 -n 2000 --posted-receives 1 --rnr-retry 0 --timeout 20) || rc=$?
     ((rc == 1)) || fail "rnr_retry 0 with one posted receive: expected exit 1, got $rc: $out"
@@ -147,13 +140,8 @@ check_rnr_exhausted() {
     grep -q 'rnr_retry allows were used up' <<<"$out" || fail "the RNR failure is not explained: $out"
     after=$(lab_hw_counter B retry_rnr_exceeded_err)
     ((after > before)) || fail "rxe's retry_rnr_exceeded_err did not move ($before -> $after)"
-    for host in A B; do
-        t=$(now_ms)
-        while left=$(probe_resources "$host"); [[ -n $left ]]; do
-            (($(now_ms) - t < 15000)) || fail "VM $host still holds probe resources: $left"
-            sleep 1
-        done
-    done
+    lab_wait_resources_released A 15 >/dev/null
+    lab_wait_resources_released B 15 >/dev/null
     note "RNR retries exhausted: $(grep -o 'completion failed.*' <<<"$out" | head -n1)"
     note "no probe QP, CQ, MR or PD left in either VM; retry_rnr_exceeded_err $before -> $after"
     out=$(run_probe send_bw -s 4096 -n 300 --validate) || fail "the next probe failed: $out"

@@ -69,22 +69,9 @@ number_after() { # TEXT PREFIX
     sed -n "s/.*$2\([0-9][0-9]*\).*/\1/p" <<<"$1" | head -n1
 }
 
-probe_resources() { # HOST
-    # shellcheck disable=SC2016  # expanded in the VM
-    lab exec --timeout 60 "$1" -- bash -c '
-        for kind in qp cq mr pd; do rdma resource show "$kind" | sed "s/^/$kind: /"; done' \
-        | grep 'comm ibprobe' || true
-}
-
 check_no_resources_left() {
-    local host left t
-    for host in A B; do
-        t=$(now_ms)
-        while left=$(probe_resources "$host"); [[ -n $left ]]; do
-            (($(now_ms) - t < 15000)) || fail "VM $host still holds probe resources: $left"
-            sleep 1
-        done
-    done
+    lab_wait_resources_released A 15 >/dev/null
+    lab_wait_resources_released B 15 >/dev/null
     note "no probe QP, CQ, MR or PD left in either VM"
 }
 
