@@ -13,10 +13,7 @@
 namespace ibprobe::probes::verbs {
 namespace {
 
-struct DeviceListFreer {
-  void operator()(ibv_device** list) const { ibv_free_device_list(list); }
-};
-using DeviceList = std::unique_ptr<ibv_device*, DeviceListFreer>;
+using DeviceList = std::unique_ptr<ibv_device*, ReleasedBy<ibv_free_device_list>>;
 
 bool is_ipv4_mapped(const ibv_gid& gid) {
   static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
