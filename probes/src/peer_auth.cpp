@@ -45,7 +45,10 @@ Bytes hmac(std::string_view secret, const Bytes& message) {
   return Bytes(digest.begin(), digest.end());
 }
 
-std::unexpected<protocol::Error> unproven() {
+// Nothing when the initiator presented `proof`, else the Error refusing its request.
+std::expected<void, protocol::Error> accept_if_presented(const Bytes& proof,
+                                                         const std::optional<Bytes>& presented) {
+  if (same_proof(proof, presented)) return {};
   return std::unexpected(
       protocol::Error{protocol::ErrorCode::kUnauthorized,
                       "the initiator could not prove it holds the shared secret"});
@@ -154,31 +157,23 @@ std::expected<protocol::Hello, protocol::Error> ResponderAuth::answer(
 std::expected<void, protocol::Error> ResponderAuth::check(
     const protocol::ProbeRequest& request) const {
   if (secret_.empty()) return {};
-  if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request.spec),
-                 request.authenticator)) {
-    return {};
-  }
-  return unproven();
+  return accept_if_presented(
+      initiator_proof(secret_, initiator_nonce_, responder_nonce_, request.spec),
+      request.authenticator);
 }
 
 std::expected<void, protocol::Error> ResponderAuth::check(
     const protocol::MeshAddressRequest& request) const {
   if (secret_.empty()) return {};
-  if (same_proof(initiator_mesh_proof(secret_, initiator_nonce_, responder_nonce_),
-                 request.authenticator)) {
-    return {};
-  }
-  return unproven();
+  return accept_if_presented(initiator_mesh_proof(secret_, initiator_nonce_, responder_nonce_),
+                             request.authenticator);
 }
 
 std::expected<void, protocol::Error> ResponderAuth::check(
     const protocol::VerifyRequest& request) const {
   if (secret_.empty()) return {};
-  if (same_proof(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request),
-                 request.authenticator)) {
-    return {};
-  }
-  return unproven();
+  return accept_if_presented(initiator_proof(secret_, initiator_nonce_, responder_nonce_, request),
+                             request.authenticator);
 }
 
 }  // namespace ibprobe::probes::peer_auth

@@ -6,17 +6,16 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
+#include <utility>
 
 #include "ibprobe/enum_names.h"
 
 namespace ibprobe::probes::verbs {
 namespace {
 
-struct DeviceListFreer {
-  void operator()(ibv_device** list) const { ibv_free_device_list(list); }
-};
-using DeviceList = std::unique_ptr<ibv_device*, DeviceListFreer>;
+using DeviceList = std::unique_ptr<ibv_device*, ReleasedBy<ibv_free_device_list>>;
 
 bool is_ipv4_mapped(const ibv_gid& gid) {
   static constexpr std::uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -96,50 +95,25 @@ PortFacts query_port(ibv_context* context, std::uint8_t port, int requested_gid_
 }
 
 double port_rate_gbps(const ibv_port_attr& attr) {
-  int lanes = 0;
-  switch (attr.active_width) {
-    case 1:
-      lanes = 1;
-      break;
-    case 2:
-      lanes = 4;
-      break;
-    case 4:
-      lanes = 8;
-      break;
-    case 8:
-      lanes = 12;
-      break;
-    case 16:
-      lanes = 2;
-      break;
-  }
-  double lane_gbps = 0;
-  switch (attr.active_speed) {
-    case 1:
-      lane_gbps = 2.5;  // SDR
-      break;
-    case 2:
-      lane_gbps = 5;  // DDR
-      break;
-    case 4:
-    case 8:
-      lane_gbps = 10;  // QDR, FDR10
-      break;
-    case 16:
-      lane_gbps = 14;  // FDR
-      break;
-    case 32:
-      lane_gbps = 25;  // EDR
-      break;
-    case 64:
-      lane_gbps = 50;  // HDR
-      break;
-    case 128:
-      lane_gbps = 100;  // NDR
-      break;
-  }
-  return lanes * lane_gbps;
+  // The IB encodings of ibv_port_attr::active_width (lanes) and active_speed (Gbit/s a lane).
+  static constexpr std::pair<std::uint8_t, double> kLanes[] = {
+      {1, 1}, {2, 4}, {4, 8}, {8, 12}, {16, 2}};
+  static constexpr std::pair<std::uint8_t, double> kLaneGbps[] = {
+      {1, 2.5},   // SDR
+      {2, 5},     // DDR
+      {4, 10},    // QDR
+      {8, 10},    // FDR10
+      {16, 14},   // FDR
+      {32, 25},   // EDR
+      {64, 50},   // HDR
+      {128, 100}  // NDR
+  };
+  const auto decoded = [](const auto& table, std::uint8_t code) {
+    const auto* entry = std::find_if(std::begin(table), std::end(table),
+                                     [&](const auto& e) { return e.first == code; });
+    return entry == std::end(table) ? 0.0 : entry->second;
+  };
+  return decoded(kLanes, attr.active_width) * decoded(kLaneGbps, attr.active_speed);
 }
 
 ibv_mtu mtu_enum(std::uint32_t bytes) {

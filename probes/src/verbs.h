@@ -31,42 +31,26 @@ class VerbsError : public ProbeFailure {
   explicit VerbsError(const std::string& message) : ProbeFailure(message, FailureKind::kVerbs) {}
 };
 
-struct ContextCloser {
-  void operator()(ibv_context* c) const { ibv_close_device(c); }
-};
-struct PdDeallocator {
-  void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
-};
-struct MrDeregisterer {
-  void operator()(ibv_mr* mr) const { ibv_dereg_mr(mr); }
-};
-struct CqDestroyer {
-  void operator()(ibv_cq* cq) const { ibv_destroy_cq(cq); }
-};
-struct QpDestroyer {
-  void operator()(ibv_qp* qp) const { ibv_destroy_qp(qp); }
-};
-struct SrqDestroyer {
-  void operator()(ibv_srq* srq) const { ibv_destroy_srq(srq); }
-};
-struct AhDestroyer {
-  void operator()(ibv_ah* ah) const { ibv_destroy_ah(ah); }
-};
-struct CompChannelDestroyer {
-  void operator()(ibv_comp_channel* channel) const { ibv_destroy_comp_channel(channel); }
+// A std::unique_ptr deleter that hands the object to `Release`, the verbs call that frees it.
+template <auto Release>
+struct ReleasedBy {
+  template <typename Object>
+  void operator()(Object* object) const {
+    Release(object);
+  }
 };
 struct AlignedFree {
   void operator()(std::uint8_t* p) const { std::free(p); }
 };
 
-using Context = std::unique_ptr<ibv_context, ContextCloser>;
-using ProtectionDomain = std::unique_ptr<ibv_pd, PdDeallocator>;
-using MemoryRegion = std::unique_ptr<ibv_mr, MrDeregisterer>;
-using CompletionQueue = std::unique_ptr<ibv_cq, CqDestroyer>;
-using QueuePair = std::unique_ptr<ibv_qp, QpDestroyer>;
-using SharedReceiveQueue = std::unique_ptr<ibv_srq, SrqDestroyer>;
-using AddressHandle = std::unique_ptr<ibv_ah, AhDestroyer>;
-using CompletionChannel = std::unique_ptr<ibv_comp_channel, CompChannelDestroyer>;
+using Context = std::unique_ptr<ibv_context, ReleasedBy<ibv_close_device>>;
+using ProtectionDomain = std::unique_ptr<ibv_pd, ReleasedBy<ibv_dealloc_pd>>;
+using MemoryRegion = std::unique_ptr<ibv_mr, ReleasedBy<ibv_dereg_mr>>;
+using CompletionQueue = std::unique_ptr<ibv_cq, ReleasedBy<ibv_destroy_cq>>;
+using QueuePair = std::unique_ptr<ibv_qp, ReleasedBy<ibv_destroy_qp>>;
+using SharedReceiveQueue = std::unique_ptr<ibv_srq, ReleasedBy<ibv_destroy_srq>>;
+using AddressHandle = std::unique_ptr<ibv_ah, ReleasedBy<ibv_destroy_ah>>;
+using CompletionChannel = std::unique_ptr<ibv_comp_channel, ReleasedBy<ibv_destroy_comp_channel>>;
 using Buffer = std::unique_ptr<std::uint8_t, AlignedFree>;
 
 // Opens the named device; the error lists the devices that do exist.

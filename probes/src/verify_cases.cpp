@@ -110,6 +110,16 @@ std::string joined(const std::vector<std::string>& items, const char* none) {
   return out;
 }
 
+// The work id of a completion on QP 0 from the QP's current generation. A completion of an
+// earlier generation (work flushed from a QP since replaced) is counted in `stale` instead.
+std::optional<payload::WorkId> current_generation_id(const Endpoint& ep, const ibv_wc& wc,
+                                                     std::uint64_t& stale) {
+  const auto id = payload::decode_wr_id(wc.wr_id);
+  if (id.generation == ep.generation(0)) return id;
+  ++stale;
+  return std::nullopt;
+}
+
 // ------------------------------------------------------------------------------- sending
 
 struct SendFailure {
@@ -273,20 +283,17 @@ ValidationReport duplex(Endpoint& ep, std::uint64_t count, const Guard& guard,
     const int n = ep.poll(wcs, kPollBatch);
     for (int i = 0; i < n; ++i) {
       const auto& wc = wcs[i];
-      const auto id = payload::decode_wr_id(wc.wr_id);
-      if (id.generation != ep.generation(0)) {
-        ++stale;
-        continue;
-      }
+      const auto id = current_generation_id(ep, wc, stale);
+      if (!id) continue;
       if (wc.status != IBV_WC_SUCCESS) {
         failure = SendFailure{wc, ep.evidence(0, &wc)};
         checker.report.stale_completions = stale;
         return checker.report;
       }
       if (wc.opcode == IBV_WC_RECV) {
-        checker.check({ep.recv_slot(0, id.sequence), ep.slot_bytes()}, wc.byte_len, kMessageBytes,
+        checker.check({ep.recv_slot(0, id->sequence), ep.slot_bytes()}, wc.byte_len, kMessageBytes,
                       "receive");
-        ep.post_recv(0, id.sequence, wc.wr_id);
+        ep.post_recv(0, id->sequence, wc.wr_id);
       } else {
         ++done;
       }
@@ -688,11 +695,8 @@ struct Initiator {
       }
       const int n = ep.poll(wcs, kPollBatch);
       for (int i = 0; i < n; ++i) {
-        const auto id = payload::decode_wr_id(wcs[i].wr_id);
-        if (id.generation != ep.generation(0)) {
-          ++stale;
-          continue;
-        }
+        const auto id = current_generation_id(ep, wcs[i], stale);
+        if (!id) continue;
         if (wcs[i].status != IBV_WC_SUCCESS) {
           if (loss) {
             second = SendFailure{wcs[i], ep.evidence(0, &wcs[i])};
@@ -706,9 +710,9 @@ struct Initiator {
           ep.replace(0);
           continue;
         }
-        if (id.sequence != static_cast<std::uint32_t>(done)) {
+        if (id->sequence != static_cast<std::uint32_t>(done)) {
           second = SendFailure{wcs[i], fmt::format("completion for sequence {} where {} was due",
-                                                   id.sequence, done)};
+                                                   id->sequence, done)};
           break;
         }
         ++done;
@@ -1041,18 +1045,15 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
       for (unsigned spins = 1; checkers[0].next < count; ++spins) {
         const int n = ep.poll(wcs, kPollBatch);
         for (int i = 0; i < n; ++i) {
-          const auto wid = payload::decode_wr_id(wcs[i].wr_id);
-          if (wid.generation != ep.generation(0)) {
-            ++stale;
-            continue;
-          }
+          const auto wid = current_generation_id(ep, wcs[i], stale);
+          if (!wid) continue;
           if (wcs[i].status != IBV_WC_SUCCESS) {
             checkers[0].error("receive after the rebuild: " + ep.evidence(0, &wcs[i]));
             continue;
           }
-          checkers[0].check({ep.recv_slot(0, wid.sequence), ep.slot_bytes()}, wcs[i].byte_len,
+          checkers[0].check({ep.recv_slot(0, wid->sequence), ep.slot_bytes()}, wcs[i].byte_len,
                             kMessageBytes, "receive after the rebuild");
-          ep.post_recv(0, wid.sequence, wcs[i].wr_id);
+          ep.post_recv(0, wid->sequence, wcs[i].wr_id);
         }
         if (n == 0 && spins % kSpinsPerCheck == 0) {
           // An initiator that gave up after the rebuild says so with its Ready: report what
