@@ -90,13 +90,12 @@ const prometheus::MetricFamily* family(const std::vector<prometheus::MetricFamil
 TEST(ValidationMetrics, VerdictAndCoverageAreSeparateSeries) {
   ProbeRun run;
   run.outcome.emplace();
-  probes::ValidationReport report;
-  report.messages_sent = 1000;
-  report.checked = 400;
-  report.skipped_overwritten = 600;
-  report.races = 7;
-  report.tail_checks = 128;
-  run.outcome->validation = report;
+  run.outcome->validation = probes::ValidationReport{.messages_sent = 1000,
+                                                     .checked = 400,
+                                                     .skipped_overwritten = 600,
+                                                     .races = 7,
+                                                     .tail_checks = 128,
+                                                     .first_error = ""};
   const auto families = probe_run_metrics(run, false).take();
 
   const auto* checked = family(families, "rdma_probe_validation_messages_checked");
