@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "collect_helpers.h"
+#include "exporter_test_helpers.h"
 #include "hold.h"
 #include "ibprobe/exporter.h"
 #include "probe_config.h"
@@ -147,12 +148,9 @@ ProbeOutcome latency_outcome(const probes::ProbeSpec& spec) {
   return outcome;
 }
 
-class ProbeApiTest : public ::testing::Test {
+class ProbeApiTest : public OnePortExporterTest {
  protected:
   ProbeApiTest() {
-    tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
-    config_.telemetry_path = "/metrics";
-    scraper_ = scraper_over(tree_.root(), "port_counters");
     config_path_ = std::filesystem::temp_directory_path() /
                    ("probe_api_test_" + std::to_string(::getpid()) + ".yml");
   }
@@ -244,9 +242,6 @@ class ProbeApiTest : public ::testing::Test {
     return body_json(response);
   }
 
-  SysfsTree tree_;
-  exporter::Config config_;
-  std::unique_ptr<collectors::Scraper> scraper_;
   std::filesystem::path config_path_;
   mutable std::mutex mutex_;
   std::function<ProbeOutcome(const probes::ProbeSpec&, const RunOptions&)> behaviour_;
