@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -323,22 +324,17 @@ TEST_F(ProbeApiTest, ProbeSuccessBandwidth) {
                           {{"side", "local"}, {"counter", "symbol_error"}, {"class", "error"}})),
             0);
   // Unknown deltas are flagged with why, never reported as a number.
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
-                                                               {"counter", "port_rcv_data"},
-                                                               {"class", "informative"},
-                                                               {"status", "reset"}})),
-            1);
-  EXPECT_EQ(
-      got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
-                                                         {"counter", "hw_counters/out_of_buffer"},
-                                                         {"class", "out_of_buffer"},
-                                                         {"status", "missing"}})),
-      1);
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "fabric:0x1a:3"},
-                                                               {"counter", "port_xmit_wait"},
-                                                               {"class", "informative"},
-                                                               {"status", "saturated"}})),
-            1);
+  for (const auto& [side, counter, counter_class, status] : std::vector<std::array<std::string, 4>>{
+           {"peer", "port_rcv_data", "informative", "reset"},
+           {"peer", "hw_counters/out_of_buffer", "out_of_buffer", "missing"},
+           {"fabric:0x1a:3", "port_xmit_wait", "informative", "saturated"}}) {
+    EXPECT_EQ(
+        got.at(series(
+            "rdma_probe_counter_delta_unknown",
+            {{"side", side}, {"counter", counter}, {"class", counter_class}, {"status", status}})),
+        1)
+        << side << " " << counter;
+  }
   EXPECT_FALSE(got.contains(
       series("rdma_probe_counter_delta", {{"side", "peer"}, {"counter", "port_rcv_data"}})));
   for (const auto& [key, value] : got) {
