@@ -71,19 +71,14 @@ void expect_page(const std::string& name, const std::string& actual) {
 }
 
 CounterDelta valid(std::string counter, double delta, std::string counter_class = {}) {
-  CounterDelta d;
-  d.counter = std::move(counter);
-  d.delta = delta;
-  d.counter_class = std::move(counter_class);
-  return d;
+  return {.counter = std::move(counter), .delta = delta, .counter_class = std::move(counter_class)};
 }
 
 CounterDelta unknown(std::string counter, DeltaStatus status, std::string counter_class = {}) {
-  CounterDelta d;
-  d.counter = std::move(counter);
-  d.status = status;
-  d.counter_class = std::move(counter_class);
-  return d;
+  return {.counter = std::move(counter),
+          .status = status,
+          .delta = std::nullopt,
+          .counter_class = std::move(counter_class)};
 }
 
 ProbeRun run_of(std::string target, std::string module, double seconds) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "collect_helpers.h"
+#include "exporter_test_helpers.h"
 #include "hold.h"
 #include "ibprobe/exporter.h"
 #include "probe_config.h"
@@ -147,12 +149,9 @@ ProbeOutcome latency_outcome(const probes::ProbeSpec& spec) {
   return outcome;
 }
 
-class ProbeApiTest : public ::testing::Test {
+class ProbeApiTest : public OnePortExporterTest {
  protected:
   ProbeApiTest() {
-    tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
-    config_.telemetry_path = "/metrics";
-    scraper_ = scraper_over(tree_.root(), "port_counters");
     config_path_ = std::filesystem::temp_directory_path() /
                    ("probe_api_test_" + std::to_string(::getpid()) + ".yml");
   }
@@ -244,9 +243,6 @@ class ProbeApiTest : public ::testing::Test {
     return body_json(response);
   }
 
-  SysfsTree tree_;
-  exporter::Config config_;
-  std::unique_ptr<collectors::Scraper> scraper_;
   std::filesystem::path config_path_;
   mutable std::mutex mutex_;
   std::function<ProbeOutcome(const probes::ProbeSpec&, const RunOptions&)> behaviour_;
@@ -328,22 +324,17 @@ TEST_F(ProbeApiTest, ProbeSuccessBandwidth) {
                           {{"side", "local"}, {"counter", "symbol_error"}, {"class", "error"}})),
             0);
   // Unknown deltas are flagged with why, never reported as a number.
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
-                                                               {"counter", "port_rcv_data"},
-                                                               {"class", "informative"},
-                                                               {"status", "reset"}})),
-            1);
-  EXPECT_EQ(
-      got.at(series("rdma_probe_counter_delta_unknown", {{"side", "peer"},
-                                                         {"counter", "hw_counters/out_of_buffer"},
-                                                         {"class", "out_of_buffer"},
-                                                         {"status", "missing"}})),
-      1);
-  EXPECT_EQ(got.at(series("rdma_probe_counter_delta_unknown", {{"side", "fabric:0x1a:3"},
-                                                               {"counter", "port_xmit_wait"},
-                                                               {"class", "informative"},
-                                                               {"status", "saturated"}})),
-            1);
+  for (const auto& [side, counter, counter_class, status] : std::vector<std::array<std::string, 4>>{
+           {"peer", "port_rcv_data", "informative", "reset"},
+           {"peer", "hw_counters/out_of_buffer", "out_of_buffer", "missing"},
+           {"fabric:0x1a:3", "port_xmit_wait", "informative", "saturated"}}) {
+    EXPECT_EQ(
+        got.at(series(
+            "rdma_probe_counter_delta_unknown",
+            {{"side", side}, {"counter", counter}, {"class", counter_class}, {"status", status}})),
+        1)
+        << side << " " << counter;
+  }
   EXPECT_FALSE(got.contains(
       series("rdma_probe_counter_delta", {{"side", "peer"}, {"counter", "port_rcv_data"}})));
   for (const auto& [key, value] : got) {

@@ -8,36 +8,19 @@
 #include <sstream>
 #include <string>
 
+#include "exporter_test_helpers.h"
+
 namespace ibprobe::testing {
 namespace {
 
 using exporter::parse_probe_config;
-using exporter::ProbeConfig;
 using probes::NumaPolicy;
 using probes::Operation;
 using probes::TestKind;
 
-ProbeConfig parse_ok(const std::string& yaml) {
-  auto parsed = parse_probe_config(yaml);
-  if (!parsed) {
-    ADD_FAILURE() << "refused: " << parsed.error() << "\n" << yaml;
-    return {};
-  }
-  return *std::move(parsed);
-}
-
-std::string parse_error(const std::string& yaml) {
-  auto parsed = parse_probe_config(yaml);
-  if (parsed.has_value()) {
-    ADD_FAILURE() << "accepted:\n" << yaml;
-    return "";
-  }
-  return parsed.error();
-}
-
 // The error names `line` (1-based) first and says `why` somewhere.
 void expect_error_at(const std::string& yaml, int line, const std::string& why) {
-  const auto error = parse_error(yaml);
+  const auto error = probe_config_error(yaml);
   EXPECT_TRUE(error.starts_with("line " + std::to_string(line) + ", column "))
       << "expected line " << line << ": " << error << "\n"
       << yaml;
@@ -49,7 +32,7 @@ std::string one_module(const std::string& fields) {
 }
 
 probes::ProbeSpec module_spec(const std::string& fields) {
-  const auto config = parse_ok(one_module(fields));
+  const auto config = probe_config_ok(one_module(fields));
   if (!config.modules.contains("m")) return {};
   return config.modules.at("m").spec;
 }
@@ -159,7 +142,7 @@ TEST(ProbeConfigTest, ShippedAllowlistExampleParsesWhenUncommented) {
     text += line + "\n";
   }
   ASSERT_GE(uncommented, 2) << "no commented allowed_targets example in " << kShippedConfig;
-  const auto config = parse_ok(text);
+  const auto config = probe_config_ok(text);
   EXPECT_GE(config.allowed_targets.size(), 1u);
   ASSERT_NE(config.allowlist, nullptr);
   EXPECT_TRUE(config.allowlist->admit("10.0.3.4"));
@@ -167,7 +150,7 @@ TEST(ProbeConfigTest, ShippedAllowlistExampleParsesWhenUncommented) {
 }
 
 TEST(ProbeConfigTest, KindAloneTakesItsDefaults) {
-  const auto config = parse_ok("modules:\n  quick:\n    kind: send_lat\n");
+  const auto config = probe_config_ok("modules:\n  quick:\n    kind: send_lat\n");
   ASSERT_EQ(config.modules.size(), 1u);
   const auto& spec = config.modules.at("quick").spec;
   EXPECT_EQ(spec.operation, Operation::kSend);
@@ -208,12 +191,12 @@ TEST(ProbeConfigTest, EveryFieldReachesTheSpec) {
   EXPECT_EQ(spec.rc.retry_cnt, 5u);
   EXPECT_EQ(spec.rc.rnr_retry, 6u);
   EXPECT_EQ(spec.rc.min_rnr_timer, 20u);
-  const auto config = parse_ok(one_module("    fabric_ports: [\"0x12:3\", \"7:1\"]\n"));
+  const auto config = probe_config_ok(one_module("    fabric_ports: [\"0x12:3\", \"7:1\"]\n"));
   EXPECT_EQ(config.modules.at("m").fabric_ports, (std::vector<std::string>{"0x12:3", "7:1"}));
 }
 
 TEST(ProbeConfigTest, SendBandwidthWithSharedReceiveQueue) {
-  const auto config = parse_ok("modules:\n  srq:\n    kind: send_bw\n    use_srq: true\n");
+  const auto config = probe_config_ok("modules:\n  srq:\n    kind: send_bw\n    use_srq: true\n");
   EXPECT_TRUE(config.modules.at("srq").spec.use_srq);
   expect_error_at("modules:\n  srq:\n    kind: send_bw\n    use_srq: yes\n", 4,
                   "use_srq must be true or false");
@@ -243,9 +226,9 @@ TEST(ProbeConfigTest, DurationsInWholeSeconds) {
        {"1500ms", "1.5s", "10x", "s", "-5s", "+5s", "10 s", "2d", "''", "99999999999h"}) {
     expect_error_at(one_module("    timeout: " + bad + "\n"), 4, "timeout");
   }
-  const auto refused = parse_error(one_module("    timeout: 1500ms\n"));
+  const auto refused = probe_config_error(one_module("    timeout: 1500ms\n"));
   EXPECT_NE(refused.find("whole seconds"), std::string::npos) << refused;
-  const auto too_long = parse_error(one_module("    timeout: 99999999999h\n"));
+  const auto too_long = probe_config_error(one_module("    timeout: 99999999999h\n"));
   EXPECT_NE(too_long.find("too long"), std::string::npos) << too_long;
 }
 
@@ -304,7 +287,7 @@ TEST(ProbeConfigTest, ErrorsNameTheirLine) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.yaml);
-    const auto error = parse_error(c.yaml);
+    const auto error = probe_config_error(c.yaml);
     if (c.why == "yaml-cpp") {
       EXPECT_TRUE(error.starts_with("yaml-cpp: error at line " + std::to_string(c.line))) << error;
       continue;
@@ -312,8 +295,9 @@ TEST(ProbeConfigTest, ErrorsNameTheirLine) {
     EXPECT_TRUE(error.starts_with("line " + std::to_string(c.line) + ", column ")) << error;
     EXPECT_NE(error.find(c.why), std::string::npos) << error;
   }
-  EXPECT_EQ(parse_error(""), "the file is empty: it needs a modules section");
-  EXPECT_EQ(parse_error("# only a comment\n"), "the file is empty: it needs a modules section");
+  EXPECT_EQ(probe_config_error(""), "the file is empty: it needs a modules section");
+  EXPECT_EQ(probe_config_error("# only a comment\n"),
+            "the file is empty: it needs a modules section");
 }
 
 TEST(ProbeConfigTest, UnknownKeysAtEveryLevel) {
@@ -400,25 +384,27 @@ TEST(ProbeConfigTest, LimitsOnlyTighten) {
                           {"max_iterations", ceiling.max_iterations},
                           {"max_total_buffer_bytes", ceiling.max_total_buffer_bytes}}) {
     SCOPED_TRACE(name);
-    parse_ok(one_module("") + "limits:\n  " + name + ": " + std::to_string(max) + "\n");
+    probe_config_ok(one_module("") + "limits:\n  " + name + ": " + std::to_string(max) + "\n");
     expect_error_at(one_module("") + "limits:\n  " + name + ": " + std::to_string(max + 1) + "\n",
                     5, "above its maximum");
   }
-  EXPECT_EQ(parse_ok(one_module("") + "limits:\n  max_duration: 2m\n").limits.max_duration_seconds,
-            120u);
+  EXPECT_EQ(
+      probe_config_ok(one_module("") + "limits:\n  max_duration: 2m\n").limits.max_duration_seconds,
+      120u);
   expect_error_at(one_module("") + "limits:\n  max_duration: 121s\n", 5, "max_duration");
   expect_error_at(one_module("") + "limits:\n  max_duration: 1h\n", 5, "max_duration");
   // Only the verify soak's own limit goes past the duration cap, and only when the file says so.
-  EXPECT_EQ(parse_ok(one_module("")).limits.max_soak_seconds, ceiling.max_duration_seconds);
-  EXPECT_EQ(parse_ok(one_module("") + "limits:\n  max_soak_duration: 1h\n").limits.max_soak_seconds,
+  EXPECT_EQ(probe_config_ok(one_module("")).limits.max_soak_seconds, ceiling.max_duration_seconds);
+  EXPECT_EQ(probe_config_ok(one_module("") + "limits:\n  max_soak_duration: 1h\n")
+                .limits.max_soak_seconds,
             3600u);
   expect_error_at(one_module("") + "limits:\n  max_soak_duration: 25h\n", 5,
                   "max_soak_duration is above its maximum 86400s");
 
-  const auto tight = parse_ok(one_module("") +
-                              "limits:\n  max_message_size: 65536\n  max_depth: 256\n"
-                              "  max_qps: 2\n  max_duration: 30s\n  max_iterations: 5000\n"
-                              "  max_total_buffer_bytes: 16777216\n");
+  const auto tight = probe_config_ok(one_module("") +
+                                     "limits:\n  max_message_size: 65536\n  max_depth: 256\n"
+                                     "  max_qps: 2\n  max_duration: 30s\n  max_iterations: 5000\n"
+                                     "  max_total_buffer_bytes: 16777216\n");
   EXPECT_EQ(tight.limits.max_message_size, 65536u);
   EXPECT_EQ(tight.limits.max_depth, 256u);
   EXPECT_EQ(tight.limits.max_qps, 2u);
@@ -438,7 +424,7 @@ TEST(ProbeConfigTest, ModulesMustFitTheFilesLimits) {
       "limits:\n  max_total_buffer_bytes: 16777216\n"
       "modules:\n  wide:\n    kind: write_bw\n    qps: 4\n",
       5, "exceed this responder's limit of 16777216 bytes");
-  parse_ok(
+  probe_config_ok(
       "limits:\n  max_total_buffer_bytes: 33554432\n"
       "modules:\n  wide:\n    kind: write_bw\n    qps: 4\n");
   expect_error_at(
@@ -451,10 +437,10 @@ TEST(ProbeConfigTest, ModulesMustFitTheFilesLimits) {
 
 TEST(ProbeConfigTest, SchedulerBounds) {
   const auto config =
-      parse_ok(one_module("") + "scheduler:\n  queue_length: 0\n  history_length: 1\n");
+      probe_config_ok(one_module("") + "scheduler:\n  queue_length: 0\n  history_length: 1\n");
   EXPECT_EQ(config.queue_length, 0u);
   EXPECT_EQ(config.history_length, 1u);
-  EXPECT_EQ(parse_ok(one_module("") + "scheduler:\n  queue_length: 64\n").queue_length, 64u);
+  EXPECT_EQ(probe_config_ok(one_module("") + "scheduler:\n  queue_length: 64\n").queue_length, 64u);
   expect_error_at(one_module("") + "scheduler:\n  queue_length: 65\n", 5, "queue_length");
   expect_error_at(one_module("") + "scheduler:\n  history_length: 0\n", 5, "history_length");
   expect_error_at(one_module("") + "scheduler:\n  history_length: 4097\n", 5, "history_length");
@@ -462,8 +448,8 @@ TEST(ProbeConfigTest, SchedulerBounds) {
 }
 
 TEST(ProbeConfigTest, AllowedTargets) {
-  const auto config =
-      parse_ok(one_module("") + "allowed_targets:\n  - 192.0.2.0/24\n  - node1.ib.example\n");
+  const auto config = probe_config_ok(one_module("") +
+                                      "allowed_targets:\n  - 192.0.2.0/24\n  - node1.ib.example\n");
   EXPECT_EQ(config.allowed_targets, (std::vector<std::string>{"192.0.2.0/24", "node1.ib.example"}));
   ASSERT_NE(config.allowlist, nullptr);
   EXPECT_TRUE(config.allowlist->admit("192.0.2.200"));
@@ -475,7 +461,7 @@ TEST(ProbeConfigTest, AllowedTargets) {
   expect_error_at(one_module("") + "allowed_targets:\n  - 192.0.2.0/24\n  - [a]\n", 6,
                   "allowed_targets must be a single value");
   // An empty list is no restriction.
-  const auto open = parse_ok(one_module("") + "allowed_targets: []\n");
+  const auto open = probe_config_ok(one_module("") + "allowed_targets: []\n");
   EXPECT_EQ(open.allowlist, nullptr);
 }
 
@@ -485,7 +471,7 @@ TEST(ProbeConfigTest, FabricPortsAreLidColonPort) {
     expect_error_at(one_module("    fabric_ports:\n      - 7:1\n      - \"" + bad + "\"\n"), 6,
                     "fabric port '" + bad + "' is not LID:PORT");
   }
-  EXPECT_EQ(parse_ok(one_module("    fabric_ports: [\"0xbfff:0\", \"1:254\"]\n"))
+  EXPECT_EQ(probe_config_ok(one_module("    fabric_ports: [\"0xbfff:0\", \"1:254\"]\n"))
                 .modules.at("m")
                 .fabric_ports.size(),
             2u);
@@ -519,7 +505,7 @@ namespace ibprobe::testing {
 namespace {
 
 exporter::ProbeModule one_parsed_module(const std::string& fields) {
-  const auto config = parse_ok(one_module(fields));
+  const auto config = probe_config_ok(one_module(fields));
   if (!config.modules.contains("m")) return {};
   return config.modules.at("m");
 }
@@ -542,7 +528,7 @@ TEST(ProbeConfigModesTest, BidirectionalAndRateLimitReachTheSpec) {
   expect_error_at("modules:\n  m:\n    kind: write_lat\n    bidirectional: true\n", 3,
                   "bidirectional applies to bandwidth probes");
   const auto send_both_ways =
-      parse_ok("modules:\n  m:\n    kind: send_bw\n    bidirectional: true\n");
+      probe_config_ok("modules:\n  m:\n    kind: send_bw\n    bidirectional: true\n");
   EXPECT_TRUE(send_both_ways.modules.at("m").spec.bidirectional);
 }
 

@@ -3,9 +3,6 @@
 // 127.0.0.1, inside the allowlist, the first time and 127.0.0.2 after; a listener on each
 // address, on the same port, tells where the real initiator connected.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 
+#include "exporter_test_helpers.h"
 #include "probe_service.h"
 
 namespace ibprobe::testing {
@@ -26,47 +23,18 @@ using namespace std::chrono_literals;
 class CountingListener {
  public:
   // Port 0: any free port.
-  CountingListener(std::uint32_t address, int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in bind_to{};
-    bind_to.sin_family = AF_INET;
-    bind_to.sin_addr.s_addr = htonl(address);
-    bind_to.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&bind_to), sizeof(bind_to)) != 0 ||
-        ::listen(fd_, 8) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-      return;
-    }
-    socklen_t length = sizeof(bind_to);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&bind_to), &length);
-    port_ = ntohs(bind_to.sin_port);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, 10) <= 0) continue;
-        const int connection = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (connection < 0) continue;
-        ++accepted_;
-        ::close(connection);
-      }
-    });
-  }
-  ~CountingListener() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool listening() const { return fd_ >= 0; }
-  int port() const { return port_; }
+  CountingListener(std::uint32_t address, int port)
+      : listener_(address, port, [this](int connection) {
+          ++accepted_;
+          ::close(connection);
+        }) {}
+  bool listening() const { return listener_.listening(); }
+  int port() const { return listener_.port(); }
   int accepted() const { return accepted_; }
 
  private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_ = false;
   std::atomic<int> accepted_ = 0;
-  std::thread thread_;
+  AcceptingListener listener_;
 };
 
 probes::IpAddress mapped(std::uint8_t last) {

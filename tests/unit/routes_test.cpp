@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "collect_helpers.h"
+#include "exporter_test_helpers.h"
 #include "ibprobe/exporter.h"
 #include "sysfs_fixture.h"
 
@@ -9,22 +10,14 @@ namespace {
 
 using exporter::HttpRequest;
 
-class RoutesTest : public ::testing::Test {
+class RoutesTest : public OnePortExporterTest {
  protected:
-  RoutesTest() {
-    tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
-    config_.telemetry_path = "/metrics";
-    scraper_ = scraper_over(tree_.root(), "port_counters");
-    routes_ = std::make_unique<exporter::Routes>(config_, *scraper_);
-  }
+  RoutesTest() { routes_ = std::make_unique<exporter::Routes>(config_, *scraper_); }
 
   exporter::HttpResponse get(const std::string& path) const {
     return routes_->handle(HttpRequest{"GET", path, "", {}, ""});
   }
 
-  SysfsTree tree_;
-  exporter::Config config_;
-  std::unique_ptr<collectors::Scraper> scraper_;
   std::unique_ptr<exporter::Routes> routes_;
 };
 

@@ -26,6 +26,17 @@ std::string reference(const std::vector<MetricFamily>& families) {
   return out.str();
 }
 
+// The set's text is prometheus-cpp's text of `families`, and the families take() hands back are
+// written the same.
+void expect_writes_as_prometheus_cpp(const collectors::MetricSet& set,
+                                     const std::vector<MetricFamily>& families) {
+  std::string text;
+  set.append_text(text);
+  EXPECT_EQ(text, reference(families));
+  auto copy = set;
+  EXPECT_EQ(reference(std::move(copy).take()), reference(families));
+}
+
 // A page without the samples that differ from one scrape to the next: the collectors' durations,
 // and the errors counted since start.
 std::string without_changing(std::string_view text) {
@@ -275,12 +286,7 @@ TEST(TextFormat, MatchesPrometheusCppOnAwkwardValues) {
     untyped.metric.push_back(u);
     set.add(untyped.name, untyped.help, MetricType::Untyped, {{"only", "one"}}, value);
   }
-  const std::vector<MetricFamily> families = {gauge, counter, untyped};
-  std::string text;
-  set.append_text(text);
-  EXPECT_EQ(text, reference(families));
-  auto copy = set;
-  EXPECT_EQ(reference(std::move(copy).take()), reference(families));
+  expect_writes_as_prometheus_cpp(set, {gauge, counter, untyped});
 }
 
 // Histograms: the open form (prometheus-cpp adds the +Inf bucket) and the closed one (its last
@@ -316,15 +322,11 @@ TEST(TextFormat, HistogramsAndDeclaredFamiliesWriteWhatPrometheusCppWrites) {
   set.add_histogram("awkward_histogram", "a histogram", {}, closed_bounds, closed_counts, 2, 1e300);
 
   const std::vector<MetricFamily> expected = {histogram, declared, gauge};
-  std::string text;
-  set.append_text(text);
-  EXPECT_EQ(text, reference(expected));
-  auto copy = set;
-  EXPECT_EQ(reference(std::move(copy).take()), reference(expected));
+  expect_writes_as_prometheus_cpp(set, expected);
   // Merged into another set, and written beside one: the same.
   collectors::MetricSet merged;
   merged.merge(set);
-  text.clear();
+  std::string text;
   merged.append_text(text);
   EXPECT_EQ(text, reference(expected));
   // clear() forgets the declaration with the samples.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collect_helpers.h"
+#include "exporter_test_helpers.h"
 #include "http_client.h"
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
@@ -45,47 +46,27 @@ bool eventually(Predicate done, std::chrono::milliseconds bound = 20s) {
 // Accepts every connection and never says a word.
 class HangingPeer {
  public:
-  HangingPeer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        ::listen(fd_, 64) != 0) {
-      throw std::runtime_error("hanging peer cannot listen");
-    }
-    socklen_t length = sizeof(address);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, 20) <= 0) continue;
-        const int connection = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        std::lock_guard lock(mutex_);
-        if (connection >= 0) accepted_.push_back(connection);
-      }
-    });
+  HangingPeer()
+      : listener_(INADDR_LOOPBACK, 0, [this](int connection) {
+          std::lock_guard lock(mutex_);
+          accepted_.push_back(connection);
+        }) {
+    if (!listener_.listening()) throw std::runtime_error("hanging peer cannot listen");
   }
   ~HangingPeer() {
-    stop_ = true;
-    thread_.join();
+    listener_.stop();
     for (const int fd : accepted_) ::close(fd);
-    ::close(fd_);
   }
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
   std::size_t accepted() {
     std::lock_guard lock(mutex_);
     return accepted_.size();
   }
 
  private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_ = false;
   std::mutex mutex_;
   std::vector<int> accepted_;
-  std::thread thread_;
+  AcceptingListener listener_;
 };
 
 // A client connection that sends its request and waits for the answer, or hangs up first.

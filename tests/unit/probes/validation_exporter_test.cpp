@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "exporter_test_helpers.h"
 #include "probe_config.h"
 #include "probe_metrics.h"
 
@@ -12,23 +13,11 @@ namespace ibprobe::exporter {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::probe_config_error;
+using testing::probe_config_ok;
 
 ProbeModule module_of(const std::string& yaml, const std::string& name) {
-  auto parsed = parse_probe_config(yaml);
-  if (!parsed) {
-    ADD_FAILURE() << "refused: " << parsed.error();
-    return {};
-  }
-  return parsed.value().modules.at(name);
-}
-
-std::string refusal(const std::string& yaml) {
-  auto parsed = parse_probe_config(yaml);
-  if (parsed.has_value()) {
-    ADD_FAILURE() << "accepted:\n" << yaml;
-    return "";
-  }
-  return parsed.error();
+  return probe_config_ok(yaml).modules.at(name);
 }
 
 TEST(ValidationModules, FieldsReachTheSpec) {
@@ -61,21 +50,22 @@ TEST(ValidationModules, PostedReceivesAboveTheDefaultDepthRaiseIt) {
 }
 
 TEST(ValidationModules, BadValuesAreRefusedWithTheReason) {
-  EXPECT_THAT(refusal("modules:\n  m:\n    kind: send_bw\n    validation: maybe\n"),
+  EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: send_bw\n    validation: maybe\n"),
               HasSubstr("validation must be on or off"));
-  EXPECT_THAT(refusal("modules:\n  m:\n    kind: read_bw\n    validation: on\n"),
+  EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: read_bw\n    validation: on\n"),
               HasSubstr("validation applies to write and send"));
-  EXPECT_THAT(refusal("modules:\n  m:\n    kind: write_bw\n    posted_receives: 4\n"),
+  EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: write_bw\n    posted_receives: 4\n"),
               HasSubstr("applies to send bandwidth only"));
-  EXPECT_THAT(refusal("modules:\n  m:\n    kind: send_bw\n    posted_receives: 8\n"
-                      "    rx_depth: 4\n"),
+  EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: send_bw\n    posted_receives: 8\n"
+                                 "    rx_depth: 4\n"),
               HasSubstr("more than the receive queue holds"));
 }
 
 TEST(ValidationModules, TheTestFaultSwitchIsNoModuleField) {
   for (const char* key : {"test_corrupt_every", "corrupt_after_checksum", "corrupt_every"}) {
-    EXPECT_THAT(refusal(std::string("modules:\n  m:\n    kind: send_bw\n    ") + key + ": 16\n"),
-                HasSubstr(key));
+    EXPECT_THAT(
+        probe_config_error(std::string("modules:\n  m:\n    kind: send_bw\n    ") + key + ": 16\n"),
+        HasSubstr(key));
   }
 }
 
@@ -90,13 +80,12 @@ const prometheus::MetricFamily* family(const std::vector<prometheus::MetricFamil
 TEST(ValidationMetrics, VerdictAndCoverageAreSeparateSeries) {
   ProbeRun run;
   run.outcome.emplace();
-  probes::ValidationReport report;
-  report.messages_sent = 1000;
-  report.checked = 400;
-  report.skipped_overwritten = 600;
-  report.races = 7;
-  report.tail_checks = 128;
-  run.outcome->validation = report;
+  run.outcome->validation = probes::ValidationReport{.messages_sent = 1000,
+                                                     .checked = 400,
+                                                     .skipped_overwritten = 600,
+                                                     .races = 7,
+                                                     .tail_checks = 128,
+                                                     .first_error = ""};
   const auto families = probe_run_metrics(run, false).take();
 
   const auto* checked = family(families, "rdma_probe_validation_messages_checked");
