@@ -12,10 +12,8 @@ namespace ibprobe::testing {
 namespace {
 
 TEST(Gids, PopulatedEntriesOnly) {
-  SysfsTree tree;
   const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
-  tree.add(device);
-  const auto result = collect("gids", tree.root());
+  const auto result = collect_from_device("gids", device);
   EXPECT_TRUE(result.errors.empty());
   const auto& gids = device.ports.at(1).gids;
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), gids.size());

@@ -23,10 +23,8 @@ const prometheus::ClientMetric* only_metric(const Families& families, const std:
 }
 
 TEST(PortInfo, InfiniBandPort) {
-  SysfsTree tree;
   const auto device = mlx5_ib_device("mlx5_0", 2, 7);
-  tree.add(device);
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", device);
   EXPECT_TRUE(result.errors.empty());
   const LabelMap port1{{"device", "mlx5_0"}, {"port", "1"}};
   EXPECT_EQ(sample(result.families, "rdma_port_state", port1), 4);
@@ -57,9 +55,7 @@ TEST(PortInfo, InfiniBandPort) {
 }
 
 TEST(PortInfo, RoCEPortHasNetdev) {
-  SysfsTree tree;
-  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", mlx5_roce_device("mlx5_1", "ens1f0", 1));
   EXPECT_TRUE(result.errors.empty());
   const auto* info = only_metric(result.families, "rdma_port_info", {{"device", "mlx5_1"}});
   ASSERT_NE(info, nullptr);
@@ -72,20 +68,16 @@ TEST(PortInfo, RoCEPortHasNetdev) {
 }
 
 TEST(PortInfo, NetdevFromPciFunctionWhenGidHasNone) {
-  SysfsTree tree;
   auto device = mlx5_roce_device("mlx5_2", "ens2f0", 2);
   device.ports.at(1).gids.clear();
-  tree.add(device);
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", device);
   const auto* info = only_metric(result.families, "rdma_port_info", {{"device", "mlx5_2"}});
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(labels_of(*info).at("netdev"), "ens2f0");
 }
 
 TEST(PortInfo, RxeWithoutOptionalAttributes) {
-  SysfsTree tree;
-  tree.add(rxe_device("rxe0", "eth0", 3));
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", rxe_device("rxe0", "eth0", 3));
   // rxe has no hca_type, board_id or PCI device: absent, not errors.
   EXPECT_TRUE(result.errors.empty());
   const auto* device_info = only_metric(result.families, "rdma_device_info", {{"device", "rxe0"}});
@@ -98,13 +90,11 @@ TEST(PortInfo, RxeWithoutOptionalAttributes) {
 }
 
 TEST(PortInfo, DownPortAndMalformedRate) {
-  SysfsTree tree;
   auto device = mlx5_ib_device("mlx5_0", 1, 0);
   device.ports.at(1).state = "1: DOWN";
   device.ports.at(1).phys_state = "3: Disabled";
   device.ports.at(1).rate = "very fast";
-  tree.add(device);
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", device);
   const LabelMap port{{"device", "mlx5_0"}, {"port", "1"}};
   EXPECT_EQ(sample(result.families, "rdma_port_state", port), 1);
   EXPECT_EQ(sample(result.families, "rdma_port_physical_state", port), 3);
@@ -117,12 +107,10 @@ TEST(PortInfo, DownPortAndMalformedRate) {
 }
 
 TEST(PortInfo, BrokenStateFileCostsOnlyThatSeries) {
-  SysfsTree tree;
   auto device = mlx5_ib_device("mlx5_0", 1, 0);
   device.ports.at(1).state = "ACTIVE";
   device.ports.at(1).sm_lid = "N/A";
-  tree.add(device);
-  const auto result = collect("port_info", tree.root());
+  const auto result = collect_from_device("port_info", device);
   const LabelMap port{{"device", "mlx5_0"}, {"port", "1"}};
   EXPECT_FALSE(sample(result.families, "rdma_port_state", port));
   EXPECT_FALSE(sample(result.families, "rdma_port_sm_lid", port));
