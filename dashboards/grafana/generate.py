@@ -71,6 +71,18 @@ def target(expr, legend="", ref="A", instant=False):
     return t
 
 
+def table(title, description, expr, **layout):
+    """A table of one instant query: each series with its latest value."""
+    return panel("table", title, description, [target(expr, instant=True)], **layout)
+
+
+def with_baseline(title, description, expr, baseline, legend, unit):
+    """A timeseries of `expr` (A) and of the `baseline` an alert compares it against (B)."""
+    return panel("timeseries", title, description,
+                 [target(expr, legend, "A"), target(baseline, "baseline " + legend, "B")],
+                 unit=unit)
+
+
 def thresholds(*steps):
     out = [{"color": "green", "value": None}]
     out += [{"color": color, "value": value} for value, color in steps]
@@ -286,15 +298,13 @@ def error_counters():
               "Every error counter of every selected port; flat zero is healthy.",
               [target(f"increase(rdma_port_errors_total{{{sel}}}[$__rate_interval])", legend)],
               w=24, h=9),
-        panel("table", "Ports with rising errors",
+        table("Ports with rising errors",
               "Ports and counters that rose within the dashboard's time range, most first.",
-              [target(f"sort_desc(sum by (instance, device, port, counter) "
-                      f"(increase(rdma_port_errors_total{{{sel}}}[$__range])) > 0)",
-                      instant=True)], w=12, h=9),
-        panel("table", "Saturated counters",
+              f"sort_desc(sum by (instance, device, port, counter) "
+              f"(increase(rdma_port_errors_total{{{sel}}}[$__range])) > 0)", w=12, h=9),
+        table("Saturated counters",
               "Counters stuck at their maximum: reset them (perfquery -R) to see new errors.",
-              [target(f"rdma_port_pma_saturated{{{PORT_SEL}}} == 1", instant=True)],
-              w=12, h=9),
+              f"rdma_port_pma_saturated{{{PORT_SEL}}} == 1", w=12, h=9),
         panel("timeseries", "Link downed vs link error recovery",
               "link_error_recovery: the link retrained and recovered. link_downed: recovery "
               "failed and the link went down. They are different findings.",
@@ -352,10 +362,10 @@ def error_counters():
               "storm.",
               [target(f"rate(rdma_port_ethtool_stat_total{{{PORT_SEL},{PAUSE_STATS}}}"
                       "[$__rate_interval])", PORT_LEGEND + " {{netdev}} {{stat}}")]),
-        panel("table", "Error counter values",
+        table("Error counter values",
               "Current value of every error counter (not reset by ibprobe; 16-bit counters stop "
               "at 65535, 8-bit at 255, 4-bit at 15).",
-              [target(f"rdma_port_errors_total{{{sel}}}", instant=True)], w=24, h=9),
+              f"rdma_port_errors_total{{{sel}}}", w=24, h=9),
     ]
     return dashboard("ibprobe-errors", "ibprobe / Error counters",
                      "Error-counter trends per class and per counter, rising ports, saturation.",
@@ -386,12 +396,11 @@ def port_detail():
         panel("stat", "LID / SM LID", "Port LID and subnet manager LID (0 on RoCE).",
               [target(f"rdma_port_lid{{{sel}}}", "LID", "A"),
                target(f"rdma_port_sm_lid{{{sel}}}", "SM LID", "B")], w=4, h=4),
-        panel("table", "Identity",
+        table("Identity",
               "Device and port identity: HCA model, firmware, GUID, link layer, netdev.",
-              [target(f"rdma_port_info{{{sel}}} * on (job, instance, device) group_left "
-                      "(hca_type, fw_ver, board_id, node_guid, numa_node) "
-                      f"rdma_device_info{{{dev}}}",
-                      instant=True)], w=24, h=5),
+              f"rdma_port_info{{{sel}}} * on (job, instance, device) group_left "
+              "(hca_type, fw_ver, board_id, node_guid, numa_node) "
+              f"rdma_device_info{{{dev}}}", w=24, h=5),
         panel("timeseries", "Throughput",
               "Bytes/s per direction (PortXmitData/PortRcvData x 4) against the port rate.",
               [target(f"rate(rdma_port_data_transmitted_bytes_total{{{sel}}}[$__rate_interval])",
@@ -417,9 +426,9 @@ def port_detail():
               "The 15 fastest-moving driver hardware counters of the port, per second.",
               [target(f"topk(15, rate(rdma_port_hw_stat_total{{{sel}}}[$__rate_interval]))",
                       PORT_LEGEND + " {{counter}}")]),
-        panel("table", "Counter saturation",
+        table("Counter saturation",
               "1: the counter sits at its maximum and has stopped counting.",
-              [target(f"rdma_port_pma_saturated{{{sel}}}", instant=True)]),
+              f"rdma_port_pma_saturated{{{sel}}}"),
         panel("timeseries", "Probes from this host: BW average",
               "Probe-mesh bandwidth runs started on this host, per peer and module.",
               [target(f"rdma_probe_bandwidth_bytes_per_second{{{MESH},instance=~\"$host\"}}",
@@ -458,18 +467,17 @@ def probes():
               unit="s"),
         panel("timeseries", "Probe success", "1: the run succeeded; 0: it failed.",
               [target(f"probe_success{{{sel}}}", legend)], w=12, max=1),
-        panel("table", "Failed probes with reasons",
+        table("Failed probes with reasons",
               "Failed runs in the time range by prober, peer, module and reason (unreachable, "
               "rejected, timeout, peer_lost, busy...).",
-              [target(f"sort_desc(sum by (instance, target, module, reason) "
-                      f"(sum_over_time(rdma_probe_failure{{{sel}}}[$__range])))", instant=True)],
-              w=12),
-        panel("timeseries", "BW average",
-              "perftest's BW average (bytes / (last completion - first post)) with the 1-day "
-              "median the bandwidth alert compares against.",
-              [target(f"rdma_probe_bandwidth_bytes_per_second{{{sel}}}", legend, "A"),
-               target(f"ibprobe:probe_bandwidth_bytes_per_second:median1d{{{sel}}}",
-                      "baseline " + legend, "B")], unit="Bps"),
+              f"sort_desc(sum by (instance, target, module, reason) "
+              f"(sum_over_time(rdma_probe_failure{{{sel}}}[$__range])))", w=12),
+        with_baseline("BW average",
+                      "perftest's BW average (bytes / (last completion - first post)) with the "
+                      "1-day median the bandwidth alert compares against.",
+                      f"rdma_probe_bandwidth_bytes_per_second{{{sel}}}",
+                      f"ibprobe:probe_bandwidth_bytes_per_second:median1d{{{sel}}}", legend,
+                      unit="Bps"),
         panel("timeseries", "Peak BW and message rate",
               "Peak bandwidth (bytes/s) and messages per second of bandwidth runs.",
               [target(f"rdma_probe_bandwidth_peak_bytes_per_second{{{sel}}}", "peak " + legend,
@@ -477,11 +485,12 @@ def probes():
                target(f"rdma_probe_message_rate_per_second{{{sel}}}", "msg/s " + legend, "B")],
               overrides=[{"matcher": {"id": "byFrameRefID", "options": "A"},
                           "properties": [{"id": "unit", "value": "Bps"}]}]),
-        panel("timeseries", "Latency t_typical",
-              "Median one-way latency (RTT/2 for write and send), with its 1-day median baseline.",
-              [target(f"rdma_probe_latency_seconds{{{sel},quantile=\"0.5\"}}", legend, "A"),
-               target(f"ibprobe:probe_latency_seconds:median1d{{{sel},quantile=\"0.5\"}}",
-                      "baseline " + legend, "B")], unit="s"),
+        with_baseline("Latency t_typical",
+                      "Median one-way latency (RTT/2 for write and send), with its 1-day median "
+                      "baseline.",
+                      f"rdma_probe_latency_seconds{{{sel},quantile=\"0.5\"}}",
+                      f"ibprobe:probe_latency_seconds:median1d{{{sel},quantile=\"0.5\"}}", legend,
+                      unit="s"),
         panel("timeseries", "Latency p99 and p99.9",
               "Tail latency of latency runs (after dropping the two largest samples).",
               [target(f"rdma_probe_latency_seconds{{{sel},quantile=~\"0.99|0.999\"}}",
@@ -506,28 +515,25 @@ def probes():
               "class. Non-zero is a finding once an over-aggressive probe is ruled out.",
               [target(f"rdma_probe_counter_delta{{{sel},{HW_ERROR_CLASSES}}}",
                       legend + " {{side}} {{class}} {{counter}}")]),
-        panel("table", "Error-class deltas of the last runs",
+        table("Error-class deltas of the last runs",
               "Error-class counters of the latest runs with side and class, the ones that moved "
               "first: what errors_clean 0 is about.",
-              [target(f"sort_desc(last_over_time(rdma_probe_counter_delta{{{sel},"
-                      f"{HW_ERROR_CLASSES}}}[$__range]))", instant=True)], w=24, h=7),
-        panel("table", "Counter deltas of the last run",
+              f"sort_desc(last_over_time(rdma_probe_counter_delta{{{sel},"
+              f"{HW_ERROR_CLASSES}}}[$__range]))", w=24, h=7),
+        table("Counter deltas of the last run",
               "Every counter delta of the latest successful run per prober, peer and module, "
               "both sides "
               "(bytes for port_xmit_data/port_rcv_data).",
-              [target(f"last_over_time(rdma_probe_counter_delta{{{sel}}}[$__range])",
-                      instant=True)], w=24, h=9),
-        panel("table", "Diagnoses",
+              f"last_over_time(rdma_probe_counter_delta{{{sel}}}[$__range])", w=24, h=9),
+        table("Diagnoses",
               "What each run's figure and the sending port's counters said together (link "
               "saturated, host-side bottleneck, credits/arbitration, ...), runs per diagnosis.",
-              [target(f"sum by (instance, target, module, diagnosis) "
-                      f"(count_over_time(rdma_probe_diagnosis{{{sel}}}[$__range]))",
-                      instant=True)]),
-        panel("table", "Pre-flight checks",
+              f"sum by (instance, target, module, diagnosis) "
+              f"(count_over_time(rdma_probe_diagnosis{{{sel}}}[$__range]))"),
+        table("Pre-flight checks",
               "Lowest result of each check over the selected runs and time range: 1 passed "
               "every time, 0 failed at least once.",
-              [target(f"min by (side, check) (min_over_time(rdma_probe_check{{{sel}}}[$__range]))",
-                      instant=True)]),
+              f"min by (side, check) (min_over_time(rdma_probe_check{{{sel}}}[$__range]))"),
         panel("timeseries", "Run duration and setup time",
               "Whole probe (probe_duration_seconds) and request-to-first-post setup.",
               [target(f"probe_duration_seconds{{{sel}}}", "duration " + legend, "A"),
@@ -551,26 +557,25 @@ def switch_ports():
     sw = 'node_description=~"$switch"'
     cable = "{{node_description}} port {{port}}"
     panels = [
-        panel("table", "Top erroring switch ports",
+        table("Top erroring switch ports",
               "Switch ports whose error counters rose within the time range, with both ends of "
               "the cable: switch and port, far end and its port.",
-              [target(f"topk(20, sum by (node_description, port, remote_description, "
-                      f"remote_port, counter) (increase(rdma_port_errors_total{{{sw}}}"
-                      "[$__range])) > 0)", instant=True)], w=24, h=9),
+              f"topk(20, sum by (node_description, port, remote_description, "
+              f"remote_port, counter) (increase(rdma_port_errors_total{{{sw}}}"
+              "[$__range])) > 0)", w=24, h=9),
         panel("timeseries", "Switch port errors",
               "Increase of every error-class counter of the selected switches' ports.",
               [target(f"sum by (node_description, port, counter) (increase("
                       f"rdma_port_errors_total{{{sw}}}[$__rate_interval])) > 0",
                       cable + " {{counter}}")], w=24),
-        panel("table", "Cables below capability",
+        table("Cables below capability",
               "Cables running narrower (width) or slower (speed) than the best both ends "
               "support (iblinkinfo's \"Could be\").",
-              [target(f"rdma_fabric_port_link_below_capability{{{sw}}} == 1", instant=True)],
-              w=12, h=9),
-        panel("table", "Missing cables",
+              f"rdma_fabric_port_link_below_capability{{{sw}}} == 1", w=12, h=9),
+        table("Missing cables",
               "Cables an earlier discovery found that the latest one did not, with their "
               "former far end.",
-              [target(f"rdma_fabric_link_missing{{{sw}}} == 1", instant=True)], w=12, h=9),
+              f"rdma_fabric_link_missing{{{sw}}} == 1", w=12, h=9),
         panel("timeseries", "Switch port traffic",
               "Data octets transmitted per switch port (PortXmitData x 4).",
               [target(f"topk(20, rate(rdma_port_data_transmitted_bytes_total{{{sw}}}"
@@ -644,17 +649,16 @@ def mesh():
               "subtracted.",
               [target(f"ibprobe:mesh_tor_pair_rtt_seconds:p99_5m{{{tors}}}", pair_legend)],
               w=12, h=10, unit="s", options=heat),
-        panel("table", "Unreachable hosts",
+        table("Unreachable hosts",
               "Hosts and the share of their watchers that lose pings to them.",
-              [target("ibprobe:mesh_peer_lossy_watchers:ratio5m and on (peer_instance, peer_tor) "
-                      "(ibprobe:mesh_host_unreachable == 1)", instant=True)], w=8),
-        panel("table", "Lossy ToR pairs",
+              "ibprobe:mesh_peer_lossy_watchers:ratio5m and on (peer_instance, peer_tor) "
+              "(ibprobe:mesh_host_unreachable == 1)", w=8),
+        table("Lossy ToR pairs",
               "Share of host pairs losing pings per ToR pair, host faults set aside.",
-              [target("ibprobe:mesh_tor_pair_lossy_pairs:ratio5m > 0", instant=True)], w=8),
-        panel("table", "Lossy host pairs",
+              "ibprobe:mesh_tor_pair_lossy_pairs:ratio5m > 0", w=8),
+        table("Lossy host pairs",
               "Pairs losing pings that no host fault explains, worst first.",
-              [target("sort_desc(ibprobe:mesh_pair_unexplained_loss_ratio:rate5m > 0)",
-                      instant=True)], w=8),
+              "sort_desc(ibprobe:mesh_pair_unexplained_loss_ratio:rate5m > 0)", w=8),
         panel("timeseries", "RTT percentiles of the selected peers",
               "Median and 0.99 quantile over every selected host pair, from the per-peer "
               "histograms.",

@@ -183,21 +183,25 @@ for name, (port, pid) in targets.items():
         "rdma_series": series(bodies[name], "rdma_" if name == "ibprobe_exporter" else "node_infiniband_"),
     }
 
+def print_table(columns):
+    """A row per exporter under a heading row; columns: (heading, width, key of rows, format)."""
+    print(f"{'exporter':<18}" + "".join(f"{heading:>{width}}" for heading, width, _, _ in columns))
+    for name, r in rows.items():
+        cells = "".join(f"{r[key]:>{width}{spec}}" for _, width, key, spec in columns)
+        print(f"{name:<18}{cells}")
+
 print(f"tree: 8 dual-port HCAs (16 ports); {scrapes} scrapes each, interleaved, keep-alive; "
       f"system calls over {traced} more")
-print(f"{'exporter':<18}{'CPU us/scrape':>14}{'p50 ms':>9}{'p99 ms':>9}{'RSS KiB':>10}"
-      f"{'peak KiB':>10}{'syscalls':>10}{'series':>8}{'port series':>13}")
-for name, r in rows.items():
-    print(f"{name:<18}{r['cpu_us']:>14.0f}{r['p50_ms']:>9.3f}{r['p99_ms']:>9.3f}{r['rss_kib']:>10}"
-          f"{r['hwm_kib']:>10}{r['syscalls']:>10.0f}{r['series']:>8}{r['rdma_series']:>13}")
+print_table([("CPU us/scrape", 14, "cpu_us", ".0f"), ("p50 ms", 9, "p50_ms", ".3f"),
+             ("p99 ms", 9, "p99_ms", ".3f"), ("RSS KiB", 10, "rss_kib", ""),
+             ("peak KiB", 10, "hwm_kib", ""), ("syscalls", 10, "syscalls", ".0f"),
+             ("series", 8, "series", ""), ("port series", 13, "rdma_series", "")])
 for name, r in rows.items():
     print(f"{name} CPU per scrape: user {r['user_us']:.0f} us, kernel {r['system_us']:.0f} us")
 print(f"memory after the {scrapes} scrapes (KiB, /proc/PID/smaps_rollup), and page faults:")
-print(f"{'exporter':<18}{'RSS':>8}{'anon':>8}{'file':>8}{'private':>9}{'shared':>8}"
-      f"{'faults/scrape':>15}")
-for name, r in rows.items():
-    print(f"{name:<18}{r['rss_kib']:>8}{r['anon_kib']:>8}{r['file_kib']:>8}{r['private_kib']:>9}"
-          f"{r['shared_kib']:>8}{r['faults']:>15.1f}")
+print_table([("RSS", 8, "rss_kib", ""), ("anon", 8, "anon_kib", ""), ("file", 8, "file_kib", ""),
+             ("private", 9, "private_kib", ""), ("shared", 8, "shared_kib", ""),
+             ("faults/scrape", 15, "faults", ".1f")])
 for name, r in rows.items():
     print(f"{name} system calls per scrape: {r['top']}")
 a, b = rows["ibprobe_exporter"], rows["node_exporter"]

@@ -138,20 +138,26 @@ def check(args):
         print(f"FAIL {what}")
 
     empty_ok = dict(e.split("=", 1) for e in args.empty_ok)
-    for name, title, ref, expr, instant in dash.queries(boards):
-        q = dash.substitute(expr, values, intervals)
-        what = f"{name} / {title} / {ref}: {q}"
+
+    def expect_data(what, q, run):
+        """Reports `what`, the query `q`: ok when run() returns data; a failure when it raises or
+        returns none, unless --empty-ok gives a reason for a metric `q` reads."""
         try:
-            result = prom.instant(q) if instant else prom.range(q, args.range_seconds, 2)
+            result = run()
         except RuntimeError as e:
             fail(f"{what}: {e}")
-            continue
-        allowed = [reason for metric, reason in empty_ok.items()
-                   if re.search(rf"\b{re.escape(metric)}\b", q)]
-        if not result and allowed:
-            print(f"skip {what}: no data, allowed: {allowed[0]}")
-            continue
+            return
+        allowed = next((reason for metric, reason in empty_ok.items()
+                        if re.search(rf"\b{re.escape(metric)}\b", q)), None)
+        if not result and allowed is not None:
+            print(f"skip {what}: no data, allowed: {allowed}")
+            return
         (ok if result else fail)(f"{what}" + ("" if result else ": no data"))
+
+    for name, title, ref, expr, instant in dash.queries(boards):
+        q = dash.substitute(expr, values, intervals)
+        expect_data(f"{name} / {title} / {ref}: {q}", q,
+                    lambda: prom.instant(q) if instant else prom.range(q, args.range_seconds, 2))
 
     for name, var, q in dash.variable_queries(boards):
         m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", dash.substitute(q, values, intervals))
@@ -173,18 +179,7 @@ def check(args):
             (ok if got else fail)(f"recording rule {r['record']}" + ("" if got else ": no series"))
         else:
             q = with_bool(r["expr"])
-            try:
-                got = prom.instant(q)
-            except RuntimeError as e:
-                fail(f"alert {r['alert']} ({q}): {e}")
-                continue
-            allowed = [reason for metric, reason in empty_ok.items()
-                       if re.search(rf"\b{re.escape(metric)}\b", q)]
-            if not got and allowed:
-                print(f"skip alert {r['alert']}: no data, allowed: {allowed[0]}")
-                continue
-            (ok if got else fail)(f"alert {r['alert']} evaluates on data" +
-                                  ("" if got else f": no data for {q}"))
+            expect_data(f"alert {r['alert']} ({q})", q, lambda: prom.instant(q))
 
     loaded = [r for g in prom.get("/api/v1/rules")["groups"] for r in g["rules"]]
     names = {r.get("name") for r in loaded}

@@ -6,13 +6,9 @@
 # Usage: crypto_loading_test.sh EXPORTER_BINARY FIXTURE_BINARY
 set -euo pipefail
 
-exporter_bin=$1
-fixture_bin=$2
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname "$0")/../lib/scratch.sh"
 # shellcheck source=tests/lib/exporter-checks.sh
 source "$(dirname "$0")/../lib/exporter-checks.sh"
-scratch_begin ibprobe-crypto-loading
+exporter_test_begin ibprobe-crypto-loading "$@"
 
 "$fixture_bin" "$work/sys" >/dev/null
 

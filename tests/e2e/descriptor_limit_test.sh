@@ -7,13 +7,9 @@
 # Usage: descriptor_limit_test.sh EXPORTER_BINARY FIXTURE_BINARY
 set -euo pipefail
 
-exporter_bin=$1
-fixture_bin=$2
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname "$0")/../lib/scratch.sh"
 # shellcheck source=tests/lib/exporter-checks.sh
 source "$(dirname "$0")/../lib/exporter-checks.sh"
-scratch_begin ibprobe-descriptor-limit
+exporter_test_begin ibprobe-descriptor-limit "$@"
 
 readonly LIMIT=1024
 "$fixture_bin" "$work/sys" --hcas 80 --ports 2 >/dev/null

@@ -7,13 +7,9 @@
 # Usage: hostile_requests_test.sh EXPORTER_BINARY FIXTURE_BINARY
 set -euo pipefail
 
-exporter_bin=$1
-fixture_bin=$2
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname "$0")/../lib/scratch.sh"
 # shellcheck source=tests/lib/exporter-checks.sh
 source "$(dirname "$0")/../lib/exporter-checks.sh"
-scratch_begin ibprobe-hostile
+exporter_test_begin ibprobe-hostile "$@"
 
 checks=0
 # expect STATUS DESCRIPTION CURL_ARGS...: the request must be answered with STATUS.

@@ -297,27 +297,36 @@ def wait_for_model(base, switches, timeout=120):
     raise RuntimeError(f"no model of {switches} switches within {timeout} s")
 
 
+def switch_port_lines(text, header, port_line, switch_of):
+    """(switch GUID, match) for each line of `text` that matches `port_line` and follows the header
+    of a switch: a line matching `header`, of which `switch_of` gives the GUID (None for a node
+    that is no switch)."""
+    current = None
+    for line in text.splitlines():
+        m = header.match(line)
+        if m:
+            current = switch_of(m)
+            continue
+        m = port_line.match(line)
+        if m and current is not None:
+            yield current, m
+
+
 def parse_iblinkinfo(text):
     """{(switch GUID, port): (width lanes, lane Gb/s, could be wider, could be faster)} of the
     cabled switch ports in iblinkinfo's output."""
     ports = {}
-    current = None
-    header = re.compile(r"^Switch: 0x([0-9a-f]+) ")
+    header = re.compile(r"^Switch: 0x([0-9a-f]+) |^CA:")
     port_line = re.compile(r"^\s+\d+\s+(\d+)\[\s*\]\s+==\(\s*(\d+)X\s+([\d.]+) Gbps.*\((.*)\)$")
-    for line in text.splitlines():
-        m = header.match(line)
-        if m:
-            current = int(m.group(1), 16)
-            continue
-        if line.startswith("CA:"):
-            current = None
-            continue
-        m = port_line.match(line)
-        if m and current is not None:
-            could = m.group(4)
-            ports[(current, int(m.group(1)))] = (int(m.group(2)), float(m.group(3)),
-                                                 bool(re.search(r"Could be \d+X", could)),
-                                                 "Gbps" in could)
+
+    def switch_of(m):
+        return int(m.group(1), 16) if m.group(1) else None
+
+    for switch, m in switch_port_lines(text, header, port_line, switch_of):
+        could = m.group(4)
+        ports[(switch, int(m.group(1)))] = (int(m.group(2)), float(m.group(3)),
+                                            bool(re.search(r"Could be \d+X", could)),
+                                            "Gbps" in could)
     return ports
 
 
@@ -325,17 +334,14 @@ def parse_ibnetdiscover(text):
     """From ibnetdiscover's topology output: {(switch GUID, port): (far node GUID, far port)} and
     {node GUID: node description}."""
     links, descriptions = {}, {}
-    current = None
     header = re.compile(r'^(Switch|Ca|Rt)\s+\d+\s+"[SHR]-([0-9a-f]+)"\s+# "([^"]*)"')
     port_line = re.compile(r'^\[(\d+)\]\s+"[SHR]-([0-9a-f]+)"\[(\d+)\]')
-    for line in text.splitlines():
-        m = header.match(line)
-        if m:
-            guid = int(m.group(2), 16)
-            descriptions[guid] = m.group(3)
-            current = guid if m.group(1) == "Switch" else None
-            continue
-        m = port_line.match(line)
-        if m and current is not None:
-            links[(current, int(m.group(1)))] = (int(m.group(2), 16), int(m.group(3)))
+
+    def switch_of(m):
+        guid = int(m.group(2), 16)
+        descriptions[guid] = m.group(3)
+        return guid if m.group(1) == "Switch" else None
+
+    for switch, m in switch_port_lines(text, header, port_line, switch_of):
+        links[(switch, int(m.group(1)))] = (int(m.group(2), 16), int(m.group(3)))
     return links, descriptions

@@ -1,6 +1,18 @@
 # shellcheck shell=bash
-# Shared by the end-to-end scripts that run one exporter logging to $work/exporter.log (sourced
-# after scratch.sh): failing with that log's tail, and waiting for a condition.
+# Shared by the end-to-end scripts that run one exporter logging to $work/exporter.log (sourced;
+# brings scratch.sh along): their start, failing with that log's tail, and waiting for a condition.
+
+# shellcheck source=tests/lib/scratch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/scratch.sh"
+
+# Takes the script's arguments, EXPORTER_BINARY FIXTURE_BINARY, as exporter_bin and fixture_bin,
+# and creates the scratch directory $work from the prefix NAME.
+# shellcheck disable=SC2034  # exporter_bin and fixture_bin are for the sourcing script
+exporter_test_begin() { # NAME EXPORTER_BINARY FIXTURE_BINARY
+  exporter_bin=$2
+  fixture_bin=$3
+  scratch_begin "$1"
+}
 
 # shellcheck disable=SC2154  # $work is scratch.sh's
 fail() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ibprobe/collectors.h"
+#include "sysfs_fixture.h"
 
 namespace ibprobe::testing {
 
@@ -115,6 +116,13 @@ inline Collected collect(const std::string& collector, const std::filesystem::pa
   auto instance = collectors::make_collector(collector);
   EXPECT_NE(instance, nullptr) << collector;
   return collect_with(std::move(options), std::move(instance));
+}
+
+// One scrape of a sysfs tree that holds `device` alone.
+inline Collected collect_from_device(const std::string& collector, const DeviceShape& device) {
+  SysfsTree tree;
+  tree.add(device);
+  return collect(collector, tree.root());
 }
 
 inline const prometheus::MetricFamily* find_family(const Families& families,

@@ -12,10 +12,8 @@ namespace ibprobe::testing {
 namespace {
 
 TEST(Gids, PopulatedEntriesOnly) {
-  SysfsTree tree;
   const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
-  tree.add(device);
-  const auto result = collect("gids", tree.root());
+  const auto result = collect_from_device("gids", device);
   EXPECT_TRUE(result.errors.empty());
   const auto& gids = device.ports.at(1).gids;
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), gids.size());
@@ -32,18 +30,24 @@ TEST(Gids, PopulatedEntriesOnly) {
   }
 }
 
+// Adds rxe0 to `tree` with its GID entry 5 unreadable, and returns that entry's path. Newer
+// kernels fail reads of empty GID entries with EINVAL; a directory stands in for an entry that
+// cannot be read at all and must be reported.
+std::filesystem::path add_rxe_with_unreadable_gid(SysfsTree& tree) {
+  tree.add(rxe_device("rxe0", "eth0", 3));
+  const auto entry = tree.port_dir("rxe0", 1) / "gids" / "5";
+  std::filesystem::remove(entry);
+  std::filesystem::create_directory(entry);
+  return entry;
+}
+
 TEST(Gids, EmptyEntriesThatFailToReadAreNotErrors) {
   SysfsTree tree;
-  tree.add(rxe_device("rxe0", "eth0", 3));
-  // Newer kernels fail reads of empty GID entries with EINVAL; a directory stands in for an
-  // entry that cannot be read at all and must be reported.
-  const auto gids = tree.port_dir("rxe0", 1) / "gids";
-  std::filesystem::remove(gids / "5");
-  std::filesystem::create_directory(gids / "5");
+  const auto unreadable = add_rxe_with_unreadable_gid(tree);
   const auto result = collect("gids", tree.root());
   EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u);
   ASSERT_EQ(result.errors.size(), 1u);
-  EXPECT_EQ(result.errors[0].path, gids / "5");
+  EXPECT_EQ(result.errors[0].path, unreadable);
 }
 
 std::optional<double> gid_sample(const Collected& result, const Gid& gid) {
@@ -134,10 +138,7 @@ TEST_F(GidRescan, AChangedEntryIsDescribedAnew) {
 
 TEST(GidRescanOfRxe, AnUnreadableEntryIsAskedAgainOnEveryScrape) {
   SysfsTree tree;
-  tree.add(rxe_device("rxe0", "eth0", 3));
-  const auto gids = tree.port_dir("rxe0", 1) / "gids";
-  std::filesystem::remove(gids / "5");
-  std::filesystem::create_directory(gids / "5");
+  const auto unreadable = add_rxe_with_unreadable_gid(tree);
   collectors::Options options;
   options.sysfs_root = tree.root();
   Scrapes every_hour(std::move(options), collectors::make_gids_collector(std::chrono::hours(1)));
@@ -145,7 +146,7 @@ TEST(GidRescanOfRxe, AnUnreadableEntryIsAskedAgainOnEveryScrape) {
     const auto result = every_hour.scrape();
     EXPECT_EQ(series_count(result.families, "rdma_port_gid_info"), 4u) << scrape;
     ASSERT_EQ(result.errors.size(), 1u) << scrape;
-    EXPECT_EQ(result.errors[0].path, gids / "5");
+    EXPECT_EQ(result.errors[0].path, unreadable);
   }
 }
 

@@ -63,10 +63,8 @@ void expect_counters(const Families& families, const std::string& family, const 
 }
 
 TEST(HwCounters, RxePortCountersAllExported) {
-  SysfsTree tree;
   const auto device = rxe_device("rxe0", "eth0", 3);
-  tree.add(device);
-  const auto result = collect("hw_counters", tree.root());
+  const auto result = collect_from_device("hw_counters", device);
   EXPECT_TRUE(result.errors.empty());
   const LabelMap owner{{"device", "rxe0"}, {"port", "1"}};
   expect_counters(result.families, "rdma_port_hw_stat_total", owner,
@@ -84,10 +82,8 @@ TEST(HwCounters, RxePortCountersAllExported) {
 }
 
 TEST(HwCounters, Mlx5CountersPerPort) {
-  SysfsTree tree;
   const auto device = mlx5_ib_device("mlx5_0", 2, 0);
-  tree.add(device);
-  const auto result = collect("hw_counters", tree.root());
+  const auto result = collect_from_device("hw_counters", device);
   for (int port : {1, 2}) {
     expect_counters(result.families, "rdma_port_hw_stat_total",
                     {{"device", "mlx5_0"}, {"port", std::to_string(port)}},
@@ -102,10 +98,8 @@ TEST(HwCounters, Mlx5CountersPerPort) {
 }
 
 TEST(HwCounters, Hfi1NamesAreSanitizedAndCollisionsKeptApart) {
-  SysfsTree tree;
   const auto device = hfi1_device("hfi1_0", 2);
-  tree.add(device);
-  const auto result = collect("hw_counters", tree.root());
+  const auto result = collect_from_device("hw_counters", device);
   EXPECT_TRUE(result.errors.empty());
   const auto& port = *device.ports.at(1).hw_counters;
   const LabelMap owner{{"device", "hfi1_0"}, {"port", "1"}};
@@ -204,14 +198,12 @@ TEST(HwCounters, EveryDriverTableClassifiesItsNames) {
       {"frobnicated_retransmissions", "informative"},
       {"vport_sent_pkts", "informative"},
   };
-  SysfsTree tree;
   auto device = rxe_device("roce0", "eth0", 1);
   CounterValues values;
   std::uint64_t value = 1;
   for (const auto& [name, counter_class] : expected) values[name] = value++;
   device.ports.at(1).hw_counters = values;
-  tree.add(device);
-  const auto result = collect("hw_counters", tree.root());
+  const auto result = collect_from_device("hw_counters", device);
   EXPECT_TRUE(result.errors.empty());
   expect_counters(result.families, "rdma_port_hw_stat_total", {{"device", "roce0"}, {"port", "1"}},
                   values, expected);

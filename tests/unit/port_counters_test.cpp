@@ -70,10 +70,8 @@ void expect_port_matches_fixture(const Families& families, const std::string& de
 }
 
 TEST(PortCounters, ConnectXInfiniBandExtendedCounters) {
-  SysfsTree tree;
   const auto device = mlx5_ib_device("mlx5_0", 2, 0);
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   EXPECT_TRUE(result.errors.empty());
   for (int port : {1, 2}) {
     expect_port_matches_fixture(result.families, "mlx5_0", port, *device.ports.at(port).counters);
@@ -92,9 +90,7 @@ TEST(PortCounters, ConnectXInfiniBandExtendedCounters) {
 }
 
 TEST(PortCounters, FamiliesCarryTypesAndHelp) {
-  SysfsTree tree;
-  tree.add(mlx5_ib_device("mlx5_0", 1, 0));
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", mlx5_ib_device("mlx5_0", 1, 0));
   for (const auto& family : result.families) {
     EXPECT_FALSE(family.help.empty()) << family.name;
     if (family.name == "rdma_port_pma_saturated") {
@@ -107,27 +103,21 @@ TEST(PortCounters, FamiliesCarryTypesAndHelp) {
 }
 
 TEST(PortCounters, RoCEPortIsExportedLikeInfiniBand) {
-  SysfsTree tree;
   const auto device = mlx5_roce_device("mlx5_1", "ens1f0", 1);
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   EXPECT_TRUE(result.errors.empty());
   expect_port_matches_fixture(result.families, "mlx5_1", 1, *device.ports.at(1).counters);
 }
 
 TEST(PortCounters, RxeHasNoPortCounters) {
-  SysfsTree tree;
-  tree.add(rxe_device("rxe0", "eth0", 3));
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", rxe_device("rxe0", "eth0", 3));
   EXPECT_TRUE(result.errors.empty());
   EXPECT_TRUE(result.families.empty());
 }
 
 TEST(PortCounters, BasicTableFlagsSaturatedCounters) {
-  SysfsTree tree;
   const auto device = basic_saturated_device("mthca0", 4);
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   const auto& fixture = *device.ports.at(1).counters;
   expect_port_matches_fixture(result.families, "mthca0", 1, fixture);
   const auto labels = port_labels("mthca0", 1);
@@ -148,15 +138,13 @@ TEST(PortCounters, BasicTableFlagsSaturatedCounters) {
 }
 
 TEST(PortCounters, EightAndFourBitCountersSaturateAtTheirOwnWidth) {
-  SysfsTree tree;
   auto device = mlx5_ib_device("mlx5_0", 1, 0);
   auto& counters = *device.ports.at(1).counters;
   counters["link_downed"] = 255;
   counters["local_link_integrity_errors"] = 15;
   counters["excessive_buffer_overrun_errors"] = 14;
   counters["port_xmit_wait"] = 4294967295;
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   const auto labels = port_labels("mlx5_0", 1);
   auto saturated = [&](const std::string& counter) {
     return sample(result.families, "rdma_port_pma_saturated", with_counter(labels, counter));
@@ -170,7 +158,6 @@ TEST(PortCounters, EightAndFourBitCountersSaturateAtTheirOwnWidth) {
 // The kernel's "no IETF" extended table has 64-bit data counters but no unicast files: a value
 // above 32 bits must not be mistaken for a saturated or 32-bit counter.
 TEST(PortCounters, LargeValueProvesExtendedWidthWithoutUnicastFiles) {
-  SysfsTree tree;
   auto device = mlx5_ib_device("mlx5_0", 1, 0);
   auto& counters = *device.ports.at(1).counters;
   for (const auto* name : {"unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
@@ -178,14 +165,12 @@ TEST(PortCounters, LargeValueProvesExtendedWidthWithoutUnicastFiles) {
     counters.erase(name);
   }
   counters["port_rcv_data"] = 4294967295;  // would read as saturated in a 32-bit table
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   EXPECT_FALSE(sample(result.families, "rdma_port_pma_saturated",
                       with_counter(port_labels("mlx5_0", 1), "port_rcv_data")));
 }
 
 TEST(PortCounters, LegacyCountersExtReplaceThe32BitValues) {
-  SysfsTree tree;
   auto device = basic_saturated_device("mlx4_0", 5);
   device.ports.at(1).counters_ext = CounterValues{
       {"port_xmit_data_64", 9'000'000'001},         {"port_rcv_data_64", 8'000'000'002},
@@ -193,8 +178,7 @@ TEST(PortCounters, LegacyCountersExtReplaceThe32BitValues) {
       {"port_unicast_xmit_packets", 5'000'000'005}, {"port_unicast_rcv_packets", 4'000'000'006},
       {"port_multicast_xmit_packets", 3'000'007},   {"port_multicast_rcv_packets", 2'000'008},
   };
-  tree.add(device);
-  const auto result = collect("port_counters", tree.root());
+  const auto result = collect_from_device("port_counters", device);
   EXPECT_TRUE(result.errors.empty());
   const auto labels = port_labels("mlx4_0", 1);
   EXPECT_EQ(sample(result.families, "rdma_port_data_transmitted_bytes_total", labels),

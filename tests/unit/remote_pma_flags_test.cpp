@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+
 #include "ibprobe/exporter.h"
 #include "parse_args.h"
 
@@ -11,18 +14,19 @@ using namespace std::chrono_literals;
 
 using testing::parse_args;
 
+// Which CA and port the MADs leave from, and the limits they are sent under, for comparing whole.
+auto source_and_limits(const fabric::RemotePmaOptions& remote) {
+  return std::tuple(remote.ca, remote.ca_port, remote.timeout, remote.retries, remote.budget,
+                    remote.concurrency);
+}
+
 TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
   Config config;
   EXPECT_FALSE(parse_args({}, config));
   EXPECT_FALSE(config.remote_pma);
   const auto& remote = config.remote_pma_options;
   EXPECT_TRUE(remote.targets.empty());
-  EXPECT_EQ(remote.ca, "");
-  EXPECT_EQ(remote.ca_port, 0);
-  EXPECT_EQ(remote.timeout, 300ms);
-  EXPECT_EQ(remote.retries, 2);
-  EXPECT_EQ(remote.budget, 4000ms);
-  EXPECT_EQ(remote.concurrency, 8);
+  EXPECT_EQ(source_and_limits(remote), std::tuple(std::string(""), 0, 300ms, 2, 4000ms, 8));
 }
 
 TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
@@ -37,12 +41,7 @@ TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
   EXPECT_TRUE(config.remote_pma);
   const auto& remote = config.remote_pma_options;
   EXPECT_EQ(remote.targets, (std::vector<RemotePort>{{12, 3}, {26, std::nullopt}}));
-  EXPECT_EQ(remote.ca, "mlx5_1");
-  EXPECT_EQ(remote.ca_port, 2);
-  EXPECT_EQ(remote.timeout, 150ms);
-  EXPECT_EQ(remote.retries, 0);
-  EXPECT_EQ(remote.budget, 2500ms);
-  EXPECT_EQ(remote.concurrency, 3);
+  EXPECT_EQ(source_and_limits(remote), std::tuple(std::string("mlx5_1"), 2, 150ms, 0, 2500ms, 3));
   // The per-device collectors are unaffected.
   EXPECT_EQ(config.enabled_collectors,
             (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
