@@ -17,7 +17,7 @@ readonly LIMIT=1024
 start_exporter() { # [prlimit ARGS...]: sets exporter_pid and url
   launch_exporter "$@" -- --probe.responder-address=
   url=http://127.0.0.1:$port
-  wait_for 10 curl -sf "$url/-/ready" || fail "exporter not ready"
+  wait_for 60 curl -sf "$url/-/ready" || fail "exporter not ready"
 }
 
 stop_exporter() {

@@ -111,7 +111,7 @@ while time.time() < end:
         pass
 PY
 pids+=($!)
-wait_for 5 test -s "$work/silent-port" || fail "silent listener did not start"
+wait_for 60 test -s "$work/silent-port" || fail "silent listener did not start"
 silent=127.0.0.1:$(cat "$work/silent-port")
 for i in $(seq 1 12); do
   curl -sS -o "$work/dup-$i.body" -D "$work/dup-$i.headers" -w '%{http_code}\n' "${auth[@]}" \

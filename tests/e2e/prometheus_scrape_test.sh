@@ -37,7 +37,7 @@ sysfs=$work/sys
 "$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$sysfs" --log.level=debug \
   2>"$work/exporter.log" &
 pids+=($!)
-wait_for 10 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
+wait_for 60 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
 exporter_port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
 exporter=http://127.0.0.1:$exporter_port
 

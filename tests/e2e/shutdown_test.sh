@@ -21,7 +21,7 @@ start_exporter() { # EXTRA_FLAGS...
   launch_exporter --config.file="$work/ibprobe.yml" \
     --probe.responder-address="127.0.0.1:$(free_port)" "$@"
   url=http://127.0.0.1:$port
-  wait_for 10 curl -sf "$url/-/ready" || fail "exporter not ready"
+  wait_for 60 curl -sf "$url/-/ready" || fail "exporter not ready"
 }
 
 # Sets stop_ms to the milliseconds from SIGTERM to the exporter's exit; its status must be 0.
@@ -67,7 +67,7 @@ while True:
     held.append(s.accept()[0])
 PY
 pids+=($!)
-wait_for 10 test -s "$work/peer_port" || fail "hanging peer did not start"
+wait_for 60 test -s "$work/peer_port" || fail "hanging peer did not start"
 peer=127.0.0.1:$(cat "$work/peer_port")
 
 # Five requests may wait at once: the four waiters and the /probe scrape below.
