@@ -202,7 +202,7 @@ void RunQueue::work() {
   }
 }
 
-// The one place where a run's exceptions become its failure class and text.
+// A run's failure class and text, from the queue's own refusals or the run's error.
 void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcome,
                        std::optional<probes::SweepOutcome>& sweep, std::string& reason,
                        std::string& failure) {
@@ -219,52 +219,45 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
                                              : "invalid probe: " + job.spec.error().message());
     return;
   }
-  try {
-    // A peer's run on our responder holds the port; ours waits for it rather than failing.
-    const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
-    if (!held) {
-      if (entry.stop.stop_requested()) {
-        fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
-      } else {
-        fail(probes::FailureKind::kTimeout,
-             "timed out: a peer's probe held the port until the deadline");
-      }
-      return;
-    }
-    probes::RunOptions run_options;
-    run_options.fabric_ports = module.fabric_ports;
-    run_options.shared_secret = options_.shared_secret;
-    run_options.deadline = deadline;
-    run_options.stop = entry.stop.get_token();
-    run_options.resolved = job.addresses;
-    run_options.verify_cases = module.verify_cases;
-    run_options.verify_options = module.verify_options;
-    const auto& local = *options_.local;
-    if (job.sweep) {
-      const auto& valid_sweep = *job.sweep;
-      // The gate stays held from the first step to the last: no other run comes between
-      // two steps that should differ in one variable only.
-      sweep = probes::run_sweep(
-          *valid_sweep, run_options,
-          [&](const probes::ValidSpec& spec, const probes::RunOptions& step_options) {
-            return runner_(local, job.host, job.port, spec, step_options);
-          });
-      if (!sweep->complete()) {
-        const auto& last = sweep->steps.back();
-        reason = to_string(last.failure);
-        failure = fmt::format("step {} ({}={}): {}", sweep->steps.size() - 1,
-                              probes::to_string(sweep->sweep.variable), last.value, last.error);
-      }
+  // A peer's run on our responder holds the port; ours waits for it rather than failing.
+  const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
+  if (!held) {
+    if (entry.stop.stop_requested()) {
+      fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
     } else {
-      outcome = runner_(local, job.host, job.port, *job.spec, run_options);
+      fail(probes::FailureKind::kTimeout,
+           "timed out: a peer's probe held the port until the deadline");
     }
-  } catch (const probes::ProbeFailure& e) {
-    fail(e.kind(), e.what());
-  } catch (const std::invalid_argument& e) {
-    // A spec the responder's side of the library refused (its limits, its validation).
-    fail(probes::FailureKind::kRejected, e.what());
-  } catch (const std::exception& e) {
-    fail(probes::FailureKind::kInternal, e.what());
+    return;
+  }
+  probes::RunOptions run_options;
+  run_options.fabric_ports = module.fabric_ports;
+  run_options.shared_secret = options_.shared_secret;
+  run_options.deadline = deadline;
+  run_options.stop = entry.stop.get_token();
+  run_options.resolved = job.addresses;
+  run_options.verify_cases = module.verify_cases;
+  run_options.verify_options = module.verify_options;
+  const auto& local = *options_.local;
+  if (job.sweep) {
+    const auto& valid_sweep = *job.sweep;
+    // The gate stays held from the first step to the last: no other run comes between
+    // two steps that should differ in one variable only.
+    sweep = probes::run_sweep(
+        *valid_sweep, run_options,
+        [&](const probes::ValidSpec& spec, const probes::RunOptions& step_options) {
+          return runner_(local, job.host, job.port, spec, step_options);
+        });
+    if (!sweep->complete()) {
+      const auto& last = sweep->steps.back();
+      reason = to_string(last.failure);
+      failure = fmt::format("step {} ({}={}): {}", sweep->steps.size() - 1,
+                            probes::to_string(sweep->sweep.variable), last.value, last.error);
+    }
+  } else if (auto ran = runner_(local, job.host, job.port, *job.spec, run_options)) {
+    outcome = std::move(*ran);
+  } else {
+    fail(ran.error().kind, std::move(ran.error().message));
   }
 }
 

@@ -27,7 +27,7 @@ namespace ibprobe::exporter {
 
 class RunQueue {
  public:
-  using Runner = std::function<probes::ProbeOutcome(
+  using Runner = std::function<std::expected<probes::ProbeOutcome, probes::Error>(
       const probes::LocalPort&, const std::string& host, const std::string& port,
       const probes::ValidSpec&, const probes::RunOptions&)>;
 

@@ -130,10 +130,10 @@ ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport&
   return merged;
 }
 
-}  // namespace
-
-ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ValidSpec& valid, const RunOptions& options) {
+// The run itself: failures are thrown, so that unwinding releases every verbs resource.
+ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
+                                const std::string& port, const ValidSpec& valid,
+                                const RunOptions& options) {
   const ProbeSpec& spec = valid.spec();
   if (!options.verify_cases.empty()) {
     ProbeOutcome outcome;
@@ -334,6 +334,18 @@ ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const st
                 verbs::port_rate_gbps(session.port().attr) * 1e9 / 8, sender, all, {},
                 own_backpressure(spec));
   return outcome;
+}
+
+}  // namespace
+
+std::expected<ProbeOutcome, Error> run_probe(const LocalPort& local, const std::string& host,
+                                             const std::string& port, const ValidSpec& spec,
+                                             const RunOptions& options) {
+  try {
+    return run_probe_or_throw(local, host, port, spec, options);
+  } catch (...) {
+    return std::unexpected(current_exception_as_error());
+  }
 }
 
 }  // namespace ibprobe::probes

@@ -18,4 +18,18 @@ std::string_view to_string(FailureKind kind) {
   return name_of(kFailureKindNames, kind, "internal");
 }
 
+Error current_exception_as_error() {
+  try {
+    throw;
+  } catch (const ProbeFailure& failure) {
+    return {failure.kind(), failure.what()};
+  } catch (const std::invalid_argument& e) {
+    return {FailureKind::kRejected, e.what()};
+  } catch (const std::exception& e) {
+    return {FailureKind::kInternal, e.what()};
+  } catch (...) {
+    return {FailureKind::kInternal, "unknown exception"};
+  }
+}
+
 }  // namespace ibprobe::probes

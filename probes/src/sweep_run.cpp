@@ -1,7 +1,6 @@
 #include "ibprobe/sweep_run.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace ibprobe::probes {
 
@@ -26,22 +25,18 @@ SweepOutcome run_sweep(const ValidSweep& sweep, const RunOptions& options,
   for (std::size_t i = 0; i < specs.size(); ++i) {
     SweepStepOutcome step;
     step.value = sweep.sweep().values[i];
-    try {
-      auto step_options = options;
-      step_options.deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(specs[i]->timeout_seconds);
-      if (options.deadline)
-        step_options.deadline = std::min(*step_options.deadline, *options.deadline);
-      step.outcome = run_step(specs[i], step_options);
+    auto step_options = options;
+    step_options.deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(specs[i]->timeout_seconds);
+    if (options.deadline) {
+      step_options.deadline = std::min(*step_options.deadline, *options.deadline);
+    }
+    if (auto ran = run_step(specs[i], step_options)) {
+      step.outcome = std::move(*ran);
       if (const auto& bw = step.outcome->bandwidth) averages.push_back(bw->bytes_per_second);
-    } catch (const ProbeFailure& failure) {
-      step.error = failure.what();
-      step.failure = failure.kind();
-    } catch (const std::invalid_argument& e) {
-      step.error = e.what();
-      step.failure = FailureKind::kRejected;
-    } catch (const std::exception& e) {
-      step.error = e.what();
+    } else {
+      step.error = std::move(ran.error().message);
+      step.failure = ran.error().kind;
     }
     const bool failed = !step.outcome;
     result.steps.push_back(std::move(step));

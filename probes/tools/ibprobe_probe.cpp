@@ -405,9 +405,13 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
     return 1;
   }
   const auto outcome = run_probe(local, host, port, *valid, options);
-  print(outcome);
+  if (!outcome) {
+    std::cerr << "ibprobe_probe: " << outcome.error().message << "\n";
+    return 1;
+  }
+  print(*outcome);
   // A validating run that found errors is a failed check, whatever its throughput.
-  if (outcome.validation && outcome.validation->errors > 0) return 3;
+  if (outcome->validation && outcome->validation->errors > 0) return 3;
   return 0;
 }
 

@@ -175,7 +175,8 @@ class ProbeApiTest : public OnePortExporterTest {
     service_ = std::make_unique<ProbeService>(
         std::move(options),
         [this](const probes::LocalPort&, const std::string& host, const std::string& port,
-               const probes::ValidSpec& valid, const RunOptions& run_options) {
+               const probes::ValidSpec& valid,
+               const RunOptions& run_options) -> std::expected<ProbeOutcome, probes::Error> {
           const auto& spec = valid.spec();
           std::function<ProbeOutcome(const probes::ProbeSpec&, const RunOptions&)> behaviour;
           {
@@ -184,7 +185,15 @@ class ProbeApiTest : public OnePortExporterTest {
             targets_.push_back(host + " " + port);
             behaviour = behaviour_;
           }
-          if (behaviour) return behaviour(spec, run_options);
+          // A stand-in fails by throwing, as the run inside run_probe does; run_probe's
+          // conversion makes that the run's error.
+          if (behaviour) {
+            try {
+              return behaviour(spec, run_options);
+            } catch (...) {
+              return std::unexpected(probes::current_exception_as_error());
+            }
+          }
           return spec.test == probes::TestKind::kLatency ? latency_outcome(spec)
                                                          : bandwidth_outcome(spec);
         });

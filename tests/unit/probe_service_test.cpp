@@ -76,7 +76,8 @@ class StandIn {
 
   ProbeService::Runner runner() {
     return [this](const probes::LocalPort& local, const std::string& host, const std::string& port,
-                  const probes::ValidSpec& spec, const RunOptions& options) {
+                  const probes::ValidSpec& spec,
+                  const RunOptions& options) -> std::expected<probes::ProbeOutcome, probes::Error> {
       const int now = ++active_;
       int seen = max_active_;
       while (now > seen && !max_active_.compare_exchange_weak(seen, now)) {
@@ -104,7 +105,13 @@ class StandIn {
         ~Leave() { --active; }
       } leave{active_};
       if (!behaviour) return plain_bandwidth_outcome(spec.spec());
-      return behaviour(call, options);
+      // A stand-in fails by throwing, as the run inside run_probe does; run_probe's conversion
+      // makes that the run's error.
+      try {
+        return behaviour(call, options);
+      } catch (...) {
+        return std::unexpected(probes::current_exception_as_error());
+      }
     };
   }
 

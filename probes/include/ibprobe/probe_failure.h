@@ -21,7 +21,19 @@ enum class FailureKind {
 };
 std::string_view to_string(FailureKind kind);
 
-// A run that cannot go on. Every verbs resource is released by the time it reaches the caller.
+// A failed run as the library's entry points (run_probe, run_sweep's steps) return it.
+struct Error {
+  FailureKind kind = FailureKind::kInternal;
+  std::string message;
+};
+
+// The one conversion of what a run threw into its Error, for the `catch (...)` of an entry point:
+// a ProbeFailure keeps its kind, a spec or option the library's own checks refused
+// (std::invalid_argument) is kRejected, anything else kInternal.
+Error current_exception_as_error();
+
+// A run that cannot go on, thrown inside the library so that unwinding releases every verbs
+// resource on the way out; the entry points turn it into an Error.
 class ProbeFailure : public std::runtime_error {
  public:
   explicit ProbeFailure(const std::string& what, FailureKind kind = FailureKind::kInternal)

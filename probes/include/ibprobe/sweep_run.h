@@ -1,6 +1,7 @@
 // Running a sweep for real: one probe per step against the same responder, in order.
 #pragma once
 
+#include <expected>
 #include <functional>
 #include <optional>
 #include <string>
@@ -27,10 +28,11 @@ struct SweepOutcome {
   bool complete() const;  // every step ran and succeeded
 };
 
-// Runs each step's spec with `run_step` in order; a step that fails (run_step throws) ends the
-// sweep, reported in its step. Each step gets `options` with its own deadline: its timeout from
-// its start, and never beyond options.deadline, the sweep's, when there is one.
-using StepRunner = std::function<ProbeOutcome(const ValidSpec&, const RunOptions&)>;
+// Runs each step's spec with `run_step` in order; a step that fails ends the sweep, reported in
+// its step. Each step gets `options` with its own deadline: its timeout from its start, and never
+// beyond options.deadline, the sweep's, when there is one.
+using StepRunner =
+    std::function<std::expected<ProbeOutcome, Error>(const ValidSpec&, const RunOptions&)>;
 SweepOutcome run_sweep(const ValidSweep& sweep, const RunOptions& options,
                        const StepRunner& run_step);
 

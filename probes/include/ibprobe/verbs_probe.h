@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <expected>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -163,11 +164,12 @@ struct ResponderOptions {
   std::optional<MeshEndpoint> mesh_endpoint = std::nullopt;
 };
 
-// Runs `spec` from `local` against the responder at HOST:PORT. Throws ProbeFailure with the
-// reason when the run cannot complete, std::invalid_argument for a fabric port that is not
-// LID:PORT; every verbs resource is released on every path.
-ProbeOutcome run_probe(const LocalPort& local, const std::string& host, const std::string& port,
-                       const ValidSpec& spec, const RunOptions& options = {});
+// Runs `spec` from `local` against the responder at HOST:PORT. The error says why the run could
+// not complete (kRejected for a fabric port that is not LID:PORT or verify options that do not
+// validate); every verbs resource is released on every path.
+std::expected<ProbeOutcome, Error> run_probe(const LocalPort& local, const std::string& host,
+                                             const std::string& port, const ValidSpec& spec,
+                                             const RunOptions& options = {});
 
 // Serves probe requests on a TCP address, one run at a time, on its own thread. Every number a
 // peer sends is checked against `limits` before anything is allocated.

@@ -44,15 +44,9 @@ struct Failure {
 Failure probe_failure(FakeResponder& responder, const ProbeSpec& spec = short_timeout_spec()) {
   const auto start = std::chrono::steady_clock::now();
   Failure failure{"no failure", "none"};
-  try {
-    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), valid(spec));
-  } catch (const ProbeFailure& e) {
-    failure.what = e.what();
-    failure.kind = to_string(e.kind());
-  } catch (const std::exception& e) {
-    failure.what = e.what();
-    failure.kind = "not a ProbeFailure";
-  }
+  const auto ran =
+      run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", responder.port(), valid(spec));
+  if (!ran) failure = {ran.error().message, std::string(to_string(ran.error().kind))};
   failure.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return failure;
 }
@@ -179,14 +173,11 @@ TEST(HostileResponder, NobodyListening) {
     const int fd = raw_peer::connect_to_loopback(port);
     if (fd >= 0) ::close(fd);
   }
-  try {
-    run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),
-              valid(short_timeout_spec()));
-    FAIL() << "connected to nothing";
-  } catch (const ProbeFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
-    EXPECT_EQ(e.kind(), FailureKind::kUnreachable);
-  }
+  const auto ran = run_probe(LocalPort{"no_such_device", 1}, "127.0.0.1", std::to_string(port),
+                             valid(short_timeout_spec()));
+  ASSERT_FALSE(ran) << "connected to nothing";
+  EXPECT_NE(ran.error().message.find("cannot connect"), std::string::npos) << ran.error().message;
+  EXPECT_EQ(ran.error().kind, FailureKind::kUnreachable);
 }
 
 // run_probe takes only a validated spec: an inconsistent one is refused before any connection.

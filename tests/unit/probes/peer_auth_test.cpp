@@ -37,17 +37,12 @@ struct Outcome {
 
 Outcome run_against(const Responder& responder, const std::string& secret,
                     const ProbeSpec& spec = quick_spec()) {
-  try {
-    RunOptions options;
-    options.shared_secret = secret;
-    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", std::to_string(responder.port()),
-              valid(spec), options);
-  } catch (const ProbeFailure& e) {
-    return {std::string(to_string(e.kind())), e.what()};
-  } catch (const std::exception& e) {
-    return {"not a ProbeFailure", e.what()};
-  }
-  return {"none", "the run succeeded"};
+  RunOptions options;
+  options.shared_secret = secret;
+  const auto ran = run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1",
+                             std::to_string(responder.port()), valid(spec), options);
+  if (ran) return {"none", "the run succeeded"};
+  return {std::string(to_string(ran.error().kind)), ran.error().message};
 }
 
 std::unique_ptr<Responder> responder_with(const std::string& secret) {
@@ -217,15 +212,12 @@ TEST(PeerAuthRaw, InitiatorRefusesAReplayedResponderHello) {
     } catch (const std::exception&) {
     }
   });
-  std::string kind = "none";
-  try {
-    RunOptions options;
-    options.shared_secret = kSecret;
-    run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", fake.port(), valid(quick_spec()), options);
-  } catch (const ProbeFailure& e) {
-    kind = to_string(e.kind());
-  }
-  EXPECT_EQ(kind, "unauthorized");
+  RunOptions options;
+  options.shared_secret = kSecret;
+  const auto ran = run_probe(LocalPort{kMissingDevice, 1}, "127.0.0.1", fake.port(),
+                             valid(quick_spec()), options);
+  ASSERT_FALSE(ran) << "the run succeeded";
+  EXPECT_EQ(ran.error().kind, FailureKind::kUnauthorized) << ran.error().message;
 }
 
 // ------------------------------------------------------------------------------ the proofs

@@ -3,7 +3,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 
+#include "ibprobe/probe_failure.h"
 #include "ibprobe/probes.h"
 #include "violations.h"
 
@@ -360,6 +364,43 @@ TEST(CheckLimits, HostileNumbersCannotOverflowPastTheCheck) {
                          .max_total_buffer_bytes = std::numeric_limits<std::uint64_t>::max()};
   EXPECT_THAT(violations_of(check_limits(spec, unlimited)),
               ElementsAre(HasSubstr("buffers of qps x depth")));
+}
+
+TEST(NumaChoice, AutoNoneOrANodeNumberAndNothingElse) {
+  const auto choice = [](std::string_view text) {
+    const auto parsed = parse_numa_choice(text);
+    return parsed ? std::string(to_string(parsed->policy)) +
+                        (parsed->node ? "=" + std::to_string(*parsed->node) : "")
+                  : "refused";
+  };
+  EXPECT_EQ(choice("auto"), "auto");
+  EXPECT_EQ(choice("none"), "none");
+  EXPECT_EQ(choice("0"), "node=0");
+  EXPECT_EQ(choice("3"), "node=3");
+  EXPECT_EQ(choice("4294967295"), "node=4294967295");
+  for (const char* text : {"node", "", "-1", "3x", " 3", "4294967296", "Auto"}) {
+    EXPECT_EQ(choice(text), "refused") << "'" << text << "'";
+  }
+}
+
+TEST(RunError, WhatARunThrewBecomesItsKindAndText) {
+  const auto error_of = [](auto thrown) {
+    try {
+      throw thrown;
+    } catch (...) {
+      return current_exception_as_error();
+    }
+  };
+  const auto failure = error_of(ProbeFailure("peer went away", FailureKind::kPeerLost));
+  EXPECT_EQ(failure.kind, FailureKind::kPeerLost);
+  EXPECT_EQ(failure.message, "peer went away");
+  const auto refused = error_of(std::invalid_argument("fabric port 'x' is not LID:PORT"));
+  EXPECT_EQ(refused.kind, FailureKind::kRejected);
+  EXPECT_EQ(refused.message, "fabric port 'x' is not LID:PORT");
+  const auto other = error_of(std::runtime_error("out of something"));
+  EXPECT_EQ(other.kind, FailureKind::kInternal);
+  EXPECT_EQ(other.message, "out of something");
+  EXPECT_EQ(error_of(42).kind, FailureKind::kInternal);
 }
 
 }  // namespace
