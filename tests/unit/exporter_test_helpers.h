@@ -13,8 +13,8 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "collect_helpers.h"
 #include "ibprobe/exporter.h"
