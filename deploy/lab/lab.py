@@ -1267,23 +1267,35 @@ def wake_agent(host: str) -> None:
         os.close(fd)
 
 
+def wait_for_file(path: str, host: str, deadline_ms: int, vm_check_every: int,
+                  on_poll: Callable[[int], None] | None = None) -> str:
+    """Polls until PATH is not empty: "done"; "stopped" when VM HOST no longer runs (checked every
+    VM_CHECK_EVERY polls); "timeout" once DEADLINE_MS passed (0: never). ON_POLL gets each poll's
+    number."""
+    polls = 0
+    while not non_empty(path):
+        polls += 1
+        if on_poll:
+            on_poll(polls)
+        if polls % vm_check_every == 0 and not vm_running(host):
+            return "stopped"
+        if deadline_ms > 0 and now_ms() > deadline_ms:
+            return "timeout"
+        time.sleep(POLL_SECONDS)
+    return "done"
+
+
 def wait_job_pickup(host: str, name: str) -> bool:
     job = f"{jobs_dir(host)}/{name}"
-    deadline = now_ms() + PICKUP_TIMEOUT * 1000
-    polls = 0
-    while not non_empty(f"{job}/pid"):
-        polls += 1
-        if polls % 25 == 0 and not vm_running(host):
-            say(f"error: VM {host} stopped")
-            console_tail(host, 10)
-            return False
-        if now_ms() > deadline:
-            say(f"error: the agent in VM {host} did not pick up job {name} within "
-                f"{PICKUP_TIMEOUT} s")
-            console_tail(host, 10)
-            return False
-        time.sleep(POLL_SECONDS)
-    return True
+    waited = wait_for_file(f"{job}/pid", host, now_ms() + PICKUP_TIMEOUT * 1000, 25)
+    if waited == "done":
+        return True
+    if waited == "stopped":
+        say(f"error: VM {host} stopped")
+    else:
+        say(f"error: the agent in VM {host} did not pick up job {name} within {PICKUP_TIMEOUT} s")
+    console_tail(host, 10)
+    return False
 
 
 class JobOutput:
@@ -1325,21 +1337,16 @@ def follow_job(host: str, name: str, limit: int, stdout: Sink, stderr: Sink) -> 
     deadline = now_ms() + (limit + EXEC_GRACE) * 1000 if limit > 0 else 0
     # The end is looked for every 20 ms, the output streamed every 200 ms and the VM checked
     # every second.
-    polls = 0
-    while not non_empty(f"{job}/rc"):
-        polls += 1
-        if polls % 10 == 0:
-            output.copy_new()
-        if polls % 50 == 0 and not vm_running(host):
+    waited = wait_for_file(f"{job}/rc", host, deadline, 50,
+                           lambda polls: output.copy_new() if polls % 10 == 0 else None)
+    if waited != "done":
+        if waited == "stopped":
             say(f"error: VM {host} stopped while running job {name}")
-            console_tail(host, 10)
-            return RC_LAB_FAILURE
-        if deadline > 0 and now_ms() > deadline:
+        else:
             say(f"error: job {name} in VM {host} did not end within {limit + EXEC_GRACE} s; "
                 "the VM is not responding")
-            console_tail(host, 10)
-            return RC_LAB_FAILURE
-        time.sleep(POLL_SECONDS)
+        console_tail(host, 10)
+        return RC_LAB_FAILURE
     output.copy_new()
     rc = job_status(job)
     if job_timed_out(job):
@@ -1491,17 +1498,13 @@ def cmd_wait(args: list[str]) -> int:
     host, name = args[0], args[1]
     require_vm(host)
     # Waiting is bounded here; the job itself keeps running if it outlives us.
-    deadline = now_ms() + limit * 1000
-    polls = 0
-    while not non_empty(f"{job}/rc"):
-        polls += 1
-        if polls % 50 == 0 and not vm_running(host):
-            say(f"error: VM {host} stopped")
-            return RC_LAB_FAILURE
-        if now_ms() > deadline:
-            say(f"error: timeout: job {name} in VM {host} still running after {limit} s")
-            return RC_TIMEOUT
-        time.sleep(POLL_SECONDS)
+    waited = wait_for_file(f"{job}/rc", host, now_ms() + limit * 1000, 50)
+    if waited == "stopped":
+        say(f"error: VM {host} stopped")
+        return RC_LAB_FAILURE
+    if waited == "timeout":
+        say(f"error: timeout: job {name} in VM {host} still running after {limit} s")
+        return RC_TIMEOUT
     JobOutput(job, to_stdout, to_stderr).copy_new()
     rc = job_status(job)
     if job_timed_out(job):
