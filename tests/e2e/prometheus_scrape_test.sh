@@ -5,12 +5,11 @@
 # Usage: prometheus_scrape_test.sh EXPORTER_BINARY FIXTURE_BINARY
 set -euo pipefail
 
-exporter_bin=$1
-fixture_bin=$2
-# shellcheck source=tests/lib/scratch.sh
-source "$(dirname "$0")/../lib/scratch.sh"
-scratch_begin ibprobe-e2e
+# shellcheck source=tests/lib/exporter-checks.sh
+source "$(dirname "$0")/../lib/exporter-checks.sh"
+exporter_test_begin ibprobe-e2e "$@"
 
+# Prometheus logs here too: a failure shows the tail of every log.
 fail() {
   echo "FAIL: $*" >&2
   for log in "$work"/*.log; do
@@ -20,25 +19,10 @@ fail() {
   exit 1
 }
 
-# Polls a command until it succeeds, at most $1 seconds.
-wait_for() {
-  local seconds=$1
-  shift
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
-
 sysfs=$work/sys
 "$fixture_bin" "$sysfs"
-
-"$exporter_bin" --web.listen-address=127.0.0.1:0 --path.sysfs="$sysfs" --log.level=debug \
-  2>"$work/exporter.log" &
-pids+=($!)
-wait_for 60 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-exporter_port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+launch_exporter --log.level=debug
+exporter_port=$port
 exporter=http://127.0.0.1:$exporter_port
 
 curl -fsS "$exporter/metrics" >"$work/metrics.txt" || fail "scrape failed"
