@@ -177,7 +177,15 @@ void RunQueue::work() {
     std::optional<probes::SweepOutcome> sweep;
     std::string reason, failure;
     const auto start = std::chrono::steady_clock::now();
-    execute(*entry, outcome, sweep, reason, failure);
+    try {
+      execute(*entry, outcome, sweep, reason, failure);
+    } catch (...) {
+      // run_probe returns its errors; anything else that escapes a run fails that run, in the
+      // same words, rather than ending the worker and with it the exporter.
+      const auto error = probes::current_exception_as_error();
+      reason = to_string(error.kind);
+      failure = error.message;
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

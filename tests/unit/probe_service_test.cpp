@@ -153,7 +153,9 @@ class TempConfig {
 class ProbeServiceTest : public ::testing::Test {
  protected:
   // `config_text` empty: the built-in modules.
-  void start(const std::string& config_text = "", bool with_local = true) {
+  // `runner` empty: the stand-in's.
+  void start(const std::string& config_text = "", bool with_local = true,
+             ProbeService::Runner runner = {}) {
     ProbeService::Options options;
     if (with_local) options.local = probes::LocalPort{"mlx5_0", 1, "/nonexistent"};
     options.shared_secret = "s3cret";
@@ -162,7 +164,8 @@ class ProbeServiceTest : public ::testing::Test {
       config_.write(config_text);
       options.config_file = config_.path();
     }
-    service_ = std::make_unique<ProbeService>(std::move(options), stand_in_.runner());
+    service_ = std::make_unique<ProbeService>(std::move(options),
+                                              runner ? std::move(runner) : stand_in_.runner());
   }
 
   void TearDown() override {
@@ -355,6 +358,23 @@ TEST_F(ProbeServiceTest, CallerTimeoutOnlyShortens) {
   EXPECT_EQ(too_short.status, 400);
   EXPECT_EQ(too_short.code, "timeout_too_short");
   EXPECT_NE(too_short.message.find("timed"), std::string::npos) << too_short.message;
+}
+
+// run_probe never throws; what escapes another runner fails that run, and the queue goes on.
+TEST_F(ProbeServiceTest, AnExceptionPastTheRunnerFailsTheRunAndTheQueueGoesOn) {
+  std::atomic<int> calls = 0;
+  start("", true,
+        [&calls](const probes::LocalPort&, const std::string&, const std::string&,
+                 const probes::ValidSpec& spec,
+                 const RunOptions&) -> std::expected<probes::ProbeOutcome, probes::Error> {
+          if (++calls == 1) throw std::runtime_error("out of something");
+          return plain_bandwidth_outcome(spec.spec());
+        });
+  const auto failed = finished(submit_ok("h:1", "write_bw"));
+  EXPECT_EQ(failed.state, RunState::kFailed);
+  EXPECT_EQ(failed.failure_reason, "internal");
+  EXPECT_EQ(failed.failure, "out of something");
+  EXPECT_EQ(finished(submit_ok("h:2", "write_bw")).state, RunState::kSucceeded);
 }
 
 TEST_F(ProbeServiceTest, FailuresKeepTheirKind) {
