@@ -383,10 +383,12 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
 
 void parse_mesh(const YAML::Node& node, mesh::MeshConfig& mesh) {
   require_map(node, "mesh");
-  reject_unknown_keys(node, "mesh",
-                      {"enabled", "peers_file", "peers_dns", "peers_fabric", "self", "peer_rate",
-                       "host_budget", "epoch", "host_pairs_per_tor_pair", "min_watchers"});
+  reject_unknown_keys(
+      node, "mesh",
+      {"enabled", "peers_file", "peers_dns", "peers_fabric", "self", "peer_rate", "host_budget",
+       "epoch", "host_pairs_per_tor_pair", "min_watchers", "per_peer_rtt"});
   if (node["enabled"]) mesh.enabled = boolean(node["enabled"], "enabled");
+  if (node["per_peer_rtt"]) mesh.per_peer_rtt = boolean(node["per_peer_rtt"], "per_peer_rtt");
   if (node["peers_file"]) mesh.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["peers_dns"]) mesh.peers_dns = scalar(node["peers_dns"], "peers_dns");
   if (const auto fabric = node["peers_fabric"]) {

@@ -345,7 +345,8 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
   s.pinger = std::make_unique<probes::UdPinger>(s.options.local);
   s.metrics = std::make_unique<MeshMetrics>(
       fabric.peers()[*self].tor, mesh.policy.host_budget_hz,
-      s.pinger->clock() == probes::PingClock::kDevice ? MeshClock::kDevice : MeshClock::kSoftware);
+      s.pinger->clock() == probes::PingClock::kDevice ? MeshClock::kDevice : MeshClock::kSoftware,
+      mesh.per_peer_rtt);
   s.wake_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wake_fd) throw std::runtime_error("mesh: eventfd: " + std::string(std::strerror(errno)));
   spdlog::info("mesh: {} on {} port {}, QPN {}, {} GIDs; RTT clock: {}", mesh.self,

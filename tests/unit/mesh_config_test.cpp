@@ -33,13 +33,14 @@ TEST(MeshConfig, DefaultsAreOnePingPerSecondPerPeerAndAHundredPerHost) {
   EXPECT_TRUE(parsed.value().mesh.peers_file.empty());
   EXPECT_DOUBLE_EQ(parsed.value().mesh.policy.peer_rate_hz, 1.0);
   EXPECT_DOUBLE_EQ(parsed.value().mesh.policy.host_budget_hz, 100.0);
+  EXPECT_FALSE(parsed.value().mesh.per_peer_rtt);
 }
 
 TEST(MeshConfig, ReadsEveryField) {
   const auto parsed = parse_mesh(
       "  enabled: true\n  peers_file: /etc/ibprobe/peers.json\n  self: a:9470\n"
       "  peer_rate: 0.5\n  host_budget: 40\n  epoch: 5m\n  host_pairs_per_tor_pair: 3\n"
-      "  min_watchers: 4\n");
+      "  min_watchers: 4\n  per_peer_rtt: true\n");
   ASSERT_TRUE(parsed.has_value()) << parsed.error();
   const auto& mesh = parsed.value().mesh;
   EXPECT_TRUE(mesh.enabled);
@@ -50,6 +51,7 @@ TEST(MeshConfig, ReadsEveryField) {
   EXPECT_EQ(mesh.policy.epoch, std::chrono::seconds(300));
   EXPECT_EQ(mesh.policy.host_pairs_per_tor_pair, 3);
   EXPECT_EQ(mesh.policy.min_watchers, 4);
+  EXPECT_TRUE(mesh.per_peer_rtt);
 }
 
 TEST(MeshConfig, RefusesBadValuesSayingWhere) {
@@ -60,6 +62,7 @@ TEST(MeshConfig, RefusesBadValuesSayingWhere) {
       {"  epoch: 0s\n", "epoch must be at least 1s"},
       {"  host_pairs_per_tor_pair: 0\n", ">= 1"},
       {"  enabled: sometimes\n", "enabled"},
+      {"  per_peer_rtt: 14\n", "per_peer_rtt"},
       {"  peers_file: a\n  peers_dns: b:1\n", "not several"},
       {"  rate: 1\n", "unknown field 'rate' in mesh"},
   };

@@ -255,20 +255,24 @@ TEST(MetricsPage, LastResultsAreTheKeptPage) {
   expect_page("last_results_none", last_results_page({}, {}));
 }
 
+// Without mesh.per_peer_rtt (the default) and with it.
 TEST(MetricsPage, MeshSeriesAreTheKeptPages) {
   const MeshFabric fabric(
       {{"a1:9470", "leaf-a", ""}, {"a2:9470", "leaf-a", ""}, {"b1:9470", "leaf-b", ""}});
-  MeshMetrics metrics("leaf-a", 100, MeshClock::kDevice);
-  expect_page("mesh_before_a_plan", mesh_page(metrics));
-  metrics.set_plan(fabric, {{*fabric.find("a2:9470"), MeshReason::kSameTor, 1.0},
-                            {*fabric.find("b1:9470"), MeshReason::kCrossTor, 2.5}});
-  metrics.record("b1:9470", {true, 7e-6, MeshClock::kDevice});
-  metrics.record("b1:9470", {true, 30e-6, MeshClock::kDevice});
-  metrics.record("b1:9470", {true, 0.5, MeshClock::kDevice});  // past the last bucket
-  metrics.record("b1:9470", {false, 0, MeshClock::kDevice});
-  metrics.record("b1:9470", {true, 3e-6, MeshClock::kSoftware});
-  metrics.record("a2:9470", {true, 4.5e-5, MeshClock::kDevice});
-  expect_page("mesh", mesh_page(metrics));
+  for (const bool per_peer_rtt : {false, true}) {
+    const std::string suffix = per_peer_rtt ? "_per_peer_rtt" : "";
+    MeshMetrics metrics("leaf-a", 100, MeshClock::kDevice, per_peer_rtt);
+    expect_page("mesh_before_a_plan" + suffix, mesh_page(metrics));
+    metrics.set_plan(fabric, {{*fabric.find("a2:9470"), MeshReason::kSameTor, 1.0},
+                              {*fabric.find("b1:9470"), MeshReason::kCrossTor, 2.5}});
+    metrics.record("b1:9470", {true, 7e-6, MeshClock::kDevice});
+    metrics.record("b1:9470", {true, 30e-6, MeshClock::kDevice});
+    metrics.record("b1:9470", {true, 0.5, MeshClock::kDevice});  // past the last bucket
+    metrics.record("b1:9470", {false, 0, MeshClock::kDevice});
+    metrics.record("b1:9470", {true, 3e-6, MeshClock::kSoftware});
+    metrics.record("a2:9470", {true, 4.5e-5, MeshClock::kDevice});
+    expect_page("mesh" + suffix, mesh_page(metrics));
+  }
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ struct MeshConfig {
   // This host's target in the peer list.
   std::string self;
   MeshPolicy policy;
+  // An RTT histogram per planned peer on /metrics as well as per path class: 14 series more per
+  // peer (69 peers: 966 more), for small fabrics or while debugging a pair. Off by default.
+  bool per_peer_rtt = false;
 };
 
 }  // namespace ibprobe::mesh
