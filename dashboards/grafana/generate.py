@@ -610,10 +610,12 @@ def switch_ports():
 
 
 def mesh():
-    """The continuous probe mesh (mesh: in --config.file): the three fault levels, the ToR-pair
-    heatmaps, and per-peer loss and RTT of the selected hosts."""
+    """The continuous probe mesh (mesh: in --config.file): the three fault levels, the heatmaps
+    (loss by ToR pair, RTT by ToR and path class), per-peer loss and per-class RTT of the
+    selected hosts."""
     tors = 'local_tor=~"$local_tor",peer_tor=~"$peer_tor"'
     sel = f'job="ibprobe",instance=~"$host",{tors}'
+    host_sel = 'job="ibprobe",instance=~"$host",local_tor=~"$local_tor"'
     heat = {"calculate": False, "yAxis": {"axisPlacement": "left"},
             "color": {"mode": "scheme", "scheme": "Reds", "steps": 64},
             "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False}}
@@ -644,10 +646,12 @@ def mesh():
               "Share of mesh pings lost per (local ToR, remote ToR), all host pairs together.",
               [target(f"ibprobe:mesh_tor_pair_loss_ratio:rate5m{{{tors}}}", pair_legend)],
               w=12, h=10, unit="percentunit", options=heat),
-        panel("heatmap", "RTT p99 by ToR pair",
-              "0.99 quantile of the mesh RTT per (local ToR, remote ToR), responder turnaround "
-              "subtracted.",
-              [target(f"ibprobe:mesh_tor_pair_rtt_seconds:p99_5m{{{tors}}}", pair_legend)],
+        panel("heatmap", "RTT p99 by ToR and path class",
+              "0.99 quantile of the mesh RTT per local ToR, to its own ToR (same_tor) and to the "
+              "others (cross_tor), responder turnaround subtracted. The exporters keep RTT "
+              "histograms per path class, not per peer (mesh.per_peer_rtt adds those).",
+              [target("ibprobe:mesh_tor_class_rtt_seconds:p99_5m{local_tor=~\"$local_tor\"}",
+                      "{{local_tor}} {{reason}}")],
               w=12, h=10, unit="s", options=heat),
         table("Unreachable hosts",
               "Hosts and the share of their watchers that lose pings to them.",
@@ -659,15 +663,15 @@ def mesh():
         table("Lossy host pairs",
               "Pairs losing pings that no host fault explains, worst first.",
               "sort_desc(ibprobe:mesh_pair_unexplained_loss_ratio:rate5m > 0)", w=8),
-        panel("timeseries", "RTT percentiles of the selected peers",
-              "Median and 0.99 quantile over every selected host pair, from the per-peer "
-              "histograms.",
-              [target("histogram_quantile(0.5, sum by (le) "
-                      f"(rate(rdma_mesh_rtt_seconds_bucket{{{sel}}}[$__rate_interval])))",
-                      "median", "A"),
-               target("histogram_quantile(0.99, sum by (le) "
-                      f"(rate(rdma_mesh_rtt_seconds_bucket{{{sel}}}[$__rate_interval])))",
-                      "p99", "B")], unit="s"),
+        panel("timeseries", "RTT percentiles of the selected hosts",
+              "Median and 0.99 quantile over the pings of the selected hosts, to their own ToR "
+              "(same_tor) and to others (cross_tor), from the path classes' histograms.",
+              [target("histogram_quantile(0.5, sum by (reason, le) "
+                      f"(rate(rdma_mesh_class_rtt_seconds_bucket{{{host_sel}}}[$__rate_interval])))",
+                      "median {{reason}}", "A"),
+               target("histogram_quantile(0.99, sum by (reason, le) "
+                      f"(rate(rdma_mesh_class_rtt_seconds_bucket{{{host_sel}}}[$__rate_interval])))",
+                      "p99 {{reason}}", "B")], unit="s"),
         panel("timeseries", "Loss per host pair",
               "Share of pings lost from the selected hosts to each of their peers.",
               [target(f"sum by (instance, peer) "
@@ -688,7 +692,8 @@ def mesh():
     ]
     return dashboard("ibprobe-mesh", "ibprobe / Probe mesh",
                      "Continuous RDMA ping mesh between ibprobe exporters: host vs ToR pair vs "
-                     "path, ToR-pair heatmaps, per-peer loss and RTT.",
+                     "path, heatmaps of loss by ToR pair and RTT by ToR and path class, per-peer "
+                     "loss and RTT.",
                      [query_var("host", "Host",
                                 'label_values(rdma_mesh_plan_peers{job="ibprobe"}, instance)'),
                       query_var("local_tor", "Local ToR",
