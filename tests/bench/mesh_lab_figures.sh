@@ -8,6 +8,7 @@
 #     bucket holding the median), then perftest's ib_send_lat between the same two VMs in the
 #     same run, busy-polling and with completion events (-e) as the mesh waits. perftest reports
 #     half the round trip for send_lat (print_report_lat's rtt_factor 2): doubled here.
+# The RTT is read from the pair's own histogram (mesh.per_peer_rtt: one peer, so 14 series more).
 # Prints the figures side by side; asserts only that each was measured.
 #
 # Environment: see tests/lab/lab-common.sh; IBPROBE_EXPORTER is the exporter binary;
@@ -41,6 +42,7 @@ mesh:
   enabled: $([[ $enabled == false ]] && echo false || echo true)
   peers_file: $work/peers.json
   self: "$(target "$host")"
+  per_peer_rtt: true
 $([[ $enabled == fast ]] && echo "  peer_rate: $FAST_RATE")
 YAML
         done

@@ -476,9 +476,29 @@ mesh_sample() { # HOST PEER FAMILY [LABEL_SUBSTRING]
         END { exit !found }' <<<"$body"
 }
 
+# One sample of HOST's RTT histogram of a path class (same_tor or cross_tor): FAMILY (one of
+# rdma_mesh_class_rtt_seconds_{count,sum,bucket}), with an optional label substring. With one
+# peer of that class in the plan it is that peer's.
+mesh_class_sample() { # HOST REASON FAMILY [LABEL_SUBSTRING]
+    local body
+    body=$(curl -fsS "$(exporter_url "$1")/metrics") || return 1
+    awk -v f="$3" -v r="reason=\"$2\"" -v l="${4:-}" '
+        index($0, f "{") == 1 && index($0, r) && index($0, l) { print $NF; found = 1; exit }
+        END { exit !found }' <<<"$body"
+}
+
+# Pings of HOST to PEER answered so far: sent minus lost (the mesh counts a ping in both once it
+# ended, answered or timed out; RTT histograms are per path class, not per peer).
+mesh_answered() { # HOST PEER
+    local sent lost
+    sent=$(mesh_sample "$1" "$2" rdma_mesh_pings_sent_total) || return 1
+    lost=$(mesh_sample "$1" "$2" rdma_mesh_pings_lost_total) || return 1
+    echo $((${sent%.*} - ${lost%.*}))
+}
+
 # Whether HOST has had at least COUNT of its pings to PEER answered.
 answered_at_least() { # HOST PEER COUNT
     local n
-    n=$(mesh_sample "$1" "$2" rdma_mesh_rtt_seconds_count) || return 1
-    ((${n%.*} >= $3))
+    n=$(mesh_answered "$1" "$2") || return 1
+    ((n >= $3))
 }

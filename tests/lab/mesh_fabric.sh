@@ -223,7 +223,7 @@ dump_mesh_state() {
     local host
     for host in "${HOSTS[@]}"; do
         echo "--- VM $host ($(lab addr "$host")) mesh series:"
-        curl -fsS "$(exporter_url "$host")/metrics" | grep -E '^rdma_mesh_(pings|rtt_seconds_bucket)' \
+        curl -fsS "$(exporter_url "$host")/metrics" | grep -E '^rdma_mesh_(pings|class_rtt_seconds_bucket)' \
             | grep -v 'le="[0-9.e-]*"} 0$'
         echo "--- VM $host exporter log, last lines:"
         lab output --stderr "$host" exporter | tail -n 20

@@ -4,7 +4,8 @@
 # --config.file), learn each other's UD address over the control channel and ping each other
 # once a second; a Prometheus server on the host scrapes both with the shipped mesh rules.
 #   - pings flow both ways, every one answered, RTT on the software clock (rxe has no completion
-#     timestamps), the plan one same-ToR peer at 1 ping/s within the 100/s budget;
+#     timestamps) in the same-ToR path class's histogram and in no per-peer one (mesh.per_peer_rtt
+#     is off), the plan one same-ToR peer at 1 ping/s within the 100/s budget;
 #   - the exporter's log says why the host clock: rxe reports no timestamp mask and refuses a CQ
 #     with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
 #   - `lab.sh link A down` cuts VM A's cable: both sides count their pings to the other lost
@@ -41,16 +42,19 @@ check_pings_flow() {
     for host in A B; do
         peer=$([[ $host == A ]] && echo B || echo A)
         wait_for 60 "VM $host: 5 answered pings to $peer" answered_at_least "$host" "$peer" 5
-        count=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_count)
-        sum=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_sum)
+        # The one peer is the one same-ToR peer: its path class's histogram is its own.
+        count=$(mesh_class_sample "$host" same_tor rdma_mesh_class_rtt_seconds_count)
+        sum=$(mesh_class_sample "$host" same_tor rdma_mesh_class_rtt_seconds_sum)
         lost=$(mesh_sample "$host" "$peer" rdma_mesh_pings_lost_total)
         body=$(curl -fsS "$(exporter_url "$host")/metrics")
-        clock=$(grep -o 'rdma_mesh_rtt_seconds_count{[^}]*}' <<<"$body" | grep -o 'clock="[a-z]*"')
+        clock=$(grep -o 'rdma_mesh_class_rtt_seconds_count{[^}]*}' <<<"$body" | grep -o 'clock="[a-z]*"')
         [[ $clock == 'clock="software"' ]] || fail "VM $host: RTT clock $clock, rxe has no completion timestamps"
         [[ $lost == 0 ]] || fail "VM $host lost $lost pings to $peer over the intact link"
+        # Without mesh.per_peer_rtt no histogram names the peer.
+        ! grep -q '^rdma_mesh_rtt_seconds' <<<"$body" || fail "VM $host: per-peer RTT histograms without mesh.per_peer_rtt"
         # No round trip between two emulated RNICs takes under 20 us; one that reads so was
         # timed from after the post that sent it.
-        fast=$(mesh_sample "$host" "$peer" rdma_mesh_rtt_seconds_bucket 'le="2e-05"')
+        fast=$(mesh_class_sample "$host" same_tor rdma_mesh_class_rtt_seconds_bucket 'le="2e-05"')
         [[ $fast == 0 ]] || fail "VM $host: $fast of its RTTs to $peer under 20 us"
         grep -q '^rdma_mesh_plan_peers{local_tor="leaf1",reason="same_tor"} 1$' <<<"$body" || fail "VM $host: plan is not one same-ToR peer"
         note "VM $host -> $peer: $count pings answered, none lost, mean RTT $(python3 -c "print(f'{$sum / $count * 1e6:.0f}')") us ($clock)"
@@ -113,10 +117,10 @@ check_cut_and_restore() {
     local t_up
     t_up=$(now_ms)
     lab link A up >/dev/null || fail "cannot restore VM A's link"
-    before_a=$(mesh_sample A B rdma_mesh_rtt_seconds_count)
-    before_b=$(mesh_sample B A rdma_mesh_rtt_seconds_count)
-    wait_for 60 "A's pings to B answered again" answered_at_least A B $((${before_a%.*} + 3))
-    wait_for 60 "B's pings to A answered again" answered_at_least B A $((${before_b%.*} + 3))
+    before_a=$(mesh_answered A B)
+    before_b=$(mesh_answered B A)
+    wait_for 60 "A's pings to B answered again" answered_at_least A B $((before_a + 3))
+    wait_for 60 "B's pings to A answered again" answered_at_least B A $((before_b + 3))
     note "link restored: pings answered again $(seconds_since "$t_up") s after"
     # Once answered again, nothing more is lost: the counters hold still over 10 pings.
     lost_a=$(mesh_sample A B rdma_mesh_pings_lost_total)
