@@ -1702,11 +1702,14 @@ def cmd_link(args: list[str]) -> int:
 
 
 def cmd_nic(args: list[str]) -> int:
-    """What QEMU holds of a VM's lab NIC: the netdev as the monitor shows it, and each virtqueue's
-    indices as QEMU last read them. Receive (queue 0): last-avail-idx equal to shadow-avail-idx
-    means QEMU found no buffer the guest gave it left to receive into. Transmit (queue 1):
-    shadow-avail-idx ahead of last-avail-idx means frames the guest queued that QEMU has not
-    taken."""
+    """What QEMU and the guest hold of a VM's lab NIC: the netdev as the monitor shows it, then
+    for each virtqueue one line of indices and one of what they mean. QEMU's own (last-avail-idx:
+    buffers it has taken; used-idx: buffers it has given back; signalled-used: the used index of
+    its last interrupt; inuse: taken and not given back, e.g. a frame the netdev could not send)
+    and the rings' in guest memory (avail-idx: buffers the guest has offered; used-event: the used
+    index the guest asked to be interrupted at; avail-event: the avail index QEMU asked to be
+    kicked at). A stalled transmit ring is thereby either frames the guest offered that QEMU has
+    not taken, an interrupt QEMU owes the guest, or a guest that asked for none."""
     import json
 
     host = args[0] if args else ""
@@ -1714,25 +1717,61 @@ def cmd_nic(args: list[str]) -> int:
     require_vm(host)
     ok, reply = qmp(host, {"execute": "human-monitor-command",
                            "arguments": {"command-line": "info network"}})
-    if ok:
-        lines = str(json.loads(reply)["return"]).replace("\r", "").split("\n")
-        while lines and lines[-1] == "":
-            lines.pop()
-        out("".join(line + "\n" for line in lines))
     if not ok:
         return 1
+    lines = str(json.loads(reply)["return"]).replace("\r", "").split("\n")
+    while lines and lines[-1] == "":
+        lines.pop()
+    out("".join(line + "\n" for line in lines))
+
+    def guest_u16(address: int) -> int | None:
+        ok, reply = qmp(host, {"execute": "human-monitor-command",
+                               "arguments": {"command-line": f"xp /1hx {address}"}})
+        found = re.search(r": 0x([0-9a-f]+)", str(json.loads(reply).get("return", ""))) if ok else None
+        return int(found.group(1), 16) if found else None
+
     for queue, role in ((0, "receive"), (1, "transmit")):
-        out(f"virtqueue {queue} ({role}): ")
         ok, reply = qmp(host, {"execute": "x-query-virtio-queue-status",
                                "arguments": {"path": "/machine/peripheral/labnic/virtio-backend",
                                              "queue": queue}})
-        fields = json.loads(reply).get("return", {}) if ok else {}
-        out(" ".join(f"{key}={value}" for key, value in fields.items()
-                     if re.fullmatch(r"[a-z-]+-idx|signalled-used|inuse", key)
-                     and isinstance(value, int) and not isinstance(value, bool)) + "\n")
         if not ok:
+            out(f"virtqueue {queue} ({role}): {reply.strip()}\n")
             return 1
+        status = json.loads(reply)["return"]
+        size, avail, used = status["vring-num"], status["vring-avail"], status["vring-used"]
+        # The split ring's layout (virtio 1.x, 2.6): avail = flags, idx, ring[size], used_event;
+        # used = flags, idx, ring[size] of 8 bytes, avail_event.
+        guest = {"avail-idx": guest_u16(avail + 2), "used-event": guest_u16(avail + 4 + 2 * size),
+                 "avail-event": guest_u16(used + 4 + 8 * size)}
+        fields = {key: status[key] for key in ("last-avail-idx", "used-idx", "signalled-used",
+                                               "inuse")}
+        fields.update(guest)
+        out(f"virtqueue {queue} ({role}): "
+            + " ".join(f"{key}={'?' if value is None else value}" for key, value in fields.items())
+            + f"\n  {nic_queue_meaning(role, status, guest)}\n")
     return 0
+
+
+def nic_queue_meaning(role: str, status: dict, guest: dict) -> str:
+    """What a virtqueue's indices say, in one sentence."""
+    if None in guest.values():
+        return "guest memory unreadable"
+    offered = (guest["avail-idx"] - status["last-avail-idx"]) % 65536
+    used, signalled, event = status["used-idx"], status["signalled-used"], guest["used-event"]
+    # virtio's vring_need_event: an interrupt is due once used has passed event since the last.
+    owed = (used - event - 1) % 65536 < (used - signalled) % 65536
+    if role == "receive":
+        state = (f"{offered} receive buffers free" if offered
+                 else "no receive buffer free: the guest has not refilled the ring")
+    elif offered:
+        state = f"{offered} frames offered that QEMU has not taken"
+    else:
+        state = "every frame offered taken"
+    if status["inuse"]:
+        state += f"; {status['inuse']} taken and not given back (the netdev holds them)"
+    if owed:
+        state += f"; an interrupt owed to the guest (used {used} passed its event {event})"
+    return state
 
 
 def cmd_trunk(args: list[str]) -> int:

@@ -90,21 +90,23 @@ lab_up_hosts() {
 
 # Whether each VM still answers, and what its kernel counted on the lab link, while the failed
 # test's VMs are up: a peer that fell silent shows here as a VM that does not answer, or as
-# packets its NIC or its TCP/UDP layers dropped. On the host, the queues of the QEMU sockets that
-# carry the link: the stream netdev drops nothing, so a VM that stops reading its end holds the
-# other's transmit ring (bytes waiting in a Recv-Q), while empty queues under a stalled ring point
-# at QEMU or the guest instead. Each QEMU's view of its VM's lab NIC tells those two apart: a
-# receive ring the guest left without buffers, or frames on a transmit ring QEMU has not taken;
-# the guest's queueing discipline shows what waits before the ring.
+# packets its NIC or its TCP/UDP layers dropped. First, for every VM, QEMU's and the guest's
+# indices of its lab NIC's rings, each with what it means (`lab nic`): a transmit ring stalls on
+# frames QEMU has not taken, on an interrupt QEMU owes the guest, or on a guest that asked for
+# none. They come first, in a few lines per VM, so that a log cut short still shows them. On the
+# host, the queues of the QEMU sockets that carry the link: the stream netdev drops nothing, so
+# a VM that stops reading its end holds the other's transmit ring (bytes waiting in a Recv-Q).
 lab_vm_network_state() {
+    local host
+    for host in $(lab_up_hosts); do
+        echo "--- VM $host after the failure: its lab NIC's rings (lab nic $host)" >&2
+        lab nic "$host" 2>&1 | grep -A1 '^virtqueue' >&2 || true
+    done
     echo "--- host: load, QEMU processes, and the link sockets' queues (Recv-Q Send-Q)" >&2
     cat /proc/loadavg >&2
     ps -C qemu-system-x86_64 -o pid=,stat=,pcpu=,etimes= >&2 || true
     ss -xnp 2>/dev/null | awk 'NR == 1 || /qemu/' >&2 || true
-    local host
     for host in $(lab_up_hosts); do
-        echo "--- VM $host after the failure: QEMU's side of its lab NIC" >&2
-        lab nic "$host" >&2 || true
         echo "--- VM $host after the failure: uptime, lab link, queueing, drop counters" >&2
         lab exec --timeout 15 "$host" -- bash -c "cat /proc/uptime
             ip -s -s link show eth0 2>/dev/null
@@ -344,9 +346,9 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
     cat "$client_err" >&2
     if ((rc != 0)); then
         {
-            echo "$out"
+            perftest_without_banner <<<"$out"
             echo "--- $tool server in VM $srv:"
-            lab output "$srv" "$job"
+            lab output "$srv" "$job" | perftest_without_banner
             lab output --stderr "$srv" "$job"
         } >&2
         lab kill "$srv" "$job" >/dev/null 2>&1
@@ -354,6 +356,12 @@ perftest_pair_once() { # CLIENT_STDERR SERVER CLIENT TOOL ARGS...
     fi
     lab wait --timeout 60 "$srv" "$job" >/dev/null || fail "$tool server in VM $srv failed"
     echo "$out"
+}
+
+# perftest's output without the settings every run of the lab prints alike (device, depths, MTU,
+# link type...), so that a failure's log keeps what differs: addresses, results, errors.
+perftest_without_banner() {
+    grep -Ev '^ (Dual-port|Number of qps|Connection type|PCIe relax order|ibv_wr\* API|TX depth|RX depth|CQ Moderation|Mtu|Link type|GID index|Max inline data|rdma_cm QPs|Data ex\. method) *:|^\*+$|^\* Waiting for client to connect\.\.\. \*$|^$' || true
 }
 
 # The ACK timeout of every RC run in the two-host lab that is not about a failure: probe runs
