@@ -11,7 +11,8 @@
 #     IbprobeMeshTorPairLoss never fires; `lab.sh link A up` clears the host alert;
 #   - `lab.sh trunk down` cuts the link between the switches: every pair across it loses pings,
 #     none within a switch does, IbprobeMeshTorPairLoss fires both ways and no
-#     IbprobeMeshHostUnreachable fires; `lab.sh trunk up` clears it.
+#     IbprobeMeshHostUnreachable fires, and the mesh dashboard's panels and variables and the
+#     mesh rules return data (run_queries.py check); `lab.sh trunk up` clears it.
 # The rules run with 20 s windows for 5 min and a hold of 10 s for 1 min (run_queries.py
 # adapt-rules), so a phase takes seconds, not minutes; the expressions are the shipped ones.
 #
@@ -204,6 +205,7 @@ check_trunk_cut() {
     (($(now_ms) - t_cut <= 60000)) || fail "$TOR_ALERT fired only $(seconds_since "$t_cut") s after the cut"
     note "Prometheus: $TOR_ALERT firing both ways $(seconds_since "$t_cut") s after the trunk cut"
     check_only_cut_pairs_lose crosses_trunk
+    check_mesh_dashboard
 
     local t_up
     t_up=$(now_ms)
@@ -239,6 +241,22 @@ for r in json.load(sys.stdin)["data"]["result"]:
     m, v = r["metric"], r["values"]
     rises = [f"-{now - t:.0f}s:+{float(b) - float(a):g}" for (_, a), (t, b) in zip(v, v[1:]) if b != a]
     print(m["instance"], "->", m["peer"], " ".join(rises) or "none")'
+}
+
+# The mesh dashboard on the data of this run, while the trunk is cut: every panel's query and
+# variable returns data (both path classes, both ToRs, the lossy ToR pairs), every mesh recording
+# rule has series and every alert evaluates. Two families list only what the trunk cut does not
+# make: unreachable hosts (the host cut shows those, above) and loss no ToR pair explains.
+check_mesh_dashboard() {
+    mkdir -p "$work/dashboards"
+    cp "$LAB_TEST_ROOT"/dashboards/grafana/ibprobe-mesh.json "$work/dashboards/"
+    python3 "$RUNNER" check --prometheus "${PROM_API%/api/v1}" --dashboards "$work/dashboards" \
+        --rules "$work"/rules/*.rules.yml --range "$WINDOW" --range-seconds 60 \
+        --rate-interval 10s --wait 30 --fire "$TOR_ALERT" --quiet "$HOST_ALERT" \
+        --empty-ok "ibprobe:mesh_host_unreachable=no host is unreachable while only the trunk is cut" \
+        --empty-ok "ibprobe:mesh_pair_unexplained_loss_ratio:rate5m=the trunk cut explains every pair's loss" \
+        || fail "the mesh dashboard's queries or the mesh rules returned no data (above)"
+    note "the mesh dashboard's queries and the mesh rules return data over the trunk cut"
 }
 
 main() {
