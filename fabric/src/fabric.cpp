@@ -434,10 +434,10 @@ bool Fabric::rediscover() {
   return impl.last_requested_success;
 }
 
-std::vector<FabricSwitch> Fabric::switches() const {
-  std::vector<FabricSwitch> result;
+std::optional<std::vector<FabricSwitch>> Fabric::switches() const {
   const auto model = impl_->current();
-  if (!model) return result;
+  if (!model) return std::nullopt;
+  std::vector<FabricSwitch> result;
   for (const auto& node : model->nodes) {
     if (node.type != FabricNodeType::kSwitch) continue;
     result.push_back({format_guid(node.guid), node.description, node.lid, node.port_count});
