@@ -5,7 +5,8 @@ them by hashmod, and every switch is scraped by exactly one of them, checked thr
 Prometheus API. The shipped switch-port rules and dashboard run on the data (every query
 returns data, every rule evaluates); a PerformanceSet symbol-error rise fires
 IbprobeSwitchPortSymbolErrors with both cable ends named, and a cut cable fires
-IbprobeSwitchCableMissing; with opensm running, the subnet-manager alerts stay quiet. --fabric.node-name-map renames a switch in every label.
+IbprobeSwitchCableMissing; with opensm running, the subnet-manager alerts stay quiet.
+--fabric.node-name-map renames a switch in every label.
 
 Usage: fabric_prometheus_test.py EXPORTER"""
 

@@ -6,19 +6,26 @@
   exporter's rdma_fabric_sm_* series equal what infiniband-diags' `sminfo` prints for the
   master (the local port's SM LID) and for the standby's LID: LID, GUID, priority, state, and
   the master's ActCount between sminfo's readings before and after the exporter's;
-- with both stopped, `sminfo` fails and the exporter says rdma_fabric_sm_master_present 0.
+- with both stopped, `sminfo` fails, the exporter says rdma_fabric_sm_master_present 0 and a
+  real Prometheus with the shipped fabric rules (`for` shortened) fires IbprobeFabricNoMasterSm.
 
 Usage: fabric_sminfo_test.py EXPORTER"""
 
 import json
 import os
+import subprocess
 import sys
 import time
+
+import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
 from simfabric import check, failures  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "../..")
+RUNNER = os.path.join(ROOT, "tests/dashboards/run_queries.py")
 SPINES, LEAVES, HCAS, PORTS = 2, 2, 4, 8
 MASTER_PRIORITY, STANDBY_PRIORITY = 7, 3
 
@@ -41,6 +48,38 @@ def samples(base, prefix):
 def value(found, name):
     values = [v for n, _, v in found if n == name]
     return values[0] if len(values) == 1 else None
+
+
+def no_master_alert_fires(sim, base, timeout=30):
+    """A real Prometheus with the shipped fabric rules (`for` 0s) scraping the exporter's
+    metrics page: whether IbprobeFabricNoMasterSm fires, and within how many seconds."""
+    rules_dir = os.path.join(sim.workdir, "rules")
+    os.makedirs(rules_dir)
+    subprocess.run([sys.executable, RUNNER, "adapt-rules", rules_dir,
+                    os.path.join(ROOT, "dashboards/prometheus/ibprobe-fabric.rules.yml"),
+                    "--window", "40s", "--for", "0s"], check=True)
+    config = os.path.join(sim.workdir, "prometheus.yml")
+    with open(config, "w") as f:
+        yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                        "rule_files": [os.path.join(rules_dir, n) for n in os.listdir(rules_dir)],
+                        "scrape_configs": [{"job_name": "ibprobe_fabric_exporter",
+                                            "static_configs": [{"targets": [base[7:]]}]}]}, f)
+    port = sf.free_port()
+    sim.spawn(["prometheus", f"--config.file={config}",
+               f"--storage.tsdb.path={os.path.join(sim.workdir, 'tsdb')}",
+               f"--web.listen-address=127.0.0.1:{port}"], "prometheus.log")
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            status, body = sf.http_get(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=2)
+        except OSError:
+            status = None
+        if status == 200 and any(a["labels"]["alertname"] == "IbprobeFabricNoMasterSm"
+                                 and a["state"] == "firing"
+                                 for a in json.loads(body)["data"]["alerts"]):
+            return time.monotonic() - start
+        time.sleep(0.5)
+    return None
 
 
 def main(exporter):
@@ -106,6 +145,8 @@ def main(exporter):
         check(value(found, "rdma_fabric_sm_master_present") == 0,
               f"master_present 0 with no SM: {found}")
         check(not [n for n, _, _ in found if n == "rdma_fabric_sm_info"], "no SM listed")
+        took = no_master_alert_fires(sim, base)
+        check(took is not None, f"a real Prometheus fires IbprobeFabricNoMasterSm ({took} s)")
     sys.exit(1 if failures else 0)
 
 
