@@ -112,9 +112,9 @@ std::vector<std::uint16_t> sm_port_lids(const ibnd_fabric_t& fabric) {
 
 }  // namespace
 
-std::vector<SubnetManager> query_subnet_managers(const DiscoveryOptions& options,
-                                                 std::uint16_t sm_lid,
-                                                 const std::vector<std::uint16_t>& sm_ports) {
+std::expected<std::vector<SubnetManager>, Error> query_subnet_managers(
+    const DiscoveryOptions& options, std::uint16_t sm_lid,
+    const std::vector<std::uint16_t>& sm_ports) {
   std::vector<SubnetManager> managers;
   std::vector<std::uint16_t> lids;
   if (sm_lid != 0) lids.push_back(sm_lid);
@@ -127,7 +127,14 @@ std::vector<SubnetManager> query_subnet_managers(const DiscoveryOptions& options
   ca.push_back('\0');
   const std::unique_ptr<ibmad_port, MadPortDeleter> port(mad_rpc_open_port(
       options.ca.empty() ? nullptr : ca.data(), options.ca_port, classes, std::size(classes)));
-  if (!port) return managers;
+  if (!port) {
+    return std::unexpected(
+        Error{ErrorKind::kLocalPort,
+              "cannot open " +
+                  (options.ca.empty() ? std::string("the default port")
+                                      : options.ca + " port " + std::to_string(options.ca_port)) +
+                  " for SMInfo"});
+  }
   // An SM that does not answer is the expected case here, not one for libibmad's stderr line.
   madrpc_show_errors(0);
   mad_rpc_set_timeout(port.get(), static_cast<int>(options.timeout.count()));

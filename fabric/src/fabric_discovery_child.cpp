@@ -302,9 +302,14 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
   if (error.empty()) {
     result = discover_fabric(options);
     if (result) {
-      // Within the same deadline: the parent kills this process at it.
-      result->model.subnet_managers =
-          query_subnet_managers(options, result->model.sm_lid, result->model.sm_ports);
+      // Within the same deadline: the parent kills this process at it. A port that cannot ask
+      // fails the discovery (the last good model stays) rather than report "no master".
+      auto managers = query_subnet_managers(options, result->model.sm_lid, result->model.sm_ports);
+      if (managers) {
+        result->model.subnet_managers = std::move(*managers);
+      } else {
+        error = managers.error().message;
+      }
     } else {
       error = result.error().message;
     }

@@ -128,6 +128,24 @@ TEST(SubnetManagers, MasterOnlyAtTheLocalPortsSmLid) {
   EXPECT_EQ(to_string(SmState::kMaster), "master");
 }
 
+TEST(SubnetManagers, NothingToAskAsksNothing) {
+  DiscoveryOptions options;
+  options.ca = "ibprobe_no_such_ca";
+  const auto none = query_subnet_managers(options, 0, {});
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(SubnetManagers, PortThatCannotAskIsAnError) {
+  DiscoveryOptions options;
+  options.ca = "ibprobe_no_such_ca";
+  options.ca_port = 1;
+  const auto result = query_subnet_managers(options, 1, {7});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().kind, ErrorKind::kLocalPort);
+  EXPECT_EQ(result.error().message, "cannot open ibprobe_no_such_ca port 1 for SMInfo");
+}
+
 TEST(DiscoveryJson, RefusesWhatIsNotAResult) {
   for (const char* text : {"", "garbage", "{}", "[]", R"({"mads":1})", R"({"mads":-1,"nodes":[]})",
                            R"({"mads":1.5,"nodes":[]})", R"({"mads":1,"nodes":[{"guid":1}]})",

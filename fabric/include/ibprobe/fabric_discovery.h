@@ -42,11 +42,11 @@ std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& op
 // SMInfo (SubnGet, LID-routed, decoded by libibmad) from the SM at `sm_lid` (the local port's SM
 // LID, where infiniband-diags' sminfo asks) first, then from each of `sm_ports`, with the
 // options' MAD timeout and retries. An SM that does not answer, or answers with a reserved
-// state, is left out, and all are when the local port cannot be opened: the model is good
-// without them, and a missing master is what the caller reports.
-std::vector<SubnetManager> query_subnet_managers(const DiscoveryOptions& options,
-                                                 std::uint16_t sm_lid,
-                                                 const std::vector<std::uint16_t>& sm_ports);
+// state, is left out: a missing master is what the caller reports. kLocalPort when the local
+// port cannot be opened to ask (nothing is asked when there is no LID to ask).
+std::expected<std::vector<SubnetManager>, Error> query_subnet_managers(
+    const DiscoveryOptions& options, std::uint16_t sm_lid,
+    const std::vector<std::uint16_t>& sm_ports);
 
 // The command line that runs `executable` in that mode for `options` (names are applied by the
 // caller, so the map stays in the exporter).
