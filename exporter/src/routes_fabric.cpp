@@ -51,8 +51,15 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
                : HttpResponse::text(500, "discovery failed; the previous model is served\n");
   }
   if (request.path == "/fabric/sd") {
+    // Not an empty list: Prometheus would drop every switch target it has. A failed SD request
+    // keeps them until a later refresh succeeds.
+    const auto switches = fabric_->switches();
+    if (!switches) {
+      return HttpResponse::text(503,
+                                "no fabric model yet: the first discovery has not succeeded\n");
+    }
     nlohmann::json groups = nlohmann::json::array();
-    for (const auto& sw : fabric_->switches()) {
+    for (const auto& sw : *switches) {
       groups.push_back({{"targets", {sw.guid}},
                         {"labels",
                          {{"node_description", sw.description},

@@ -59,6 +59,29 @@ class CountingErrors final : public ErrorSink {
   std::array<std::size_t, 16> counts_{};
 };
 
+// The SMs the served model's discovery asked SMInfo of: whether the local port's SM answered as
+// master, and each answering SM's identity, state and ActCount.
+void add_subnet_managers(const FabricModel& model, MetricSet& out) {
+  out.add("rdma_fabric_sm_master_present",
+          "1 when the SM at the local port's SM LID answered SMInfo as master at the last good "
+          "discovery; 0 when no SM LID is set or no master answered there.",
+          kGauge, {}, model.master() ? 1 : 0);
+  for (const auto& sm : model.subnet_managers) {
+    MetricSet::Labels identity{{"lid", std::to_string(sm.lid)}, {"guid", format_guid(sm.guid)}};
+    auto info = identity;
+    info.emplace_back("state", std::string(to_string(sm.state)));
+    info.emplace_back("priority", std::to_string(sm.priority));
+    out.add("rdma_fabric_sm_info",
+            "1 for each subnet manager that answered SMInfo: its LID, port GUID, SMState "
+            "(not_active, discovering, standby, master) and priority.",
+            kGauge, info, 1);
+    out.add("rdma_fabric_sm_activity_count",
+            "SMInfo ActCount of the subnet manager: rises while it works (a 32-bit count that "
+            "wraps and restarts with the SM).",
+            kGauge, identity, sm.activity_count);
+  }
+}
+
 MetricSet::Labels port_identity(const FabricNode& node, int port,
                                 const std::optional<FabricRemote>& remote) {
   MetricSet::Labels labels{{"node_guid", format_guid(node.guid)},
@@ -212,6 +235,19 @@ struct Fabric::Impl {
     return model;
   }
 
+  // Once per change, not per discovery: the master went, came or is another SM.
+  static void log_master_change(const FabricModel* before, const FabricModel& after) {
+    const SubnetManager* was = before ? before->master() : nullptr;
+    const SubnetManager* is = after.master();
+    if (!is && (!before || was)) {
+      spdlog::warn("fabric: no master SM answers SMInfo at the local port's SM LID {}",
+                   after.sm_lid);
+    } else if (is && (!was || was->guid != is->guid)) {
+      spdlog::info("fabric: master SM at LID {}, port GUID {}, priority {}", is->lid,
+                   format_guid(is->guid), is->priority);
+    }
+  }
+
   bool discover_once(const std::stop_token& stop) {
     const auto start = Clock::now();
     auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
@@ -220,6 +256,7 @@ struct Fabric::Impl {
       result->model.discovered_at = std::chrono::system_clock::now();
       auto fresh = std::make_shared<const FabricModel>(std::move(result->model));
       std::lock_guard lock(model_mutex);
+      log_master_change(model.get(), *fresh);
       for (const auto& change : history.update(*fresh)) ++changes[change.kind];
       model = std::move(fresh);
       last_success = true;
@@ -434,10 +471,10 @@ bool Fabric::rediscover() {
   return impl.last_requested_success;
 }
 
-std::vector<FabricSwitch> Fabric::switches() const {
-  std::vector<FabricSwitch> result;
+std::optional<std::vector<FabricSwitch>> Fabric::switches() const {
   const auto model = impl_->current();
-  if (!model) return result;
+  if (!model) return std::nullopt;
+  std::vector<FabricSwitch> result;
   for (const auto& node : model->nodes) {
     if (node.type != FabricNodeType::kSwitch) continue;
     result.push_back({format_guid(node.guid), node.description, node.lid, node.port_count});
@@ -510,6 +547,7 @@ void Fabric::collect_discovery(MetricSet& out) const {
   }
   out.add("ibprobe_fabric_links", "Cables in the served fabric model.", kGauge, {},
           static_cast<double>(impl.model->links()));
+  add_subnet_managers(*impl.model, out);
 }
 
 namespace {

@@ -12,6 +12,12 @@ namespace {
 
 // PortInfo CapabilityMask IsExtendedSpeedsSupported: LinkSpeedExt* fields are valid.
 constexpr std::uint32_t kCapExtendedSpeeds = 1u << 14;
+// PortInfo CapabilityMask IsSM: an SM runs behind the port (master, standby or not active).
+constexpr std::uint32_t kCapIsSm = 1u << 1;
+
+struct MadPortDeleter {
+  void operator()(ibmad_port* port) const { mad_rpc_close_port(port); }
+};
 
 struct FabricDeleter {
   void operator()(ibnd_fabric_t* fabric) const { ibnd_destroy_fabric(fabric); }
@@ -76,7 +82,80 @@ FabricPort port_of(const ibnd_port_t& port) {
   return result;
 }
 
+// The local port's SM LID, as the local port's own PortInfo (read by discovery) holds it: where
+// infiniband-diags' sminfo sends its query.
+std::uint16_t local_sm_lid(const ibnd_fabric_t& fabric) {
+  const ibnd_node_t* node = fabric.from_node;
+  if (!node || !node->ports || fabric.from_portnum > node->numports) return 0;
+  const ibnd_port_t* port = node->ports[fabric.from_portnum];
+  return port ? static_cast<std::uint16_t>(field(port->info, IB_PORT_SMLID_F)) : 0;
+}
+
+// LIDs of the ports whose CapabilityMask says IsSM: a CA's ports, a switch's port 0.
+std::vector<std::uint16_t> sm_port_lids(const ibnd_fabric_t& fabric) {
+  std::vector<std::uint16_t> lids;
+  for (const ibnd_node_t* node = fabric.nodes; node; node = node->next) {
+    if (!node->ports) continue;
+    const int first = node->type == IB_NODE_SWITCH ? 0 : 1;
+    const int last = node->type == IB_NODE_SWITCH ? 0 : node->numports;
+    for (int p = first; p <= last; ++p) {
+      const ibnd_port_t* port = node->ports[p];
+      if (port && port->base_lid != 0 && (field(port->info, IB_PORT_CAPMASK_F) & kCapIsSm)) {
+        lids.push_back(port->base_lid);
+      }
+    }
+  }
+  std::sort(lids.begin(), lids.end());
+  lids.erase(std::unique(lids.begin(), lids.end()), lids.end());
+  return lids;
+}
+
 }  // namespace
+
+std::expected<std::vector<SubnetManager>, Error> query_subnet_managers(
+    const DiscoveryOptions& options, std::uint16_t sm_lid,
+    const std::vector<std::uint16_t>& sm_ports) {
+  std::vector<SubnetManager> managers;
+  std::vector<std::uint16_t> lids;
+  if (sm_lid != 0) lids.push_back(sm_lid);
+  for (const auto lid : sm_ports) {
+    if (lid != sm_lid) lids.push_back(lid);
+  }
+  if (lids.empty()) return managers;
+  int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS};
+  std::vector<char> ca(options.ca.begin(), options.ca.end());
+  ca.push_back('\0');
+  const std::unique_ptr<ibmad_port, MadPortDeleter> port(mad_rpc_open_port(
+      options.ca.empty() ? nullptr : ca.data(), options.ca_port, classes, std::size(classes)));
+  if (!port) {
+    return std::unexpected(
+        Error{ErrorKind::kLocalPort,
+              "cannot open " +
+                  (options.ca.empty() ? std::string("the default port")
+                                      : options.ca + " port " + std::to_string(options.ca_port)) +
+                  " for SMInfo"});
+  }
+  // An SM that does not answer is the expected case here, not one for libibmad's stderr line.
+  madrpc_show_errors(0);
+  mad_rpc_set_timeout(port.get(), static_cast<int>(options.timeout.count()));
+  mad_rpc_set_retries(port.get(), options.retries);
+  for (const auto lid : lids) {
+    ib_portid_t target{};
+    ib_portid_set(&target, lid, 0, 0);
+    std::uint8_t buffer[IB_SMP_DATA_SIZE] = {};
+    if (!smp_query_via(buffer, &target, IB_ATTR_SMINFO, 0, 0, port.get())) continue;
+    std::uint64_t guid = 0;
+    std::uint32_t activity = 0, priority = 0, state = 0;
+    mad_decode_field(buffer, IB_SMINFO_GUID_F, &guid);
+    mad_decode_field(buffer, IB_SMINFO_ACT_F, &activity);
+    mad_decode_field(buffer, IB_SMINFO_PRIO_F, &priority);
+    mad_decode_field(buffer, IB_SMINFO_STATE_F, &state);
+    if (state > static_cast<std::uint32_t>(SmState::kMaster)) continue;  // reserved values
+    managers.push_back(
+        {lid, guid, static_cast<int>(priority), static_cast<SmState>(state), activity});
+  }
+  return managers;
+}
 
 std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& options) {
   ibnd_config_t config{};
@@ -114,6 +193,8 @@ std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& op
     }
     result.model.nodes.push_back(std::move(out));
   }
+  result.model.sm_lid = local_sm_lid(*fabric);
+  result.model.sm_ports = sm_port_lids(*fabric);
   apply_node_names(result.model, options.names);
   std::sort(result.model.nodes.begin(), result.model.nodes.end(),
             [](const FabricNode& a, const FabricNode& b) {

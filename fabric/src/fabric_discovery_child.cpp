@@ -207,9 +207,20 @@ std::string discovery_to_json(const DiscoveryResult& result) {
                      {"port_count", node.port_count},
                      {"ports", std::move(ports)}});
   }
+  json managers = json::array();
+  for (const auto& sm : result.model.subnet_managers) {
+    managers.push_back({{"lid", sm.lid},
+                        {"guid", sm.guid},
+                        {"priority", sm.priority},
+                        {"state", static_cast<int>(sm.state)},
+                        {"activity_count", sm.activity_count}});
+  }
   // Descriptions are the nodes' own bytes: replace what is not UTF-8 rather than fail.
-  return json{{"mads", result.mads}, {"nodes", std::move(nodes)}}.dump(
-      -1, ' ', false, json::error_handler_t::replace);
+  return json{{"mads", result.mads},
+              {"nodes", std::move(nodes)},
+              {"sm_lid", result.model.sm_lid},
+              {"subnet_managers", std::move(managers)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::expected<DiscoveryResult, Error> discovery_from_json(std::string_view text) {
@@ -226,6 +237,23 @@ std::expected<DiscoveryResult, Error> discovery_from_json(std::string_view text)
       node.port_count = integer_at<int>(node_in, "port_count");
       for (const auto& port : node_in.at("ports")) node.ports.push_back(port_from_json(port));
       result.model.nodes.push_back(std::move(node));
+    }
+    // Optional: a result without them has no SM LID and no SM.
+    if (in.contains("sm_lid")) result.model.sm_lid = integer_at<std::uint16_t>(in, "sm_lid");
+    if (const auto managers = in.find("subnet_managers"); managers != in.end()) {
+      for (const auto& sm_in : *managers) {
+        SubnetManager sm;
+        sm.lid = integer_at<std::uint16_t>(sm_in, "lid");
+        sm.guid = integer_at<std::uint64_t>(sm_in, "guid");
+        sm.priority = integer_at<int>(sm_in, "priority");
+        const int state = integer_at<int>(sm_in, "state");
+        if (state < 0 || state > static_cast<int>(SmState::kMaster)) {
+          throw std::runtime_error("unknown SM state " + std::to_string(state));
+        }
+        sm.state = static_cast<SmState>(state);
+        sm.activity_count = integer_at<std::uint32_t>(sm_in, "activity_count");
+        result.model.subnet_managers.push_back(sm);
+      }
     }
     return result;
   } catch (const std::exception& e) {  // nlohmann's, and integer_at's and type_from_json's
@@ -273,7 +301,18 @@ std::vector<std::string> discovery_child_command(const std::filesystem::path& ex
   std::expected<DiscoveryResult, Error> result;
   if (error.empty()) {
     result = discover_fabric(options);
-    if (!result) error = result.error().message;
+    if (result) {
+      // Within the same deadline: the parent kills this process at it. A port that cannot ask
+      // fails the discovery (the last good model stays) rather than report "no master".
+      auto managers = query_subnet_managers(options, result->model.sm_lid, result->model.sm_ports);
+      if (managers) {
+        result->model.subnet_managers = std::move(*managers);
+      } else {
+        error = managers.error().message;
+      }
+    } else {
+      error = result.error().message;
+    }
   }
   std::string output =
       error.empty() ? discovery_to_json(*result)

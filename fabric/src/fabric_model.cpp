@@ -27,10 +27,27 @@ constexpr EnumNames<FabricNodeType, 3> kNodeTypeNames{{{FabricNodeType::kSwitch,
                                                        {FabricNodeType::kRouter, "router"},
                                                        {FabricNodeType::kCa, "ca"}}};
 
+constexpr EnumNames<SmState, 4> kSmStateNames{{{SmState::kNotActive, "not_active"},
+                                               {SmState::kDiscovering, "discovering"},
+                                               {SmState::kStandby, "standby"},
+                                               {SmState::kMaster, "master"}}};
+
 }  // namespace
 
 std::string_view to_string(FabricNodeType type) {
   return name_of(kNodeTypeNames, type, "ca");
+}
+
+std::string_view to_string(SmState state) {
+  return name_of(kSmStateNames, state, "not_active");
+}
+
+const SubnetManager* FabricModel::master() const {
+  const auto it =
+      std::find_if(subnet_managers.begin(), subnet_managers.end(), [&](const SubnetManager& sm) {
+        return sm_lid != 0 && sm.lid == sm_lid && sm.state == SmState::kMaster;
+      });
+  return it == subnet_managers.end() ? nullptr : &*it;
 }
 
 const FabricNode* FabricModel::find(std::uint64_t guid) const {

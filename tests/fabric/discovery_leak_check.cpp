@@ -4,6 +4,8 @@
 // fabric_leak_test.py judges the figures. Run under ibsim-run's preload.
 // Usage: discovery_leak_check EXPORTER CHILD_DISCOVERIES IN_PROCESS_DISCOVERIES
 #include <malloc.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,8 @@ long long heap_in_use() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Stdout is the JSON line; the library's log goes where the exporter's goes.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("leak_check"));
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s EXPORTER CHILD_DISCOVERIES IN_PROCESS_DISCOVERIES\n", argv[0]);
     return 2;

@@ -46,6 +46,11 @@ class Topology:
 FULL_RATE = "w=8 s=4"
 
 
+# sminfo's answer line, and SMInfo's SMState values as the exporter's state label names them.
+SMINFO = re.compile(r"sm lid (\d+) sm guid 0x([0-9a-f]+), activity count (\d+) priority (\d+) "
+                    r"state (\d+)")
+SM_STATES = {0: "not_active", 1: "discovering", 2: "standby", 3: "master"}
+
 # Every check of a test run is reported, and the run fails at its end if any did.
 failures = []
 
@@ -230,6 +235,36 @@ class Simulator:
         """opensm once: LIDs and routes, then it exits (no SM runs afterwards)."""
         log = os.path.join(self.workdir, "opensm.log")
         return self.run(["opensm", "-o", "-f", log], timeout=600)
+
+    def start_sm(self, priority, host=None, timeout=60):
+        """opensm kept running at `priority` on `host` (the first node by default); returns its
+        process once `sminfo` from that host sees it as master or standby."""
+        name = f"opensm-{host or 'default'}"
+        process = self.spawn(["opensm", "-p", str(priority), "-f",
+                              os.path.join(self.workdir, name + ".log")], name + ".out", host=host)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lid = None if host is None else self.port_lid(host)
+            answer = self.sminfo(*([lid] if lid else []))
+            if answer and answer[4] in ("master", "standby") and answer[3] == str(priority):
+                return process
+            time.sleep(0.2)
+        raise RuntimeError(f"opensm -p {priority} on {host}: not master or standby in {timeout} s")
+
+    def port_lid(self, host):
+        """The LID of `host`'s port as ibstat shows it there, or None before one is assigned."""
+        lid = re.findall(r"Base lid: (\d+)", self.run(["ibstat"], host=host).stdout)
+        return lid[0] if lid and lid[0] != "0" else None
+
+    def sminfo(self, *args):
+        """(lid, guid label, activity count, priority, state name) as infiniband-diags' `sminfo`
+        prints them (from the first node; ARGS as sminfo takes them), or None without an answer."""
+        result = self.run(["sminfo", *args], check=False, timeout=30)
+        m = SMINFO.search(result.stdout)
+        if result.returncode != 0 or not m:
+            return None
+        lid, guid, count, priority, state = m.groups()
+        return (lid, guid_label(int(guid, 16)), int(count), priority, SM_STATES[int(state)])
 
     def spawn(self, args, log_name, host=None):
         """A long-running program against the fabric (the exporter), stopped with the fabric."""

@@ -93,13 +93,70 @@ TEST(DiscoveryJson, RoundTripsEveryField) {
   EXPECT_EQ(back.model.nodes[1].ports[0].remote->description, "leaf-01");
 }
 
+TEST(DiscoveryJson, RoundTripsSubnetManagers) {
+  DiscoveryResult result{two_node_model(), 1};
+  result.model.sm_lid = 1;
+  result.model.subnet_managers = {{1, 0x100001, 7, SmState::kMaster, 4294967295u},
+                                  {7, 0x100003, 3, SmState::kStandby, 12}};
+  const auto parsed = discovery_from_json(discovery_to_json(result));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  const auto& model = parsed->model;
+  EXPECT_EQ(model.sm_lid, 1);
+  ASSERT_EQ(model.subnet_managers.size(), 2u);
+  const auto& master = model.subnet_managers[0];
+  EXPECT_EQ(master.lid, 1);
+  EXPECT_EQ(master.guid, 0x100001u);
+  EXPECT_EQ(master.priority, 7);
+  EXPECT_EQ(master.state, SmState::kMaster);
+  EXPECT_EQ(master.activity_count, 4294967295u);
+  EXPECT_EQ(model.subnet_managers[1].state, SmState::kStandby);
+  EXPECT_EQ(model.master(), &model.subnet_managers[0]);
+}
+
+TEST(SubnetManagers, MasterOnlyAtTheLocalPortsSmLid) {
+  FabricModel model;
+  EXPECT_EQ(model.master(), nullptr);  // no SM LID, no SM
+  model.subnet_managers = {{7, 0x100003, 3, SmState::kMaster, 1}};
+  EXPECT_EQ(model.master(), nullptr);  // a master elsewhere than where the port's SM LID points
+  model.sm_lid = 7;
+  EXPECT_NE(model.master(), nullptr);
+  model.subnet_managers[0].state = SmState::kStandby;  // the SM LID answers, but not as master
+  EXPECT_EQ(model.master(), nullptr);
+  EXPECT_EQ(to_string(SmState::kNotActive), "not_active");
+  EXPECT_EQ(to_string(SmState::kDiscovering), "discovering");
+  EXPECT_EQ(to_string(SmState::kStandby), "standby");
+  EXPECT_EQ(to_string(SmState::kMaster), "master");
+}
+
+TEST(SubnetManagers, NothingToAskAsksNothing) {
+  DiscoveryOptions options;
+  options.ca = "ibprobe_no_such_ca";
+  const auto none = query_subnet_managers(options, 0, {});
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(SubnetManagers, PortThatCannotAskIsAnError) {
+  DiscoveryOptions options;
+  options.ca = "ibprobe_no_such_ca";
+  options.ca_port = 1;
+  const auto result = query_subnet_managers(options, 1, {7});
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().kind, ErrorKind::kLocalPort);
+  EXPECT_EQ(result.error().message, "cannot open ibprobe_no_such_ca port 1 for SMInfo");
+}
+
 TEST(DiscoveryJson, RefusesWhatIsNotAResult) {
   for (const char* text : {"", "garbage", "{}", "[]", R"({"mads":1})", R"({"mads":-1,"nodes":[]})",
                            R"({"mads":1.5,"nodes":[]})", R"({"mads":1,"nodes":[{"guid":1}]})",
                            R"({"mads":1,"nodes":[{"guid":1,"type":"hub","description":"",)"
                            R"("lid":0,"port_count":0,"ports":[]}]})",
                            R"({"mads":1,"nodes":[{"guid":1,"type":"ca","description":"",)"
-                           R"("lid":70000,"port_count":0,"ports":[]}]})"}) {
+                           R"("lid":70000,"port_count":0,"ports":[]}]})",
+                           R"({"mads":1,"nodes":[],"sm_lid":70000})",
+                           R"({"mads":1,"nodes":[],"subnet_managers":[{"lid":1}]})",
+                           R"({"mads":1,"nodes":[],"subnet_managers":[{"lid":1,"guid":1,)"
+                           R"("priority":1,"state":4,"activity_count":1}]})"}) {
     const auto result = discovery_from_json(text);
     ASSERT_FALSE(result) << text;
     EXPECT_EQ(result.error().kind, ErrorKind::kMalformedResult) << text;

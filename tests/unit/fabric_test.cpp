@@ -109,7 +109,9 @@ FabricModel leaf_with(std::vector<std::pair<int, std::optional<std::pair<int, do
     }
     leaf.ports.push_back(port);
   }
-  return FabricModel{{leaf}, {}};
+  FabricModel model;
+  model.nodes = {leaf};
+  return model;
 }
 
 using Kind = LinkHistory::Change::Kind;

@@ -78,8 +78,9 @@ class Fabric {
   // that discovery succeeded.
   bool rediscover();
 
-  // The switches of the last good model; empty before the first discovery succeeded.
-  std::vector<FabricSwitch> switches() const;
+  // The switches of the last good model; nullopt before the first discovery succeeded (no
+  // model yet, which is not a fabric without switches).
+  std::optional<std::vector<FabricSwitch>> switches() const;
 
   // One switch's port series (counters, link width and speed, far end), read now within
   // `budget` (the options' budget when zero or larger), and the read's own metrics.

@@ -33,10 +33,20 @@ struct DiscoveryResult {
   unsigned mads = 0;  // SMPs the discovery used
 };
 
-// kDiscovery when discovery fails (no local port, no answer). Leaks what libibnetdisc leaks
+// kDiscovery when discovery fails (no local port, no answer). The model's SM LID is the local
+// port's; its subnet managers are left to query_subnet_managers. Leaks what libibnetdisc leaks
 // (rdma-core 44: a LID-map entry per switch port), so a long-running process discovers through
 // discover_in_child instead.
 std::expected<DiscoveryResult, Error> discover_fabric(const DiscoveryOptions& options);
+
+// SMInfo (SubnGet, LID-routed, decoded by libibmad) from the SM at `sm_lid` (the local port's SM
+// LID, where infiniband-diags' sminfo asks) first, then from each of `sm_ports`, with the
+// options' MAD timeout and retries. An SM that does not answer, or answers with a reserved
+// state, is left out: a missing master is what the caller reports. kLocalPort when the local
+// port cannot be opened to ask (nothing is asked when there is no LID to ask).
+std::expected<std::vector<SubnetManager>, Error> query_subnet_managers(
+    const DiscoveryOptions& options, std::uint16_t sm_lid,
+    const std::vector<std::uint16_t>& sm_ports);
 
 // The command line that runs `executable` in that mode for `options` (names are applied by the
 // caller, so the map stays in the exporter).

@@ -46,13 +46,37 @@ struct FabricNode {
   std::vector<FabricPort> ports;  // by ascending port number, physical ports only
 };
 
+// SMInfo's SMState (IBA vol. 1 14.2.5.13).
+enum class SmState { kNotActive = 0, kDiscovering = 1, kStandby = 2, kMaster = 3 };
+
+// "not_active", "discovering", "standby" or "master": the metric label and the JSON spelling.
+std::string_view to_string(SmState state);
+
+// One subnet manager's SMInfo, as it answered at `lid`.
+struct SubnetManager {
+  std::uint16_t lid = 0;
+  std::uint64_t guid = 0;  // the SM's port GUID
+  int priority = 0;
+  SmState state = SmState::kNotActive;
+  std::uint32_t activity_count = 0;  // ActCount: rises while the SM works
+};
+
 struct FabricModel {
   std::vector<FabricNode> nodes;  // switches first, then by GUID
+  // The local port's SM LID (0 when no SM ever set it), and the SMs that answered SMInfo: the
+  // one at that LID first, then those at ports whose CapabilityMask says IsSM, by LID.
+  std::uint16_t sm_lid = 0;
+  std::vector<SubnetManager> subnet_managers;
+  // LIDs of the ports whose PortInfo CapabilityMask has IsSM (a CA's ports, a switch's port 0):
+  // where SMs other than the master answer SMInfo. Used in the discovery child only.
+  std::vector<std::uint16_t> sm_ports;
   std::chrono::system_clock::time_point discovered_at;
 
   const FabricNode* find(std::uint64_t guid) const;
   std::size_t count(FabricNodeType type) const;
   std::size_t links() const;  // cables, each counted once
+  // The SM at sm_lid when it answered as master; nullptr when none did.
+  const SubnetManager* master() const;
 };
 
 // PortInfo encodings (IBA vol. 1 14.2.5.6) into lanes and Gb/s per lane.
