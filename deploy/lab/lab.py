@@ -22,6 +22,9 @@ hardware) that run the host's own binaries from a read-only 9p root.
   lab.sh link A|B [up|down]           cut (down) or restore (up) a VM's cable to the lab
                                       link, as a pulled cable; no argument: print its state
   lab.sh nic A|B                      QEMU's side of the VM's lab NIC: netdev, virtqueue indices
+  lab.sh capture A|B start FILE | stop
+                                      record every frame the VM's lab NIC sends and receives
+                                      (QEMU's filter-dump on netdev n0) into FILE, a pcap
   lab.sh trunk [up|down]              fabric: cut or restore the link between the switches
   lab.sh console A|B                  the VM's console log
   lab.sh reset                        end every job in every VM and forget them all (the
@@ -1701,6 +1704,35 @@ def cmd_link(args: list[str]) -> int:
     return 0
 
 
+CAPTURE_ID = "lab-capture"
+
+
+def cmd_capture(args: list[str]) -> int:
+    """A capture on the host side of a VM's lab NIC: QEMU's filter-dump object on netdev n0
+    writes every frame in both directions (the VM's own and the other VMs' to it) to a pcap
+    file, as tcpdump on the VM's cable would. `stop` deletes the object, which closes the file.
+    One capture per VM at a time."""
+    host = args[0] if args else ""
+    action = args[1] if len(args) > 1 else ""
+    validate_host(host)
+    require_vm(host)
+    if action == "start" and len(args) == 3:
+        path = os.path.abspath(args[2])
+        command = {"execute": "object-add",
+                   "arguments": {"qom-type": "filter-dump", "id": CAPTURE_ID, "netdev": "n0",
+                                 "file": path}}
+    elif action == "stop" and len(args) == 2:
+        path = ""
+        command = {"execute": "object-del", "arguments": {"id": CAPTURE_ID}}
+    else:
+        raise usage()
+    ok, reply = qmp(host, command)
+    if not ok:
+        raise die(f"capture {action} on VM {host} failed: {reply}")
+    say(f"VM {host} lab NIC capture " + (f"into {path}" if path else "stopped"))
+    return 0
+
+
 def cmd_nic(args: list[str]) -> int:
     """What QEMU and the guest hold of a VM's lab NIC: the netdev as the monitor shows it, then
     for each virtqueue one line of indices and one of what they mean. QEMU's own (last-avail-idx:
@@ -1829,6 +1861,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "gid": cmd_gid,
     "link": cmd_link,
     "nic": cmd_nic,
+    "capture": cmd_capture,
     "trunk": cmd_trunk,
     "console": cmd_console,
 }

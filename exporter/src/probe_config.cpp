@@ -234,6 +234,9 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                        "peer_numa",
                        "bidirectional",
                        "rate_limit",
+                       "sl",
+                       "traffic_class",
+                       "pkey_index",
                        "sweep"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
@@ -267,6 +270,9 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["gid_index"]) spec.gid_index = u32(node["gid_index"], "gid_index");
   if (node["peer_gid_index"]) spec.peer_gid_index = u32(node["peer_gid_index"], "peer_gid_index");
   if (node["use_srq"]) spec.use_srq = boolean(node["use_srq"], "use_srq");
+  if (node["sl"]) spec.sl = u32(node["sl"], "sl");
+  if (node["traffic_class"]) spec.traffic_class = u32(node["traffic_class"], "traffic_class");
+  if (node["pkey_index"]) spec.pkey_index = u32(node["pkey_index"], "pkey_index");
   if (const auto v = node["validation"]) {
     const auto text = scalar(v, "validation");
     if (text != "on" && text != "off") fail(v, "validation must be on or off, not '" + text + "'");

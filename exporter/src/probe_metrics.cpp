@@ -169,6 +169,13 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
         "Time from the request to the first posted work request (connection, handshake, "
         "resources, QP transitions on both sides).",
         base, outcome.setup_seconds);
+  gauge(out, "rdma_probe_lane_info",
+        "1 with the lane both sides' QPs used: service level, traffic class (on RoCE v2 the IP "
+        "TOS byte) and P_Key index.",
+        with(base, {{"sl", std::to_string(outcome.spec.sl)},
+                    {"traffic_class", std::to_string(outcome.spec.traffic_class)},
+                    {"pkey_index", std::to_string(outcome.spec.pkey_index)}}),
+        1);
   if (outcome.link.link_bytes_per_second) {
     gauge(out, "rdma_probe_link_bytes_per_second",
           "Data counter increase of the sending port divided by the probe's window.", base,

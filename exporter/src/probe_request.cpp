@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -43,6 +44,26 @@ std::optional<double> parse_seconds_number(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value < 0) {
     return std::nullopt;
+  }
+  return value;
+}
+
+// The lane's fields, one spelling for /probe and the API (and the spec's).
+std::optional<std::uint32_t>* lane_field(ProbeParams& params, std::string_view name) {
+  if (name == "sl") return &params.sl;
+  if (name == "traffic_class") return &params.traffic_class;
+  if (name == "pkey_index") return &params.pkey_index;
+  return nullptr;
+}
+
+// A decimal number that fits 32 bits; its range is the spec's to check.
+std::expected<std::uint32_t, std::string> lane_number(std::string_view name,
+                                                      std::string_view text) {
+  std::uint32_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return std::unexpected(std::string(name) + " '" + std::string(text) +
+                           "' is not a whole number");
   }
   return value;
 }
@@ -116,9 +137,14 @@ std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query
       params.timeout_seconds = parse_wait_seconds(value);
       if (!params.timeout_seconds)
         return std::unexpected("timeout '" + value + "' is not a duration");
+    } else if (auto* lane = lane_field(params, name)) {
+      const auto number = lane_number(name, value);
+      if (!number) return std::unexpected(number.error());
+      *lane = *number;
     } else {
       return std::unexpected("unknown parameter '" + name +
-                             "' (known: target, module, debug, timeout)");
+                             "' (known: target, module, debug, timeout, sl, traffic_class, "
+                             "pkey_index)");
     }
   }
   return check(std::move(params));
@@ -154,9 +180,15 @@ std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body) 
         return std::unexpected(std::string("timeout_seconds must be a non-negative number"));
       }
       params.timeout_seconds = value.get<double>();
+    } else if (auto* lane = lane_field(params, name)) {
+      if (!value.is_number_unsigned() || value.get<std::uint64_t>() > UINT32_MAX) {
+        return std::unexpected(name + " must be a whole number");
+      }
+      *lane = value.get<std::uint32_t>();
     } else {
       return std::unexpected("unknown field '" + name +
-                             "' (known: target, module, timeout_seconds)");
+                             "' (known: target, module, timeout_seconds, sl, traffic_class, "
+                             "pkey_index)");
     }
   }
   return check(std::move(params));

@@ -3,6 +3,7 @@
 // reason, never ignored.
 #pragma once
 
+#include <cstdint>
 #include <expected>
 #include <map>
 #include <optional>
@@ -15,17 +16,27 @@ struct ProbeParams {
   std::string target;
   std::string module;
   bool debug = false;
+  // The lane of this run, overriding the module's (probes::ProbeSpec::sl, traffic_class,
+  // pkey_index); ranges are checked with the rest of the spec.
+  std::optional<std::uint32_t> sl = std::nullopt;
+  std::optional<std::uint32_t> traffic_class = std::nullopt;
+  std::optional<std::uint32_t> pkey_index = std::nullopt;
+
   std::optional<double> timeout_seconds;  // the client's bound on the whole run
+
+  bool has_lane() const { return sl || traffic_class || pkey_index; }
 };
 
 // application/x-www-form-urlencoded pairs, %XX and '+' decoded. Refuses malformed escapes,
 // repeated or empty names, and more than a few kilobytes or parameters.
 std::expected<std::map<std::string, std::string>, std::string> parse_query(std::string_view query);
 
-// /probe?target=HOST:PORT&module=NAME[&debug=true][&timeout=SECONDS]
+// /probe?target=HOST:PORT&module=NAME[&debug=true][&timeout=SECONDS][&sl=N][&traffic_class=N]
+// [&pkey_index=N]
 std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query);
 
-// {"target": "HOST:PORT", "module": "NAME", "timeout_seconds": 30}
+// {"target": "HOST:PORT", "module": "NAME", "timeout_seconds": 30, "sl": 0, "traffic_class": 0,
+//  "pkey_index": 0}
 std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body);
 
 // A wait bound such as "30s", "500ms" or "2" (seconds) as the API's ?wait= takes it.

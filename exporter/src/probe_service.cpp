@@ -64,6 +64,7 @@ std::expected<std::pair<std::string, std::string>, std::string> parse_target(
 
 ProbeService::ProbeService(Options options, Runner runner)
     : resolve_(std::move(options.resolve)),
+      local_(options.local),
       config_(std::move(options.config_file)),
       history_(config_),
       queue_({std::move(options.local), std::move(options.shared_secret), std::move(options.gate)},
@@ -122,8 +123,36 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(
     // A sweep's steps each get at most the whole; the waiter's deadline ends the sweep.
     if (resolved.sweep) resolved.sweep->base.timeout_seconds = whole;
   }
-  // The spec the run gets: the module's as loaded, or with this request's timeout a new one.
+  if (request.has_lane()) {
+    if (!resolved.verify_cases.empty()) {
+      return refuse(400, "bad_lane",
+                    "module '" + module_name +
+                        "' is a verification suite, whose cases run in the default lane: sl, "
+                        "traffic_class and pkey_index apply to probe modules");
+    }
+    for (auto* spec : {&resolved.spec, resolved.sweep ? &resolved.sweep->base : nullptr}) {
+      if (!spec) continue;
+      if (request.sl) spec->sl = *request.sl;
+      if (request.traffic_class) spec->traffic_class = *request.traffic_class;
+      if (request.pkey_index) spec->pkey_index = *request.pkey_index;
+    }
+  }
+  // The spec the run gets: the module's as loaded, or with this request's timeout or lane a new
+  // one.
   auto spec = probes::validate(resolved.spec);
+  if (request.has_lane() && !spec) {
+    return refuse(400, "bad_lane",
+                  "the lane does not fit module '" + module_name + "': " + spec.error().message());
+  }
+  // The P_Key index against this host's port before the run is queued (the responder checks its
+  // own before it allocates).
+  if (local_ && resolved.spec.pkey_index != 0) {
+    if (const auto fits = probes::check_pkey_index(local_->sysfs_root, local_->device, local_->port,
+                                                   resolved.spec.pkey_index);
+        !fits) {
+      return refuse(400, "bad_lane", fits.error());
+    }
+  }
   if (timeout_seconds && !spec) {
     return refuse(400, "timeout_too_short",
                   "a timeout of " + std::to_string(resolved.spec.timeout_seconds) +

@@ -89,6 +89,7 @@ class ProbeService {
       std::optional<std::chrono::steady_clock::time_point> waited_from) const;
 
   TargetAllowlist::Resolver resolve_;
+  std::optional<probes::LocalPort> local_;  // where a run's P_Key index is checked
   ConfigStore config_;
   ProbeHistory history_;
   // Last: its worker files runs in the history, so it stops before the history goes.

@@ -287,6 +287,14 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
     outcome.peer_relaxed_ordering = facts->relaxed_ordering;
     outcome.peer_rate_limiter = facts->rate_limiter;
   }
+  // A peer that predates lanes read the spec without them and answered in the default lane.
+  const bool default_lane = spec.sl == 0 && spec.traffic_class == 0 && spec.pkey_index == 0;
+  if (!default_lane && !(result.facts && result.facts->lane)) {
+    throw ProbeFailure(channel.peer() +
+                           " did not apply the lane (sl, traffic_class, pkey_index) to its QPs "
+                           "(older software?): its packets went in the default lane",
+                       FailureKind::kProtocol);
+  }
   outcome.rate_limiter = session.rate_limiter();
   if (spec.bidirectional) {
     if (!result.bandwidth) {

@@ -133,6 +133,11 @@ json body_of(const Result& result) {
                     {"relaxed_ordering", f->relaxed_ordering}};
     if (f->numa_node) out["facts"]["numa_node"] = *f->numa_node;
     if (f->rate_limiter) out["facts"]["rate_limiter"] = to_string(*f->rate_limiter);
+    if (const auto& lane = f->lane) {
+      out["facts"]["lane"] = {{"sl", lane->sl},
+                              {"traffic_class", lane->traffic_class},
+                              {"pkey_index", lane->pkey_index}};
+    }
   }
   if (const auto& bw = result.bandwidth) {
     out["bandwidth"] = {{"messages", bw->messages},
@@ -408,6 +413,9 @@ ProbeSpec spec_from(const Fields& in) {
   spec.posted_receives = in.optional_u32("posted_receives").value_or(0);
   spec.receive_sges = in.optional_u32("receive_sges").value_or(1);
   spec.bidirectional = in.has("bidirectional") && in.boolean("bidirectional");
+  spec.sl = in.optional_u32("sl").value_or(0);
+  spec.traffic_class = in.optional_u32("traffic_class").value_or(0);
+  spec.pkey_index = in.optional_u32("pkey_index").value_or(0);
   if (in.has("rate_limit")) {
     const Fields limit = in.object("rate_limit");
     spec.rate_limit = RateLimit{
@@ -535,6 +543,10 @@ Result result_from(const Fields& in) {
     if (f.has("rate_limiter")) {
       facts.rate_limiter =
           enum_field(f, "rate_limiter", parse_rate_limiter, "software, hardware, auto");
+    }
+    if (f.has("lane")) {
+      const Fields lane = f.object("lane");
+      facts.lane = Lane{lane.u32("sl"), lane.u32("traffic_class"), lane.u32("pkey_index")};
     }
     result.facts = facts;
   }

@@ -113,6 +113,15 @@ struct PreflightCheck {
   bool operator==(const PreflightCheck&) const = default;
 };
 
+// The lane a side's QPs used (the spec's sl, traffic_class and pkey_index, as applied).
+struct Lane {
+  std::uint32_t sl = 0;
+  std::uint32_t traffic_class = 0;
+  std::uint32_t pkey_index = 0;
+
+  bool operator==(const Lane&) const = default;
+};
+
 // What one side's session really used, where it decided for itself (device defaults, per-side
 // choices).
 struct SideFacts {
@@ -122,6 +131,8 @@ struct SideFacts {
   bool relaxed_ordering = false;  // buffers registered with IBV_ACCESS_RELAXED_ORDERING
   // With a rate limit: who enforced it on this side (software or hardware, never auto).
   std::optional<RateLimiter> rate_limiter;
+  // The lane its QPs used; absent from peers that predate lanes (and so ignored them).
+  std::optional<Lane> lane;
 
   bool operator==(const SideFacts&) const = default;
 };

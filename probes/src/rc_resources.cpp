@@ -73,6 +73,19 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 255));
   inline_size_ = spec.inline_size.value_or(perftest_default_inline(
       device_attr.vendor_id, device_attr.vendor_part_id, spec.operation, spec.test));
+  // The P_Key index against this port's own table, before anything is allocated: the initiator
+  // checked it against its sysfs before queueing, the responder learns it from the spec.
+  if (spec.pkey_index != 0) {
+    __be16 pkey = 0;
+    const bool indexed =
+        static_cast<int>(spec.pkey_index) < port_.attr.pkey_tbl_len &&
+        ibv_query_pkey(context_.get(), local.port, static_cast<int>(spec.pkey_index), &pkey) == 0;
+    if (!indexed || pkey == 0) {
+      throw ProbeFailure(local.device + " port " + std::to_string(local.port) + ": " +
+                             lane_pkey_problem(spec.pkey_index, port_.attr.pkey_tbl_len),
+                         FailureKind::kRejected);
+    }
+  }
 
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
@@ -111,7 +124,8 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
     verbs::rc_qp_to_init(qp.get(), port_number_,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                         static_cast<std::uint16_t>(spec.pkey_index));
     qps_.push_back(std::move(qp));
     psns_.push_back(verbs::random_psn());
   }
@@ -173,9 +187,10 @@ void RcResources::connect(const protocol::QpInfo& remote) {
     const auto& peer = remote.qps[q];
     const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                              verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
-    verbs::rc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
-                        static_cast<std::uint8_t>(max_rd_atomic_),
-                        static_cast<std::uint8_t>(outstanding_reads_));
+    verbs::rc_qp_to_rts(
+        qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
+        static_cast<std::uint8_t>(max_rd_atomic_), static_cast<std::uint8_t>(outstanding_reads_),
+        static_cast<std::uint8_t>(spec_.sl), static_cast<std::uint8_t>(spec_.traffic_class));
     peers_.push_back(Peer{peer.addr, peer.rkey});
   }
   apply_rate_limit();
@@ -290,6 +305,7 @@ protocol::SideFacts RcResources::facts() const {
   facts.inline_size = inline_size_;
   facts.relaxed_ordering = buffer_.relaxed_ordering;
   facts.rate_limiter = rate_limiter_;
+  facts.lane = protocol::Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
   return facts;
 }
 

@@ -16,6 +16,11 @@ constexpr std::uint64_t kMinIterations = 5;
 constexpr std::array kIbMtus = {256u, 512u, 1024u, 2048u, 4096u};
 // ibv_global_route::sgid_index is 8 bits wide.
 constexpr std::uint32_t kMaxGidIndex = 255;
+// A service level is 4 bits (ibv_ah_attr::sl), a traffic class 8 (ibv_global_route), a P_Key
+// index 16 (ibv_qp_attr::pkey_index).
+constexpr std::uint32_t kMaxServiceLevel = 15;
+constexpr std::uint32_t kMaxTrafficClass = 255;
+constexpr std::uint32_t kMaxPkeyIndex = 65535;
 // ibv_qp_attr: timeout and min_rnr_timer are 5-bit fields, retry_cnt and rnr_retry 3-bit.
 constexpr std::uint32_t kMaxFiveBit = 31;
 constexpr std::uint32_t kMaxThreeBit = 7;
@@ -202,6 +207,7 @@ void check_link(const ProbeSpec& spec, Violations& out) {
       out.push_back(field(name, *index) + ": a GID index is 0..255");
     }
   }
+  for (auto& problem : lane_problems(spec)) out.push_back(std::move(problem));
   const RcKnobs& rc = spec.rc;
   if (rc.timeout == 0) {
     out.push_back("timeout exponent 0 waits forever for an ACK: a lost peer would hang the probe");
@@ -314,6 +320,21 @@ std::optional<std::uint64_t> checked_multiply(std::uint64_t a, std::uint64_t b) 
 }
 
 }  // namespace
+
+std::vector<std::string> lane_problems(const ProbeSpec& spec) {
+  std::vector<std::string> out;
+  if (spec.sl > kMaxServiceLevel) {
+    out.push_back(field("sl", spec.sl) + ": a service level is 0..15");
+  }
+  if (spec.traffic_class > kMaxTrafficClass) {
+    out.push_back(field("traffic_class", spec.traffic_class) +
+                  ": a traffic class is one byte, 0..255 (on RoCE v2 the IP TOS byte)");
+  }
+  if (spec.pkey_index > kMaxPkeyIndex) {
+    out.push_back(field("pkey_index", spec.pkey_index) + ": a P_Key index is 0..65535");
+  }
+  return out;
+}
 
 bool is_ib_mtu(std::uint32_t bytes) {
   return std::ranges::find(kIbMtus, bytes) != kIbMtus.end();

@@ -180,10 +180,11 @@ void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
   }
 }
 
-void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access) {
+void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
+                   std::uint16_t pkey_index) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
+  attr.pkey_index = pkey_index;
   attr.port_num = port_number;
   attr.qp_access_flags = access;
   modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
@@ -191,7 +192,7 @@ void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access) {
 
 void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
-                  std::uint8_t max_rd_atomic) {
+                  std::uint8_t max_rd_atomic, std::uint8_t sl, std::uint8_t traffic_class) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = peer.path_mtu;
@@ -201,12 +202,15 @@ void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
   attr.min_rnr_timer = static_cast<std::uint8_t>(rc.min_rnr_timer);
   attr.ah_attr.dlid = peer.lid;
   attr.ah_attr.port_num = port_number;
+  // rxe ignores the SL (its packets carry no VL, and it maps no priority from it).
+  attr.ah_attr.sl = sl;
   // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
   if (port.is_ethernet) {
     attr.ah_attr.is_global = 1;
     std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
     attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
     attr.ah_attr.grh.hop_limit = 64;
+    attr.ah_attr.grh.traffic_class = traffic_class;
   }
   modify_qp(qp, attr,
             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |

@@ -84,8 +84,10 @@ std::string_view qp_state_name(ibv_qp_state state);
 // ibv_modify_qp, or a VerbsError naming `step` (the state asked for).
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step);
 
-// An RC QP from RESET to INIT on `port_number`, with `access` for the peer's requests.
-void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access);
+// An RC QP from RESET to INIT on `port_number`, with `access` for the peer's requests, using
+// entry `pkey_index` of the port's P_Key table (perftest's --pkey_index, 0 by default).
+void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
+                   std::uint16_t pkey_index = 0);
 
 // The far end of an RC QP and what the two ends agreed on for the connection.
 struct RcPeer {
@@ -98,10 +100,12 @@ struct RcPeer {
 
 // An RC QP from INIT through RTR to RTS against `peer`, sending from `sq_psn`: the path over
 // `port` (by GID on RoCE, by LID on InfiniBand), the spec's RC timers, and the RDMA reads in
-// flight each way (`max_dest_rd_atomic` the peer's to us, `max_rd_atomic` ours to it).
+// flight each way (`max_dest_rd_atomic` the peer's to us, `max_rd_atomic` ours to it). `sl` is
+// the address vector's service level, `traffic_class` the GRH's (on RoCE v2 the IP TOS byte),
+// as perftest's -S and --tclass; InfiniBand within a subnet sends no GRH, so no traffic class.
 void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
-                  std::uint8_t max_rd_atomic);
+                  std::uint8_t max_rd_atomic, std::uint8_t sl = 0, std::uint8_t traffic_class = 0);
 
 // Page-aligned, zeroed memory registered for local and remote access.
 struct RegisteredBuffer {

@@ -30,10 +30,12 @@ void print(const ProbeOutcome& outcome) {
   const auto& spec = outcome.spec;
   std::printf(
       "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
-      "setup_seconds=%.6f\n",
+      "setup_seconds=%.6f\n"
+      "lane sl=%u traffic_class=%u pkey_index=%u\n",
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
-      outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds);
+      outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds, spec.sl,
+      spec.traffic_class, spec.pkey_index);
   auto unless_unset = [](const auto& value) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
@@ -211,6 +213,7 @@ struct RunFlags {
   std::vector<std::string> fabric_ports;
   std::string numa = "auto", peer_numa = "auto";
   std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
+  std::optional<std::uint32_t> sl, traffic_class, pkey_index;
   std::uint32_t posted_receives = 0, receive_sges = 0, rnr_retry = 0, tx_depth = 0, rx_depth = 0,
                 min_rnr_timer = 0;
   std::uint64_t corrupt_every = 0;
@@ -254,6 +257,12 @@ void add_run_options(CLI::App& run, RunFlags& f) {
   run.add_option("-m,--mtu", f.mtu, "Path MTU in bytes: 256..4096 (default: the port's)");
   run.add_option("-x,--gid-index", f.gid_index, "This side's GID index (default: RoCE v2 IPv4)");
   run.add_option("--peer-gid-index", f.peer_gid_index, "The responder's GID index");
+  run.add_option("-S,--sl", f.sl, "Service level 0-15 of both sides' QPs (default 0)");
+  run.add_option("--tclass", f.traffic_class,
+                 "Traffic class 0-255 of both sides' QPs: on RoCE v2 the IP TOS byte (default 0)");
+  run.add_option("--pkey_index", f.pkey_index,
+                 "P_Key table index of both sides' QPs; must hold a P_Key on each port "
+                 "(default 0)");
   add_with_default(run, "-l,--post-list", f.post_list,
                    "Chain this many work requests into one ibv_post_send (bandwidth)");
   run.add_option("-s,--size", f.size, "Message size (default: perftest's)");
@@ -345,6 +354,9 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   spec.mtu = f.mtu;
   spec.gid_index = f.gid_index;
   spec.peer_gid_index = f.peer_gid_index;
+  spec.sl = f.sl.value_or(0);
+  spec.traffic_class = f.traffic_class.value_or(0);
+  spec.pkey_index = f.pkey_index.value_or(0);
   spec.post_list = f.post_list;
   spec.bidirectional = f.bidirectional;
   if (f.margin) spec.margin_seconds = *f.margin;
@@ -360,6 +372,18 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
 int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
                 const std::string& secret) {
   const auto spec = spec_of(f, run);
+  // The lane before anything else: a value out of range, or a P_Key index this port lacks, is a
+  // flag that cannot run.
+  auto lane = lane_problems(spec);
+  if (const auto fits =
+          check_pkey_index(local.sysfs_root, local.device, local.port, spec.pkey_index);
+      lane.empty() && !fits) {
+    lane.push_back(fits.error());
+  }
+  if (!lane.empty()) {
+    for (const auto& problem : lane) std::cerr << "ibprobe_probe: " << problem << "\n";
+    return 2;
+  }
   const auto [host, port] = split_address(f.peer, false);
   RunOptions options;
   options.fabric_ports = f.fabric_ports;

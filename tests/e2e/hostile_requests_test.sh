@@ -70,6 +70,31 @@ expect 400 "scrape timeout not a number" "${auth[@]}" -H 'X-Prometheus-Scrape-Ti
 expect 400 "scrape timeout below a second" "${auth[@]}" -H 'X-Prometheus-Scrape-Timeout-Seconds: 0.6' "$url/probe?target=$dead&module=write_bw"
 expect 403 "target outside allowed_targets" "${auth[@]}" "$url/probe?target=192.0.2.7:9471&module=write_bw"
 
+# The lane: out of range, or a P_Key index the probe port does not have (the generated sysfs
+# tree has no P_Key table), refused with the reason before anything runs.
+# expect_lane STATUS DESCRIPTION REASON CURL_ARGS...: STATUS, with REASON in the body.
+expect_lane() {
+  local want=$1 what=$2 reason=$3
+  shift 3
+  expect "$want" "$what" "$@"
+  grep -qF "$reason" "$work/body" || fail "$what: the reason '$reason' is not in: $(head -c 300 "$work/body")"
+}
+expect_lane 400 "/probe with sl 16" "sl=16: a service level is 0..15" \
+  "${auth[@]}" "$url/probe?target=$dead&module=write_bw&sl=16"
+expect_lane 400 "/probe with traffic_class 256" "traffic_class=256: a traffic class is one byte" \
+  "${auth[@]}" "$url/probe?target=$dead&module=write_bw&traffic_class=256"
+expect_lane 400 "/probe with an unknown pkey_index" "pkey_index=5: the port's P_Key table has 0 entries, no index 5" \
+  "${auth[@]}" "$url/probe?target=$dead&module=write_bw&pkey_index=5"
+expect_lane 400 "/probe with sl not a number" "sl 'high' is not a whole number" \
+  "${auth[@]}" "$url/probe?target=$dead&module=write_bw&sl=high"
+expect_lane 400 "API with sl 16" "sl=16: a service level is 0..15" \
+  "${auth[@]}" -XPOST "$url/api/v1/probes" -d "{\"target\":\"$dead\",\"module\":\"write_bw\",\"sl\":16}"
+expect_lane 400 "API with traffic_class 1000" "traffic_class=1000: a traffic class is one byte" \
+  "${auth[@]}" -XPOST "$url/api/v1/probes" -d "{\"target\":\"$dead\",\"module\":\"write_bw\",\"traffic_class\":1000}"
+expect_lane 400 "API with an unknown pkey_index" "pkey_index=3: the port's P_Key table has 0 entries, no index 3" \
+  "${auth[@]}" -XPOST "$url/api/v1/probes" -d "{\"target\":\"$dead\",\"module\":\"write_bw\",\"pkey_index\":3}"
+grep -q '"bad_lane"' "$work/body" || fail "the API's refusal has no code bad_lane: $(cat "$work/body")"
+
 # Huge and hostile values in the async API.
 expect 400 "body is not JSON" "${auth[@]}" -XPOST "$url/api/v1/probes" -d 'target=x'
 expect 400 "body is a JSON array" "${auth[@]}" -XPOST "$url/api/v1/probes" -d '[1,2]'

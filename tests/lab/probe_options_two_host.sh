@@ -9,7 +9,11 @@
 # - inline size, relaxed ordering, outstanding reads: what both sides used, the read depth
 #   against what ib_read_bw reports on the same devices;
 # - GID index and NUMA node per side: the responder's own choice reaches only the responder;
-# - latency in duration mode (-D): perftest's average and round trips per second.
+# - latency in duration mode (-D): perftest's average and round trips per second;
+# - the lane: with --tclass 106 every RoCE v2 packet on the lab link (UDP 4791, captured on the
+#   host side of VM A's NIC), the initiator's and the responder's ACKs alike, carries IPv4 TOS
+#   106, and 0 without it; an SL out of range and a P_Key index the port lacks are refused before
+#   anything is allocated.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -128,6 +132,89 @@ check_latency_duration() {
     note "write_lat -D 5: t_avg $avg us, $tps round trips/s"
 }
 
+# "SRC TOS COUNT" for each source address and TOS byte of the IPv4 UDP packets to port 4791
+# (RoCE v2) in a pcap file (Ethernet frames, as QEMU's filter-dump writes them).
+roce_tos_counts() { # PCAP
+    python3 - "$1" <<'PY'
+import collections, struct, sys
+data = open(sys.argv[1], "rb").read()
+magic = struct.unpack_from("<I", data)[0]
+order = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+counts = collections.Counter()
+offset = 24
+while offset + 16 <= len(data):
+    _, _, caplen, _ = struct.unpack_from(order + "IIII", data, offset)
+    frame = data[offset + 16:offset + 16 + caplen]
+    offset += 16 + caplen
+    if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
+        continue
+    ip = frame[14:]
+    header = (ip[0] & 0x0F) * 4
+    if ip[9] != 17 or len(ip) < header + 8:
+        continue
+    if struct.unpack_from(">H", ip, header + 2)[0] != 4791:
+        continue
+    counts[(".".join(map(str, ip[12:16])), ip[1])] += 1
+for (src, tos), n in sorted(counts.items()):
+    print(src, tos, n)
+PY
+}
+
+# Packets from SRC with TOS in COUNTS (roce_tos_counts' output); 0 when none.
+tos_count() { # COUNTS SRC TOS
+    awk -v src="$2" -v tos="$3" '$1 == src && $2 == tos { n += $3 } END { print n + 0 }' <<<"$1"
+}
+
+# Packets from SRC with any other TOS.
+other_tos_count() { # COUNTS SRC TOS
+    awk -v src="$2" -v tos="$3" '$1 == src && $2 != tos { n += $3 } END { print n + 0 }' <<<"$1"
+}
+
+captured_run() { # PCAP ARGS...
+    local pcap=$1 out
+    shift
+    lab capture A start "$pcap" >/dev/null || fail "cannot start the capture on VM A's NIC"
+    out=$(run_probe "$@") || { lab capture A stop >/dev/null; fail "probe $* failed: $out"; }
+    lab capture A stop >/dev/null || fail "cannot stop the capture on VM A's NIC"
+    printf '%s\n' "$out"
+}
+
+check_lane() {
+    local dir out counts addr_a addr_b rc=0 which
+    dir=$(mktemp -d)
+    addr_a=$(lab addr A)
+    addr_b=$(lab addr B)
+    out=$(captured_run "$dir/tclass.pcap" -t write_bw -n 200 --tclass 106) || exit 1
+    grep -q '^lane sl=0 traffic_class=106 pkey_index=0$' <<<"$out" || fail "the run does not report its lane: $out"
+    counts=$(roce_tos_counts "$dir/tclass.pcap")
+    for which in "initiator (B) $addr_b" "responder (A) $addr_a"; do
+        local src=${which##* }
+        (($(tos_count "$counts" "$src" 106) > 0)) || fail "--tclass 106: no RoCE v2 packet from the $which with TOS 106: $counts"
+        (($(other_tos_count "$counts" "$src" 106) == 0)) || fail "--tclass 106: packets from the $which with another TOS: $counts"
+    done
+    note "--tclass 106: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
+    out=$(captured_run "$dir/default.pcap" -t write_bw -n 200) || exit 1
+    grep -q '^lane sl=0 traffic_class=0 pkey_index=0$' <<<"$out" || fail "the default lane is not reported: $out"
+    counts=$(roce_tos_counts "$dir/default.pcap")
+    for src in "$addr_b" "$addr_a"; do
+        (($(tos_count "$counts" "$src" 0) > 0)) || fail "default lane: no RoCE v2 packet from $src with TOS 0: $counts"
+        (($(other_tos_count "$counts" "$src" 0) == 0)) || fail "default lane: packets from $src with a TOS other than 0: $counts"
+    done
+    note "default lane: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
+    rm -rf "$dir"
+    # Refused as bad arguments (exit 2) before anything is allocated or the peer is contacted.
+    out=$(run_probe -t write_bw -n 200 -S 16 2>&1) || rc=$?
+    ((rc == 2)) || fail "-S 16: exit $rc, expected 2: $out"
+    grep -q 'sl=16: a service level is 0..15' <<<"$out" || fail "-S 16 refused without the reason: $out"
+    rc=0
+    out=$(run_probe -t write_bw -n 200 --pkey_index 5 2>&1) || rc=$?
+    ((rc == 2)) || fail "--pkey_index 5: exit $rc, expected 2: $out"
+    grep -q "rxe0 port 1: pkey_index=5: the port's P_Key table has" <<<"$out" \
+        || fail "--pkey_index 5 refused without the reason: $out"
+    [[ -z $(lab_probe_resources B) ]] || fail "refused lanes left resources: $(lab_probe_resources B)"
+    note "refused: -S 16 and --pkey_index 5 ($out)"
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -139,6 +226,7 @@ main() {
     check_device_defaults
     check_per_side_choices
     check_latency_duration
+    check_lane
 }
 
 main "$@"

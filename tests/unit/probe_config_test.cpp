@@ -195,6 +195,17 @@ TEST(ProbeConfigTest, EveryFieldReachesTheSpec) {
   EXPECT_EQ(config.modules.at("m").fabric_ports, (std::vector<std::string>{"0x12:3", "7:1"}));
 }
 
+TEST(ProbeConfigTest, TheLaneReachesTheSpec) {
+  const auto spec = module_spec("    sl: 5\n    traffic_class: 106\n    pkey_index: 1\n");
+  EXPECT_EQ(spec.sl, 5u);
+  EXPECT_EQ(spec.traffic_class, 106u);
+  EXPECT_EQ(spec.pkey_index, 1u);
+  const auto plain = module_spec("");
+  EXPECT_EQ(plain.sl, 0u);
+  EXPECT_EQ(plain.traffic_class, 0u);
+  EXPECT_EQ(plain.pkey_index, 0u);
+}
+
 TEST(ProbeConfigTest, SendBandwidthWithSharedReceiveQueue) {
   const auto config = probe_config_ok("modules:\n  srq:\n    kind: send_bw\n    use_srq: true\n");
   EXPECT_TRUE(config.modules.at("srq").spec.use_srq);
@@ -354,6 +365,11 @@ TEST(ProbeConfigTest, ProbeRulesApplyToModules) {
       {"    kind: write_bw\n    use_srq: true\n", "use_srq applies only to send"},
       {"    kind: write_bw\n    mtu: 1500\n", "not an IB MTU"},
       {"    kind: write_bw\n    gid_index: 256\n", "gid_index=256"},
+      {"    kind: write_bw\n    sl: 16\n", "sl=16: a service level is 0..15"},
+      {"    kind: write_bw\n    traffic_class: 256\n",
+       "traffic_class=256: a traffic class is one byte, 0..255"},
+      {"    kind: write_bw\n    pkey_index: 65536\n",
+       "pkey_index=65536: a P_Key index is 0..65535"},
       {"    kind: write_bw\n    cq_moderation: 200\n", "cq_moderation=200"},
       {"    kind: write_bw\n    post_list: 3\n    cq_moderation: 2\n", "multiple of CQ"},
       {"    kind: write_bw\n    rc:\n      timeout: 0\n", "timeout exponent 0"},

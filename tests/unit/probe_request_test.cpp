@@ -116,6 +116,35 @@ TEST(ProbeRequestTest, ProbeQuery) {
             std::optional<double>(2.5));
 }
 
+TEST(ProbeRequestTest, TheLaneInTheQueryAndTheBody) {
+  const auto params = probe_ok("target=h&module=m&sl=3&traffic_class=106&pkey_index=1");
+  EXPECT_EQ(params.sl, std::optional<std::uint32_t>(3));
+  EXPECT_EQ(params.traffic_class, std::optional<std::uint32_t>(106));
+  EXPECT_EQ(params.pkey_index, std::optional<std::uint32_t>(1));
+  EXPECT_TRUE(params.has_lane());
+  EXPECT_FALSE(probe_ok("target=h&module=m").has_lane());
+  // Ranges are the spec's to check: a number out of range parses, and is refused with the run.
+  EXPECT_EQ(probe_ok("target=h&module=m&sl=16").sl, std::optional<std::uint32_t>(16));
+  for (const auto* bad : {"x", "-1", "1.5", "", " 3", "99999999999"}) {
+    EXPECT_EQ(probe_error(std::string("target=h&module=m&sl=") + bad),
+              std::string("sl '") + bad + "' is not a whole number")
+        << bad;
+  }
+  EXPECT_EQ(probe_error("target=h&module=m&traffic_class=0x6a"),
+            "traffic_class '0x6a' is not a whole number");
+  const auto body = exporter::parse_probe_json(
+      R"({"target":"h","module":"m","sl":2,"traffic_class":106,"pkey_index":0})");
+  ASSERT_TRUE(body.has_value()) << body.error();
+  EXPECT_EQ(body->sl, std::optional<std::uint32_t>(2));
+  EXPECT_EQ(body->traffic_class, std::optional<std::uint32_t>(106));
+  EXPECT_EQ(body->pkey_index, std::optional<std::uint32_t>(0));
+  for (const auto* bad : {"-1", "1.5", "\"3\"", "null", "4294967296"}) {
+    EXPECT_EQ(json_error(std::string(R"({"target":"h","module":"m","pkey_index":)") + bad + "}"),
+              "pkey_index must be a whole number")
+        << bad;
+  }
+}
+
 TEST(ProbeRequestTest, ProbeQueryRefusals) {
   EXPECT_NE(probe_error("module=m").find("target is missing"), std::string::npos);
   EXPECT_NE(probe_error("target=&module=m").find("target is missing"), std::string::npos);

@@ -23,6 +23,7 @@ namespace ibprobe::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using exporter::ProbeParams;
 using exporter::ProbeRun;
 using exporter::ProbeService;
 using exporter::Refusal;
@@ -277,6 +278,49 @@ TEST_F(ProbeServiceTest, RefusalsSayWhy) {
     EXPECT_EQ(bad.code, "bad_timeout") << timeout;
   }
   EXPECT_EQ(stand_in_.call_count(), 0u);
+}
+
+TEST_F(ProbeServiceTest, TheRequestsLaneOverridesTheModulesAndIsCheckedFirst) {
+  start();
+  ProbeParams lane;
+  lane.target = "h:1";
+  lane.module = "write_bw";
+  lane.sl = 3;
+  lane.traffic_class = 106;
+  auto submitted = service_->submit(lane);
+  ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+  EXPECT_EQ(finished(*submitted).state, RunState::kSucceeded);
+  ASSERT_EQ(stand_in_.call_count(), 1u);
+  EXPECT_EQ(stand_in_.calls()[0].spec.sl, 3u);
+  EXPECT_EQ(stand_in_.calls()[0].spec.traffic_class, 106u);
+  EXPECT_EQ(stand_in_.calls()[0].spec.pkey_index, 0u);
+
+  const auto refusal = [&](auto set) {
+    ProbeParams params;
+    params.target = "h:1";
+    params.module = "write_bw";
+    set(params);
+    auto refused = service_->submit(params);
+    if (refused.has_value()) {
+      ADD_FAILURE() << "accepted";
+      return Refusal{};
+    }
+    return refused.error();
+  };
+  const auto sl = refusal([](ProbeParams& p) { p.sl = 16; });
+  EXPECT_EQ(sl.status, 400);
+  EXPECT_EQ(sl.code, "bad_lane");
+  EXPECT_EQ(sl.message, "the lane does not fit module 'write_bw': sl=16: a service level is 0..15");
+  EXPECT_EQ(refusal([](ProbeParams& p) { p.traffic_class = 300; }).message,
+            "the lane does not fit module 'write_bw': traffic_class=300: a traffic class is one "
+            "byte, 0..255 (on RoCE v2 the IP TOS byte)");
+  // The port (sysfs at /nonexistent) has no P_Key table: index 1 is refused before queueing.
+  const auto pkey = refusal([](ProbeParams& p) { p.pkey_index = 1; });
+  EXPECT_EQ(pkey.status, 400);
+  EXPECT_EQ(pkey.code, "bad_lane");
+  EXPECT_EQ(pkey.message,
+            "mlx5_0 port 1: pkey_index=1: the port's P_Key table has 0 entries, no index 1");
+  EXPECT_EQ(stand_in_.call_count(), 1u);
 }
 
 TEST_F(ProbeServiceTest, NoPortToProbeFrom) {

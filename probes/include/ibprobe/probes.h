@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -109,6 +110,15 @@ struct ProbeSpec {
   // RoCE v2 IPv4-mapped GID.
   std::optional<std::uint32_t> gid_index;
   std::optional<std::uint32_t> peer_gid_index;
+  // The lane both sides' QPs send in, as perftest's -S, --tclass and --pkey_index; 0 is
+  // perftest's default for each. sl: the address vector's service level (InfiniBand: selects the
+  // virtual lane; RoCE drivers map it to a priority or, as rxe, ignore it). traffic_class: the
+  // GRH's traffic class, on RoCE v2 the IP TOS byte of every packet (DSCP << 2 | ECN); on
+  // InfiniBand only sent with a GRH. pkey_index: the entry of the port's P_Key table the QPs
+  // use (checked against each side's own table before anything is allocated).
+  std::uint32_t sl = 0;
+  std::uint32_t traffic_class = 0;
+  std::uint32_t pkey_index = 0;
   RcKnobs rc;
   bool use_srq = false;
   // Where the initiator binds CPU and buffers, and where the responder does: each host's HCA
@@ -224,6 +234,22 @@ std::expected<void, SpecViolations> check_limits(const ProbeSpec& spec, const Li
 // Both checks, as a responder applies them to a peer's spec: the spec when it is consistent and
 // fits, else the rules it breaks followed by the limits it exceeds.
 std::expected<ValidSpec, SpecViolations> validate_within(ProbeSpec spec, const Limits& limits);
+
+// The spec's lane fields out of their range (sl 0..15, traffic_class 0..255, pkey_index
+// 0..65535), one message each; validate() includes them.
+std::vector<std::string> lane_problems(const ProbeSpec& spec);
+
+// Why entry `pkey_index` of a P_Key table of `table_entries` entries cannot be used (absent, or
+// empty): the one wording of the sysfs check below and of the verbs side's ibv_query_pkey.
+std::string lane_pkey_problem(std::uint32_t pkey_index, int table_entries);
+
+// The spec's P_Key index against the port's table in sysfs
+// (<sysfs_root>/class/infiniband/<device>/ports/<port>/pkeys/<index>: it must exist and hold a
+// non-zero P_Key), before anything is allocated. Index 0, perftest's default, is not checked:
+// a run without pkey_index does what it always did.
+std::expected<void, std::string> check_pkey_index(const std::filesystem::path& sysfs_root,
+                                                  const std::string& device, std::uint8_t port,
+                                                  std::uint32_t pkey_index);
 
 // ---------------------------------------------------------------------------------------------
 // Statistics (perftest semantics; see stats.cpp for the exact formulas and their source)

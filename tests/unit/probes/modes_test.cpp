@@ -68,7 +68,7 @@ TEST(ModesOnTheWire, SpecAndResultCarryThem) {
   EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
 
   protocol::Result result;
-  result.facts = protocol::SideFacts{3, 1, 0, true, RateLimiter::kSoftware};
+  result.facts = protocol::SideFacts{3, 1, 0, true, RateLimiter::kSoftware, std::nullopt};
   result.bandwidth = BandwidthStats{1000, 2.5, 4e8, 4e2, 5e8};
   EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
   result.bandwidth->peak_bytes_per_second.reset();

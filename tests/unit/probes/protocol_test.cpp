@@ -207,8 +207,12 @@ TEST(ProtocolRoundTrip, Result) {
                            .numa_node = 1,
                            .inline_size = 220,
                            .relaxed_ordering = true,
-                           .rate_limiter = std::nullopt};
+                           .rate_limiter = std::nullopt,
+                           .lane = std::nullopt};
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
+  result.facts->lane = Lane{.sl = 3, .traffic_class = 106, .pkey_index = 1};
+  EXPECT_EQ(std::get<Result>(round_trip(result)), result);
+  result.facts->lane.reset();
   result.facts->numa_node.reset();
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
 }

@@ -1,0 +1,140 @@
+// The lane (sl, traffic_class, pkey_index): its ranges, the P_Key table check against sysfs,
+// and how it travels to the responder.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ibprobe/probes.h"
+#include "ibprobe/spec_json.h"
+#include "protocol.h"
+#include "round_trip.h"
+#include "violations.h"
+
+namespace ibprobe::probes {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+ProbeSpec lane_spec() {
+  return default_spec(Operation::kWrite, TestKind::kBandwidth);
+}
+
+TEST(Lane, DefaultsArePerftests) {
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+    for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+      const auto spec = default_spec(operation, test);
+      EXPECT_EQ(spec.sl, 0u);
+      EXPECT_EQ(spec.traffic_class, 0u);
+      EXPECT_EQ(spec.pkey_index, 0u);
+    }
+  }
+}
+
+TEST(Lane, EdgesOfEachRangeAreValid) {
+  ProbeSpec spec = lane_spec();
+  spec.sl = 15;
+  spec.traffic_class = 255;
+  spec.pkey_index = 65535;
+  EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
+  EXPECT_THAT(lane_problems(spec), IsEmpty());
+}
+
+TEST(Lane, EachValueOutOfRangeSaysWhy) {
+  ProbeSpec spec = lane_spec();
+  spec.sl = 16;
+  EXPECT_THAT(violations_of(validate(spec)), ElementsAre("sl=16: a service level is 0..15"));
+  spec = lane_spec();
+  spec.traffic_class = 256;
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre("traffic_class=256: a traffic class is one byte, 0..255 (on RoCE v2 "
+                          "the IP TOS byte)"));
+  spec = lane_spec();
+  spec.pkey_index = 65536;
+  EXPECT_THAT(violations_of(validate(spec)),
+              ElementsAre("pkey_index=65536: a P_Key index is 0..65535"));
+  spec.sl = 99;
+  EXPECT_THAT(lane_problems(spec), ElementsAre("sl=99: a service level is 0..15",
+                                               "pkey_index=65536: a P_Key index is 0..65535"));
+}
+
+TEST(Lane, TheDefaultLaneLeavesTheWireAsItWas) {
+  // A plain spec's request carries no lane keys: a responder that predates lanes reads it as
+  // before, byte for byte.
+  const auto plain = spec_to_json(lane_spec());
+  for (const char* key : {"sl", "traffic_class", "pkey_index"}) EXPECT_FALSE(plain.contains(key));
+  ProbeSpec lane = lane_spec();
+  lane.traffic_class = 106;
+  const auto sent = spec_to_json(lane);
+  EXPECT_EQ(sent.at("traffic_class"), 106);
+  EXPECT_FALSE(sent.contains("sl"));
+}
+
+TEST(Lane, TravelsToTheResponderWithTheSpec) {
+  ProbeSpec spec = lane_spec();
+  spec.sl = 3;
+  spec.traffic_class = 106;
+  spec.pkey_index = 2;
+  const protocol::ProbeRequest request{spec};
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
+  // Out of range on the wire: decoded, then refused by validate like any peer's spec.
+  spec.sl = 40;
+  const auto decoded =
+      std::get<protocol::ProbeRequest>(protocol::round_trip(protocol::ProbeRequest{spec}));
+  EXPECT_THAT(violations_of(validate(decoded.spec)),
+              ElementsAre("sl=40: a service level is 0..15"));
+}
+
+class PkeyTable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("ibprobe-lane-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const auto pkeys = root_ / "class/infiniband/mlx5_0/ports/1/pkeys";
+    std::filesystem::create_directories(pkeys);
+    // An IB port's table: the default partition, one more, then empty entries.
+    const char* values[] = {"0xffff", "0x8001", "0x0000", "0x0000"};
+    for (int i = 0; i < 4; ++i) std::ofstream(pkeys / std::to_string(i)) << values[i] << "\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::filesystem::path root_;
+};
+
+TEST_F(PkeyTable, AnIndexHoldingAKeyPasses) {
+  EXPECT_TRUE(check_pkey_index(root_, "mlx5_0", 1, 1).has_value());
+}
+
+TEST_F(PkeyTable, IndexZeroIsNotChecked) {
+  // perftest's default: what a run without pkey_index always did, even on a port without sysfs.
+  EXPECT_TRUE(check_pkey_index(root_, "nodev", 9, 0).has_value());
+}
+
+TEST_F(PkeyTable, AnEmptyEntryIsRefused) {
+  EXPECT_EQ(check_pkey_index(root_, "mlx5_0", 1, 2).error(),
+            "mlx5_0 port 1: pkey_index=2: entry 2 of the port's P_Key table is empty (P_Key "
+            "0x0000 is invalid)");
+}
+
+TEST_F(PkeyTable, AnIndexBeyondTheTableIsRefused) {
+  EXPECT_EQ(check_pkey_index(root_, "mlx5_0", 1, 7).error(),
+            "mlx5_0 port 1: pkey_index=7: the port's P_Key table has 4 entries, no index 7");
+}
+
+TEST_F(PkeyTable, APortWithoutATableHasNoIndex) {
+  EXPECT_EQ(check_pkey_index(root_, "mlx5_0", 2, 1).error(),
+            "mlx5_0 port 2: pkey_index=1: the port's P_Key table has 0 entries, no index 1");
+}
+
+TEST(LanePkeyProblem, OneEntryTable) {
+  // rxe's table: one entry.
+  EXPECT_EQ(lane_pkey_problem(1, 1),
+            "pkey_index=1: the port's P_Key table has 1 entry, no index 1");
+}
+
+}  // namespace
+}  // namespace ibprobe::probes
