@@ -160,14 +160,10 @@ for (src, tos), n in sorted(counts.items()):
 PY
 }
 
-# Packets from SRC with TOS in COUNTS (roce_tos_counts' output); 0 when none.
-tos_count() { # COUNTS SRC TOS
-    awk -v src="$2" -v tos="$3" '$1 == src && $2 == tos { n += $3 } END { print n + 0 }' <<<"$1"
-}
-
-# Packets from SRC with any other TOS.
-other_tos_count() { # COUNTS SRC TOS
-    awk -v src="$2" -v tos="$3" '$1 == src && $2 != tos { n += $3 } END { print n + 0 }' <<<"$1"
+# Packets from SRC in COUNTS (roce_tos_counts' output) whose TOS is (==) or is not (!=) TOS; 0
+# when none.
+tos_count() { # COUNTS SRC ==|!= TOS
+    awk -v src="$2" -v op="$3" -v tos="$4" '$1 == src && (($2 == tos) == (op == "==")) { n += $3 } END { print n + 0 }' <<<"$1"
 }
 
 captured_run() { # PCAP ARGS...
@@ -189,16 +185,16 @@ check_lane() {
     counts=$(roce_tos_counts "$dir/tclass.pcap")
     for which in "initiator (B) $addr_b" "responder (A) $addr_a"; do
         local src=${which##* }
-        (($(tos_count "$counts" "$src" 106) > 0)) || fail "--tclass 106: no RoCE v2 packet from the $which with TOS 106: $counts"
-        (($(other_tos_count "$counts" "$src" 106) == 0)) || fail "--tclass 106: packets from the $which with another TOS: $counts"
+        (($(tos_count "$counts" "$src" == 106) > 0)) || fail "--tclass 106: no RoCE v2 packet from the $which with TOS 106: $counts"
+        (($(tos_count "$counts" "$src" != 106) == 0)) || fail "--tclass 106: packets from the $which with another TOS: $counts"
     done
     note "--tclass 106: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
     out=$(captured_run "$dir/default.pcap" -t write_bw -n 200) || exit 1
     grep -q '^lane sl=0 traffic_class=0 pkey_index=0$' <<<"$out" || fail "the default lane is not reported: $out"
     counts=$(roce_tos_counts "$dir/default.pcap")
     for src in "$addr_b" "$addr_a"; do
-        (($(tos_count "$counts" "$src" 0) > 0)) || fail "default lane: no RoCE v2 packet from $src with TOS 0: $counts"
-        (($(other_tos_count "$counts" "$src" 0) == 0)) || fail "default lane: packets from $src with a TOS other than 0: $counts"
+        (($(tos_count "$counts" "$src" == 0) > 0)) || fail "default lane: no RoCE v2 packet from $src with TOS 0: $counts"
+        (($(tos_count "$counts" "$src" != 0) == 0)) || fail "default lane: packets from $src with a TOS other than 0: $counts"
     done
     note "default lane: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
     rm -rf "$dir"
