@@ -86,7 +86,7 @@ asan_targets=$unit_targets,ibprobe_exporter,ibprobe_fixture
 # compiles every file on its own: its targets take every library's sources and every test's, and
 # the executables outside it have one source each, so a file that leans on an include of the
 # file before it in a batch still fails there.
-unity=(-DCMAKE_UNITY_BUILD=ON)
+unity=(-DIBPROBE_UNITY_BUILD=ON)
 normal_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${unity[@]}")
 sanitizer_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 
