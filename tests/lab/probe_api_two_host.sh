@@ -180,12 +180,12 @@ check_metrics_under_load() {
     url=$(exporter_url B)
     # The same load without probes first: the VM's one emulated CPU is slow, so the figure that
     # matters is how much running probes add to it.
-    idle=$(wrk -t2 -c4 -d10s --timeout 10s --latency "$url/metrics")
+    idle=$(wrk -t2 -c4 -d5s --timeout 10s --latency "$url/metrics")
     check_wrk_clean "$idle" "without probes"
     before=$(curl -fsS "$url/metrics" | awk '/^ibprobe_probes_total/ { s += $NF } END { print s + 0 }')
-    # Probes back to back for as long as wrk scrapes.
+    # Probes back to back for as long as wrk scrapes: none starts after it has stopped.
     (
-        end=$((SECONDS + 25))
+        end=$((SECONDS + 20))
         while ((SECONDS < end)); do
             id=$(curl -fsS -XPOST "$url/api/v1/probes" -d "{\"target\":\"$(lab addr A):9471\",\"module\":\"write_bw\"}" \
                 | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || continue
@@ -199,7 +199,7 @@ check_metrics_under_load() {
     after=$(curl -fsS "$url/metrics" | awk '/^ibprobe_probes_total/ { s += $NF } END { print s + 0 }')
     runs=$((after - before))
     ((runs >= 2)) || fail "only $runs probes ran during the load test"
-    note "load, /metrics from 4 connections: idle $(awk '/requests in/ { print $1 }' <<<"$idle") scrapes in 10 s, p50/p99 $(wrk_percentiles "$idle"); with $runs write_bw probes back to back $(awk '/requests in/ { print $1 }' <<<"$busy") scrapes in 20 s, p50/p99 $(wrk_percentiles "$busy"); every scrape answered 200"
+    note "load, /metrics from 4 connections: idle $(awk '/requests in/ { print $1 }' <<<"$idle") scrapes in 5 s, p50/p99 $(wrk_percentiles "$idle"); with $runs write_bw probes back to back $(awk '/requests in/ { print $1 }' <<<"$busy") scrapes in 20 s, p50/p99 $(wrk_percentiles "$busy"); every scrape answered 200"
 }
 
 # The control connections to A's responder as both VMs' kernels see them: A's listen queue and

@@ -25,6 +25,10 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lab-common.sh"
 PROBE=${IBPROBE_PROBE:?set IBPROBE_PROBE to the ibprobe_probe binary}
 EXPORTER=${IBPROBE_EXPORTER:?set IBPROBE_EXPORTER to the ibprobe_exporter binary}
 RESPONDER_PORT=18600
+# The probe's runs measure the same 2 s window as perftest's -D 6 beside them (2 s margins each
+# side), with margins of 1 s: 4 s of sending instead of 6.
+RUN_SECONDS=4
+SPAN=(-D "$RUN_SECONDS" --margin 1)
 
 field() { # OUTPUT NAME
     sed -n "s/.*\b$2=\(-\?[0-9.]*\).*/\1/p" <<<"$1" | head -n1
@@ -44,14 +48,14 @@ check() { # CONDITION(python) WHAT
     python3 -c "import sys; sys.exit(0 if ($1) else 1)" || fail "$2"
 }
 
-# Runs KIND -b for 6 s with 64 KiB messages: sets `out`, each direction's messages `ini` and
-# `res`, and the bytes each NIC sent meanwhile, `responder_tx` and `initiator_tx`. Every message
-# counted in a direction's window left its sender's NIC (the window is part of the run, so the
-# NIC sent at least that much), and BW average is the sum of both directions.
+# Runs KIND -b for $RUN_SECONDS s with 64 KiB messages: sets `out`, each direction's messages
+# `ini` and `res`, and the bytes each NIC sent meanwhile, `responder_tx` and `initiator_tx`.
+# Every message counted in a direction's window left its sender's NIC (the window is part of the
+# run, so the NIC sent at least that much), and BW average is the sum of both directions.
 run_bidirectional() { # KIND
     local a0 b0
     a0=$(tx_bytes A) b0=$(tx_bytes B)
-    out=$(run_probe -t "$1" -b -D 6 -s 65536) || fail "$1 -b failed: $out"
+    out=$(run_probe -t "$1" -b "${SPAN[@]}" -s 65536) || fail "$1 -b failed: $out"
     responder_tx=$(($(tx_bytes A) - a0)) initiator_tx=$(($(tx_bytes B) - b0))
     ini=$(sed -n 's/^direction initiator .*messages=\([0-9]*\).*/\1/p' <<<"$out")
     res=$(sed -n 's/^direction responder .*messages=\([0-9]*\).*/\1/p' <<<"$out")
@@ -70,7 +74,7 @@ sys.exit(0 if len(d) == 2 and abs(total - d[0] - d[1]) <= 0.02 else 1)" "$out" \
 check_bidirectional() {
     local out a0 b0 sum ini res responder_tx initiator_tx theirs
     a0=$(tx_bytes A) b0=$(tx_bytes B)
-    out=$(run_probe -t write_bw -D 6 -s 65536) || fail "one-way write_bw failed: $out"
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 65536) || fail "one-way write_bw failed: $out"
     local one_way_peer=$(($(tx_bytes A) - a0)) one_way_local=$(($(tx_bytes B) - b0))
     check "$one_way_peer * 10 < $one_way_local" \
         "one-way run: the responder sent $one_way_peer bytes against $one_way_local: $out"
@@ -84,7 +88,7 @@ check_bidirectional() {
     local perftest_bw
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "write_bw -b: $sum; NIC tx responder $responder_tx B (one-way run: $one_way_peer B), initiator $initiator_tx B; ib_write_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
-    out=$(run_probe -t read_bw -b -D 6 -s 65536) || fail "read_bw -b failed: $out"
+    out=$(run_probe -t read_bw -b "${SPAN[@]}" -s 65536) || fail "read_bw -b failed: $out"
     [[ -n $(sed -n 's/^direction responder .*messages=\([1-9][0-9]*\).*/\1/p' <<<"$out") ]] \
         || fail "read_bw -b: the responder's direction moved nothing: $out"
     note "read_bw -b: $(grep -o '^bw_average_MiBps=[0-9.]*' <<<"$out")"
@@ -110,27 +114,28 @@ check_bidirectional_send() {
     note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $responder_tx B, initiator $initiator_tx B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }
 
-# The software limiter paces posts (one post list per ibv_post_send here): over the run's 6 s
-# of posting, at most 6 s of the cap's messages, the first list, and one list of credit. The
-# window's BW average counts completions in the middle 2 s, as perftest's does, so messages
-# posted before the window and completed in it (a guest held up by its host completes a backlog
-# at once) can lift it above the cap by what was in flight at the window's start: the cap bounds
-# what was posted, not what one window saw complete.
+# The software limiter paces posts (one post list per ibv_post_send here): over the run's
+# $RUN_SECONDS s of posting, at most that many seconds of the cap's messages, the first list, and
+# one list of credit. The window's BW average counts completions in the middle 2 s, as perftest's
+# does, so messages posted before the window and completed in it (a guest held up by its host
+# completes a backlog at once) can lift it above the cap by what was in flight at the window's
+# start: the cap bounds what was posted, not what one window saw complete.
 check_posted_under_cap() { # OUTPUT MESSAGES_PER_SECOND WHAT
     local posted
     posted=$(field "$1" post_calls)
     [[ -n $posted ]] || fail "$3: no post_calls in the output: $1"
-    check "$posted <= ($2) * 6 + 2" "$3: $posted messages posted in 6 s, over the cap ($2)/s: $1"
-    note "$3: $posted messages posted in 6 s, at most $(python3 -c "print(int(($2) * 6 + 2))")"
+    check "$posted <= ($2) * $RUN_SECONDS + 2" \
+        "$3: $posted messages posted in $RUN_SECONDS s, over the cap ($2)/s: $1"
+    note "$3: $posted messages posted in $RUN_SECONDS s, at most $(python3 -c "print(int(($2) * $RUN_SECONDS + 2))")"
 }
 
 check_rate_limit() {
     local out unlimited cap limited rate rc=0
-    out=$(run_probe -t write_bw -D 6 -s 65536) || fail "unlimited write_bw failed: $out"
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 65536) || fail "unlimited write_bw failed: $out"
     unlimited=$(field "$out" bw_average_MiBps)
     positive_number "$unlimited" || fail "no unlimited BW: $out"
     cap=$(python3 -c "print(f'{$unlimited / 4:.3f}')")
-    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps) \
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 65536 --rate-limit "$cap" --rate-units MiBps) \
         || fail "rate-limited write_bw failed: $out"
     limited=$(field "$out" bw_average_MiBps)
     grep -q '^rate_limit .* limiter=software' <<<"$out" || fail "no software limiter reported: $out"
@@ -140,18 +145,18 @@ check_rate_limit() {
     note "rate limit $cap MiB/s (software): $limited MiB/s, unlimited $unlimited MiB/s"
     # -Q 1: the window counts completed messages, and at 4 KiB perftest's CQ moderation of 100
     # would count them a hundred at a time.
-    out=$(run_probe -t write_bw -D 6 -s 4096 -Q 1 --rate-limit 500 --rate-units pps) \
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 4096 -Q 1 --rate-limit 500 --rate-units pps) \
         || fail "pps-limited write_bw failed: $out"
     rate=$(field "$out" msg_rate_Mpps)
     check_posted_under_cap "$out" 500 "--rate-limit 500 pps"
     check "$rate * 1e6 >= 250" "--rate-limit 500 pps: $rate Mpps: $out"
     note "rate limit 500 pps: $(python3 -c "print($rate * 1e6)") messages/s"
-    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps \
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 65536 --rate-limit "$cap" --rate-units MiBps \
         --rate-limiter hardware 2>&1) || rc=$?
     ((rc != 0)) && grep -q 'does not take a hardware rate limit' <<<"$out" \
         || fail "a hardware rate limit on rxe was not refused with the reason: $out"
     note "hardware limiter on rxe: $(grep -o 'does not take[^;]*' <<<"$out" | head -n1)"
-    out=$(run_probe -t write_bw -D 6 -s 65536 --rate-limit "$cap" --rate-units MiBps \
+    out=$(run_probe -t write_bw "${SPAN[@]}" -s 65536 --rate-limit "$cap" --rate-units MiBps \
         --rate-limiter auto) || fail "auto-limited write_bw failed: $out"
     grep -q '^rate_limit .* asked=auto limiter=software' <<<"$out" \
         || fail "auto did not fall back to software on rxe: $out"
@@ -201,7 +206,7 @@ check_sizes() {
 
 check_sweep() {
     local out rc=0
-    out=$(run_probe -t write_bw -D 5 --margin 1 -s 65536 --sweep tx_depth=1,4,16,128) \
+    out=$(run_probe -t write_bw -D 3 --margin 1 -s 65536 --sweep tx_depth=1,4,16,128) \
         || fail "--sweep tx_depth failed: $out"
     [[ $(grep -c '^step [0-9]* variable=tx_depth value=[0-9]* result=ok' <<<"$out") == 4 ]] \
         || fail "--sweep tx_depth: not 4 steps: $out"
