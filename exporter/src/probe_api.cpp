@@ -92,7 +92,9 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
                 {"relaxed_ordering", outcome.relaxed_ordering},
                 {"outstanding_reads", outcome.outstanding_reads},
                 {"post_calls", outcome.post_calls},
-                {"completions", outcome.completions}}}};
+                {"completions", outcome.completions},
+                {"completion_mode", outcome.spec.cq_events ? "events" : "polling"},
+                {"cq_events", outcome.cq_events}}}};
   json peer_used = json::object();
   if (outcome.peer_gid_index >= 0) peer_used["gid_index"] = outcome.peer_gid_index;
   peer_used["numa_node"] = outcome.peer_numa_node;
@@ -136,8 +138,12 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
   }
   json checks = json::array();
   for (const auto& c : outcome.checks) {
-    checks.push_back(
-        {{"side", c.side}, {"name", c.name}, {"passed", c.passed}, {"detail", c.detail}});
+    // A check with nothing to check neither passed nor failed.
+    checks.push_back({{"side", c.side},
+                      {"name", c.name},
+                      {"applicable", c.applicable},
+                      {"passed", c.applicable ? json(c.passed) : json(nullptr)},
+                      {"detail", c.detail}});
   }
   out["checks"] = std::move(checks);
   json fabric = json::object();
@@ -228,8 +234,11 @@ std::string debug_log(const ProbeRun& run) {
     out << "Failure (" << run.failure_reason << "): " << run.failure << "\n";
   } else if (run.outcome) {
     for (const auto& c : run.outcome->checks) {
-      out << "Check " << c.side << "/" << c.name << ": " << (c.passed ? "passed" : "FAILED") << " ("
-          << c.detail << ")\n";
+      out << "Check " << c.side << "/" << c.name << ": "
+          << (!c.applicable ? "not applicable"
+              : c.passed    ? "passed"
+                            : "FAILED")
+          << " (" << c.detail << ")\n";
     }
     out << "Link: " << run.outcome->link.explanation << "\n";
   } else if (!run.sweep) {

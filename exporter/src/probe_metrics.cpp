@@ -1,6 +1,7 @@
 #include "probe_metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <utility>
@@ -150,6 +151,15 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
           lat->average_ns * 1e-9);
     gauge(out, "rdma_probe_latency_stdev_seconds", "t_stdev of the probe.", base,
           lat->stdev_ns * 1e-9);
+    std::array<double, probes::kLatencyHistogramBoundsNs.size()> bounds_seconds{};
+    // Divided, not multiplied by 1e-9: 1000 * 1e-9 is 1.0000000000000002e-06, an `le` no one
+    // would write.
+    std::ranges::transform(probes::kLatencyHistogramBoundsNs, bounds_seconds.begin(),
+                           [](double ns) { return ns / 1e9; });
+    out.add_histogram("rdma_probe_latency_samples_seconds",
+                      "The probe's latency samples (those t_typical and the percentiles are "
+                      "taken from), as perftest's -H histogram.",
+                      base, bounds_seconds, lat->histogram_counts, lat->samples, lat->sum_ns / 1e9);
     if (lat->average_ns > 0) {
       gauge(out, "rdma_probe_message_rate_per_second", "Messages per second of the probe.", base,
             1e9 / lat->average_ns);
@@ -185,8 +195,10 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
     gauge(out, "rdma_probe_line_rate_ratio", "Probe BW divided by the port's line rate.", base,
           *outcome.link.line_rate_ratio);
   }
-  const std::string check_help = "1 when a pre-flight or post-run check passed, 0 when not.";
+  const std::string check_help =
+      "1 when a pre-flight or post-run check passed, 0 when not; absent where it does not apply.";
   for (const auto& check : outcome.checks) {
+    if (!check.applicable) continue;
     gauge(out, "rdma_probe_check", check_help,
           with(base, {{"side", check.side}, {"check", check.name}}), check.passed ? 1 : 0);
   }

@@ -94,8 +94,12 @@ void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightChec
     }
     return "";
   };
-  for (const auto& c : local) outcome.checks.push_back({"local", c.name, c.passed, c.detail});
-  for (const auto& c : peer) outcome.checks.push_back({"peer", c.name, c.passed, c.detail});
+  for (const auto& c : local) {
+    outcome.checks.push_back({"local", c.name, c.passed, c.detail, c.applicable});
+  }
+  for (const auto& c : peer) {
+    outcome.checks.push_back({"peer", c.name, c.passed, c.detail, c.applicable});
+  }
   const auto local_rate = rate_of(local), peer_rate = rate_of(peer);
   outcome.checks.push_back({"both", "rate_match", !local_rate.empty() && local_rate == peer_rate,
                             "local " + local_rate + " Gb/s, peer " + peer_rate + " Gb/s"});
@@ -252,6 +256,7 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   outcome.window_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   outcome.post_calls = session.post_calls();
   outcome.completions = session.completions();
+  outcome.cq_events = session.cq_events();
   const auto after = snapshot_after_lifespan(local);
   if (!fabric.targets.empty() && fabric_problem.empty()) {
     if (const auto fabric_after = snapshot_fabric(fabric)) {

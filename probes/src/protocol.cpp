@@ -111,7 +111,10 @@ json body_of(const Ready&) {
 json body_of(const Result& result) {
   json checks = json::array();
   for (const auto& check : result.checks) {
-    checks.push_back({{"name", check.name}, {"passed", check.passed}, {"detail", check.detail}});
+    json entry = {{"name", check.name}, {"passed", check.passed}, {"detail", check.detail}};
+    // Sent only when false, so that a peer that predates it reads the rest unchanged.
+    if (!check.applicable) entry["applicable"] = false;
+    checks.push_back(std::move(entry));
   }
   json out = {{"checks", checks},
               {"before", snapshot_to_json(result.before)},
@@ -402,6 +405,7 @@ ProbeSpec spec_from(const Fields& in) {
   spec.rc.rnr_retry = rc.u32("rnr_retry");
   spec.rc.min_rnr_timer = rc.u32("min_rnr_timer");
   spec.use_srq = in.boolean("use_srq");
+  spec.cq_events = in.has("cq_events") && in.boolean("cq_events");
   spec.numa = enum_field(in, "numa", parse_numa_policy, "auto, none, node");
   spec.numa_node = in.optional_u32("numa_node");
   if (in.has("peer_numa")) {
@@ -513,9 +517,11 @@ Result result_from(const Fields& in) {
   const json& checks = in.array("checks", kMaxChecks);
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const Fields check(checks[i], "checks[" + std::to_string(i) + "]");
-    result.checks.push_back({.name = check.text("name", kMaxShortText),
-                             .passed = check.boolean("passed"),
-                             .detail = check.text("detail", kMaxLongText)});
+    result.checks.push_back(
+        {.name = check.text("name", kMaxShortText),
+         .passed = check.boolean("passed"),
+         .detail = check.text("detail", kMaxLongText),
+         .applicable = !check.has("applicable") || check.boolean("applicable")});
   }
   result.before = snapshot_from(in.object("before"));
   result.after = snapshot_from(in.object("after"));

@@ -109,6 +109,8 @@ struct PreflightCheck {
   std::string name;  // port_active, sm_lid, rate_match, ...
   bool passed = false;
   std::string detail;
+  // False for a check with nothing to check on this side (detail: why); `passed` is then false.
+  bool applicable = true;
 
   bool operator==(const PreflightCheck&) const = default;
 };

@@ -1,12 +1,15 @@
 #include "rc_resources.h"
 
+#include <fcntl.h>
 #include <numa.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
+#include "ibprobe/cpu_frequency.h"
 #include "payload.h"
 
 namespace ibprobe::probes {
@@ -50,6 +53,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
                 ? numa_node_for(local.device, spec.numa, spec.numa_node)
                 : numa_node_for(local.device, spec.peer_numa, spec.peer_numa_node)),
       port_number_(local.port),
+      sysfs_root_(local.sysfs_root),
       context_(verbs::open_device(local.device)),
       port_(verbs::query_port(
           context_.get(), local.port,
@@ -99,8 +103,23 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
   buffer_ = verbs::register_buffer(pd_.get(),
                                    spec.qps * (receive_slots_ + send_slots_) * spec.message_size);
   const int cq_entries = static_cast<int>(spec.qps * (spec.tx_depth + (send ? spec.rx_depth : 0)));
-  cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, nullptr, 0));
+  if (spec.cq_events) {
+    channel_.reset(ibv_create_comp_channel(context_.get()));
+    if (!channel_) throw verbs::VerbsError("ibv_create_comp_channel", errno);
+    // Non-blocking: the wait is a poll() on it with a timeout, never ibv_get_cq_event's own.
+    const int flags = fcntl(channel_->fd, F_GETFL);
+    if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      throw verbs::VerbsError("fcntl(O_NONBLOCK) on the completion channel", errno);
+    }
+  }
+  cq_.reset(ibv_create_cq(context_.get(), cq_entries, nullptr, channel_.get(), 0));
   if (!cq_) throw verbs::VerbsError("ibv_create_cq(" + std::to_string(cq_entries) + ")", errno);
+  // Armed before the first poll, so that a completion after it raises an event.
+  if (channel_) {
+    if (const int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
+      throw verbs::VerbsError("ibv_req_notify_cq", rc);
+    }
+  }
   if (spec.use_srq) {
     ibv_srq_init_attr srq_attr{};
     srq_attr.attr.max_wr = spec.rx_depth;
@@ -153,6 +172,9 @@ std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%g", verbs::port_rate_gbps(a));
   checks.push_back({"link_rate", verbs::port_rate_gbps(a) > 0, rate});
+  // Not fatal, as perftest's warning is not: the run goes on and the check reports the cores.
+  const auto frequency = check_cpu_frequency(sysfs_root_, cpus_of_this_thread());
+  checks.push_back({"cpu_frequency", frequency.passed, frequency.detail, frequency.applicable});
   return checks;
 }
 
@@ -310,7 +332,24 @@ protocol::SideFacts RcResources::facts() const {
 }
 
 int RcResources::poll(ibv_wc* wcs, int max) {
-  const int n = ibv_poll_cq(cq_.get(), max, wcs);
+  int n = ibv_poll_cq(cq_.get(), max, wcs);
+  if (n == 0 && channel_) {
+    // perftest's ctx_notify_events: take the event, acknowledge it (ibv_destroy_cq waits for
+    // every event to be), arm the CQ again, then poll what raised it.
+    pollfd ready{.fd = channel_->fd, .events = POLLIN, .revents = 0};
+    if (::poll(&ready, 1, 1) > 0) {
+      ibv_cq* event_cq = nullptr;
+      void* event_context = nullptr;
+      if (ibv_get_cq_event(channel_.get(), &event_cq, &event_context) == 0) {
+        ibv_ack_cq_events(event_cq, 1);
+        ++cq_events_;
+        if (const int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
+          throw verbs::VerbsError("ibv_req_notify_cq", rc);
+        }
+      }
+      n = ibv_poll_cq(cq_.get(), max, wcs);
+    }
+  }
   if (n < 0) throw ProbeFailure("ibv_poll_cq failed", FailureKind::kVerbs);
   completions_ += static_cast<std::uint64_t>(n);
   for (int i = 0; i < n; ++i) {

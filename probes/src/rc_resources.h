@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,7 +45,9 @@ class RcResources {
 
   const verbs::PortFacts& port() const { return port_; }
   // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
-  // has configured the port), link_rate (detail: Gbit/s, for the other side to compare).
+  // has configured the port), link_rate (detail: Gbit/s, for the other side to compare),
+  // cpu_frequency (the cores this thread is pinned to, ibprobe/cpu_frequency.h; not applicable
+  // where the kernel scales no frequency).
   std::vector<protocol::PreflightCheck> preflight_checks() const;
   int numa_node() const { return numa_.node(); }
   // What this side really used where perftest derives it: CQ moderation from the spec's rule,
@@ -61,6 +64,8 @@ class RcResources {
   // list, CQ moderation as one completion per cq_moderation messages.
   std::uint64_t post_calls() const { return post_calls_; }
   std::uint64_t completions() const { return completions_; }
+  // Completion events this side slept for (cq_events; 0 when polling).
+  std::uint64_t cq_events() const { return cq_events_; }
   protocol::QpInfo local_endpoints() const;
   // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
   void connect(const protocol::QpInfo& remote);
@@ -101,17 +106,22 @@ class RcResources {
   void post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before, std::uint64_t last);
   void post_receive(std::size_t qp);
   void post_validated_receive(std::size_t queue, std::uint32_t slot);
-  // Polls completions, throwing on a failed one; returns how many it reaped.
+  // Polls completions, throwing on a failed one; returns how many it reaped. With cq_events, an
+  // empty CQ first sleeps until its next completion event, or 1 ms: the loops calling it still
+  // look at their deadline and stop request.
   int poll(ibv_wc* wcs, int max);
 
   ProbeSpec spec_;
   // First, so the buffer below is allocated on the node, and released last.
   NumaBinding numa_;
   std::uint8_t port_number_;
+  std::filesystem::path sysfs_root_;
   verbs::Context context_;
   verbs::PortFacts port_;
   verbs::ProtectionDomain pd_;
   verbs::RegisteredBuffer buffer_;
+  // With cq_events only; declared before the CQ, which must be destroyed first.
+  verbs::CompletionChannel channel_;
   verbs::CompletionQueue cq_;
   verbs::SharedReceiveQueue srq_;
   std::vector<verbs::QueuePair> qps_;
@@ -124,6 +134,7 @@ class RcResources {
   std::optional<RateLimiter> rate_limiter_;
   std::uint64_t post_calls_ = 0;
   std::uint64_t completions_ = 0;
+  std::uint64_t cq_events_ = 0;
   std::vector<ibv_send_wr> chain_;
   std::vector<ibv_sge> chain_sges_;
   // Slots per QP in each half of the buffer: 1 and 1 unless validating.

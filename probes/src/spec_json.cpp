@@ -44,6 +44,7 @@ nlohmann::json spec_to_json(const ProbeSpec& spec) {
   if (spec.posted_receives != 0) out["posted_receives"] = spec.posted_receives;
   if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
   if (spec.bidirectional) out["bidirectional"] = true;
+  if (spec.cq_events) out["cq_events"] = true;
   if (spec.sl != 0) out["sl"] = spec.sl;
   if (spec.traffic_class != 0) out["traffic_class"] = spec.traffic_class;
   if (spec.pkey_index != 0) out["pkey_index"] = spec.pkey_index;

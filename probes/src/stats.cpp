@@ -126,6 +126,16 @@ LatencyStats latency_stats(std::span<const TimestampNs> post_times, Operation op
   double sum = 0;
   for (std::size_t i = 0; i < measured; ++i) sum += static_cast<double>(delta[i]) / factor;
   stats.average_ns = sum / static_cast<double>(measured);
+  stats.sum_ns = sum;
+  // The kept samples are sorted: each bound's count is where the first sample above it sits.
+  std::size_t at_most = 0;
+  for (std::size_t b = 0; b < kLatencyHistogramBoundsNs.size(); ++b) {
+    while (at_most < measured &&
+           static_cast<double>(delta[at_most]) / factor <= kLatencyHistogramBoundsNs[b]) {
+      ++at_most;
+    }
+    stats.histogram_counts[b] = at_most;
+  }
   // perftest accumulates the variance through `int temp_var = average - sample` in
   // microseconds, so every deviation under 1 us counts as 0 and its t_stdev is 0 for any
   // sub-microsecond jitter, exactly the range RDMA latencies live in. Not reproduced: this is the

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "ibprobe/active_port.h"
 #include "ibprobe/crypto.h"
 #include "ibprobe/host_port.h"
 #include "ibprobe/shared_secret.h"
@@ -26,7 +27,12 @@ std::pair<std::string, std::string> split_address(const std::string& address, bo
   return {parsed->host, std::to_string(parsed->port)};
 }
 
-void print(const ProbeOutcome& outcome) {
+// What a run prints besides its figures.
+struct PrintOptions {
+  bool histogram = false;  // -H: the latency samples' histogram
+};
+
+void print(const ProbeOutcome& outcome, const PrintOptions& options) {
   const auto& spec = outcome.spec;
   std::printf(
       "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
@@ -42,16 +48,23 @@ void print(const ProbeOutcome& outcome) {
   std::printf(
       "used tx_depth=%u cq_moderation=%u post_list=%u inline_size=%u relaxed_ordering=%d "
       "outstanding_reads=%u peer_gid_index=%d peer_numa_node=%d peer_inline_size=%s "
-      "peer_relaxed_ordering=%s post_calls=%llu completions=%llu\n",
+      "peer_relaxed_ordering=%s post_calls=%llu completions=%llu completion_mode=%s "
+      "cq_events=%llu\n",
       spec.tx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
       outcome.relaxed_ordering ? 1 : 0, outcome.outstanding_reads, outcome.peer_gid_index,
       outcome.peer_numa_node, unless_unset(outcome.peer_inline_size).c_str(),
       unless_unset(outcome.peer_relaxed_ordering).c_str(),
       static_cast<unsigned long long>(outcome.post_calls),
-      static_cast<unsigned long long>(outcome.completions));
+      static_cast<unsigned long long>(outcome.completions),
+      outcome.spec.cq_events ? "events" : "polling",
+      static_cast<unsigned long long>(outcome.cq_events));
   for (const auto& check : outcome.checks) {
-    std::printf("check side=%s name=%s passed=%d detail=\"%s\"\n", check.side.c_str(),
-                check.name.c_str(), check.passed ? 1 : 0, check.detail.c_str());
+    std::printf("check side=%s name=%s passed=%s detail=\"%s\"\n", check.side.c_str(),
+                check.name.c_str(),
+                !check.applicable ? "na"
+                : check.passed    ? "1"
+                                  : "0",
+                check.detail.c_str());
   }
   for (const auto* side : {"local", "peer"}) {
     const auto& deltas = std::string(side) == "local" ? outcome.local_deltas : outcome.peer_deltas;
@@ -139,6 +152,13 @@ void print(const ProbeOutcome& outcome) {
         "t_stdev_usec=%.3f p99_usec=%.3f p99.9_usec=%.3f samples=%zu\n",
         lat->min_ns / 1e3, lat->max_ns / 1e3, lat->typical_ns / 1e3, lat->average_ns / 1e3,
         lat->stdev_ns / 1e3, lat->p99_ns / 1e3, lat->p99_9_ns / 1e3, lat->samples);
+    if (options.histogram) {
+      for (std::size_t b = 0; b < kLatencyHistogramBoundsNs.size(); ++b) {
+        std::printf("histogram le_usec=%g samples=%llu\n", kLatencyHistogramBoundsNs[b] / 1e3,
+                    static_cast<unsigned long long>(lat->histogram_counts[b]));
+      }
+      std::printf("histogram le_usec=+Inf samples=%zu\n", lat->samples);
+    }
   }
 }
 
@@ -166,14 +186,14 @@ std::vector<double> parse_values(const std::string& text) {
   return values;
 }
 
-void print(const SweepOutcome& sweep) {
+void print(const SweepOutcome& sweep, const PrintOptions& options) {
   const auto variable = std::string(to_string(sweep.sweep.variable));
   for (std::size_t i = 0; i < sweep.steps.size(); ++i) {
     const auto& step = sweep.steps[i];
     std::printf("step %zu variable=%s value=%.15g result=%s\n", i, variable.c_str(), step.value,
                 step.outcome ? "ok" : std::string(to_string(step.failure)).c_str());
     if (step.outcome) {
-      print(*step.outcome);
+      print(*step.outcome, options);
     } else {
       std::printf("error=\"%s\"\n", step.error.c_str());
     }
@@ -190,8 +210,16 @@ void print(const SweepOutcome& sweep) {
 // Every subcommand talks to one local device port, optionally proving a shared secret.
 void add_local_port_options(CLI::App& command, LocalPort& local, int& port_number,
                             std::string& secret_file) {
-  command.add_option("-d,--device", local.device, "RDMA device")->required();
-  command.add_option("-i,--ib-port", port_number, "Device port")->capture_default_str();
+  auto* device = command.add_option(
+      "-d,--device", local.device,
+      "RDMA device (default: the device of the first ACTIVE port, and that port)");
+  command.add_option("-i,--ib-port", port_number, "Device port (with -d)")
+      ->capture_default_str()
+      ->needs(device);
+  command
+      .add_option("--path.sysfs", local.sysfs_root,
+                  "Where sysfs is mounted: ports, P_Key tables, CPU frequency policies")
+      ->capture_default_str();
   command.add_option("--secret-file", secret_file,
                      "File holding the shared secret both sides must prove they hold (16 bytes "
                      "at least)");
@@ -209,7 +237,8 @@ struct RunFlags {
   std::string peer, kind = "write_bw";
   std::uint64_t size = 0, iterations = 0;
   std::uint32_t qps = 0, duration = 0, timeout = 0, post_list = 1;
-  bool use_srq = false, validate_payload = false, bidirectional = false, all_sizes = false;
+  bool use_srq = false, cq_events = false, histogram = false, validate_payload = false,
+       bidirectional = false, all_sizes = false;
   std::vector<std::string> fabric_ports;
   std::string numa = "auto", peer_numa = "auto";
   std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
@@ -235,6 +264,10 @@ void add_run_options(CLI::App& run, RunFlags& f) {
       "Run for this many seconds instead of a number of iterations (bandwidth; the default "
       "without -n: 5)");
   run.add_flag("--use-srq", f.use_srq, "Receive through a shared receive queue (send)");
+  run.add_flag("-H,--histogram", f.histogram,
+               "Latency: print the histogram of the samples (cumulative, per upper bound)");
+  run.add_flag("-e,--events", f.cq_events,
+               "Sleep on completion events instead of polling the CQ (both sides)");
   run.add_option("--fabric-port", f.fabric_ports,
                  "LID:PORT of a switch port on the path, read over PerfMgt MADs around the run");
   run.add_option("--timeout", f.timeout, "Seconds the whole run may take (default: the spec's)");
@@ -331,6 +364,7 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
     spec.timeout_seconds = std::max(spec.timeout_seconds, f.duration + 10);
   }
   spec.use_srq = f.use_srq;
+  spec.cq_events = f.cq_events;
   spec.validation = f.validate_payload;
   spec.posted_receives = f.posted_receives;
   if (f.receive_sges > 0) spec.receive_sges = f.receive_sges;
@@ -384,6 +418,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
     for (const auto& problem : lane) std::cerr << "ibprobe_probe: " << problem << "\n";
     return 2;
   }
+  std::printf("local device=%s port=%u\n", local.device.c_str(), unsigned{local.port});
   const auto [host, port] = split_address(f.peer, false);
   RunOptions options;
   options.fabric_ports = f.fabric_ports;
@@ -420,7 +455,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
       return 2;
     }
     const auto outcome = run_sweep(local, host, port, *sweep, options);
-    print(outcome);
+    print(outcome, PrintOptions{.histogram = f.histogram});
     return outcome.complete() ? 0 : 1;
   }
   const auto valid = validate(spec);
@@ -433,7 +468,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
     std::cerr << "ibprobe_probe: " << outcome.error().message << "\n";
     return 1;
   }
-  print(*outcome);
+  print(*outcome, PrintOptions{.histogram = f.histogram});
   // A validating run that found errors is a failed check, whatever its throughput.
   if (outcome->validation && outcome->validation->errors > 0) return 3;
   return 0;
@@ -540,6 +575,18 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   local.port = static_cast<std::uint8_t>(port_number);
+  // As perftest takes the first device when -d is not given; here the first whose port is
+  // ACTIVE, since a run on a port that is down can only fail.
+  if (local.device.empty()) {
+    const auto active = ibprobe::collectors::first_active_port(local.sysfs_root);
+    if (!active) {
+      std::cerr << "ibprobe_probe: no -d given, and no ACTIVE port under "
+                << (local.sysfs_root / "class" / "infiniband").string() << "\n";
+      return 2;
+    }
+    local.device = active->device;
+    local.port = active->port;
+  }
   std::string secret;
   try {
     if (!secret_file.empty()) {

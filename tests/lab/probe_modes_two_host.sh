@@ -5,6 +5,7 @@
 #   bytes), where a one-way run leaves the responder sending ACKs only; the reported BW is the
 #   sum of both directions; ib_write_bw -b on the same devices beside it; send -b the same,
 #   both sides keeping receives posted, ib_send_bw -b beside it;
+# - completion events (-e): the run sleeps on its CQ's events and says so, ib_send_lat -e beside;
 # - rate limit: BW within the cap and well under the unlimited run of the same module; pps
 #   caps the message rate; the hardware limiter is refused on rxe, auto falls back to software;
 # - message-size sweep (--sizes, -a): one result per size, each with the packet count of its
@@ -112,6 +113,37 @@ check_bidirectional_send() {
         || fail "ib_send_bw -b beside it failed (its output above)"
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
     note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $responder_tx B, initiator $initiator_tx B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
+}
+
+# -e: both sides sleep on their CQ's completion channel instead of polling it. The initiator of
+# send_lat waits for each reply's receive completion, so it sleeps on events; without -e it never
+# does. ib_send_lat -e beside it on the same devices. -H prints the samples' histogram: cumulative
+# counts that end at the sample count, at least half of them at or below t_typical's bound.
+check_cq_events() {
+    local out events polled theirs
+    out=$(run_probe -t send_lat -n 500 -e -H) || fail "send_lat -e -H failed: $out"
+    python3 - "$out" <<'PY' || fail "-H: the histogram does not describe the samples: $out"
+import re, sys
+out = sys.argv[1]
+samples = int(re.search(r"\bsamples=(\d+)\n", out).group(1))
+typical = float(re.search(r"t_typical_usec=([0-9.]+)", out).group(1))
+rows = re.findall(r"^histogram le_usec=(\S+) samples=(\d+)$", out, re.M)
+assert len(rows) == 14 and rows[-1] == ("+Inf", str(samples)), rows
+counts = [int(c) for _, c in rows]
+assert counts == sorted(counts), counts
+at_typical = next(int(c) for b, c in rows if b == "+Inf" or float(b) >= typical)
+assert 2 * at_typical >= samples, (typical, rows)
+print("histogram:", " ".join(f"{b}:{c}" for b, c in rows))
+PY
+    grep -q ' completion_mode=events ' <<<"$out" || fail "-e is not reported as events: $out"
+    events=$(field "$out" cq_events)
+    ((events > 0)) || fail "-e: the initiator never slept on a completion event: $out"
+    polled=$(run_probe -t send_lat -n 500) || fail "send_lat failed: $polled"
+    grep -q ' completion_mode=polling cq_events=0$' <<<"$polled" \
+        || fail "without -e the run is not polling, or slept on events: $polled"
+    theirs=$(lab_perftest_pair A B ib_send_lat -e -n 500) \
+        || fail "ib_send_lat -e beside it failed (its output above)"
+    note "send_lat -e: t_typical $(field "$out" t_typical_usec) us after $events completion events; polling: t_typical $(field "$polled" t_typical_usec) us; ib_send_lat -e -n 500: t_typical $(awk '$1 == 2 && NF >= 5 { print $5; exit }' <<<"$theirs") us"
 }
 
 # The software limiter paces posts (one post list per ibv_post_send here): over the run's
@@ -304,6 +336,7 @@ main() {
         || fail "cannot start the responder in VM A"
     lab_wait_listen A "$RESPONDER_PORT"
     check_bidirectional
+    check_cq_events
     check_rate_limit
     check_sizes
     check_sweep

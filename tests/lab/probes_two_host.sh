@@ -116,6 +116,40 @@ check_fabric_ports_unavailable() {
     note "fabric port on RoCE: $(grep 'name=fabric_ports' <<<"$out")"
 }
 
+# Without -d the probe runs on the first ACTIVE port, rxe0 port 1. The VMs' kernels scale no CPU
+# frequency: both sides report the cpu_frequency check as not applicable, with the reason. A
+# sysfs tree (--path.sysfs) whose cpu0 runs the powersave governor below its maximum, with the
+# VM's own /sys/class beside it for the port's counters, fails the check on that side alone, and
+# the run completes with its figures and counter deltas.
+check_default_device_and_cpu_frequency() {
+    local out tree side
+    out=$(lab exec --timeout 120 B -- "$PROBE" run -u "$LAB_QP_TIMEOUT" -t write_bw -n 100 \
+        "$(lab addr A):$RESPONDER_PORT") || fail "a run without -d failed: $out"
+    grep -qx 'local device=rxe0 port=1' <<<"$out" || fail "without -d: not rxe0 port 1: $out"
+    for side in local peer; do
+        grep -q "check side=$side name=cpu_frequency passed=na detail=\"no cpufreq policy for cpu 0 in /sys/devices/system/cpu: the kernel scales no frequency here" <<<"$out" \
+            || fail "$side cpu_frequency is not reported as not applicable: $out"
+    done
+    note "no -d: $(grep '^local device' <<<"$out"); $(grep 'side=peer name=cpu_frequency' <<<"$out")"
+
+    tree=$(mktemp -d -p /tmp ibprobe-lab-sysfs.XXXXXX)
+    ln -s /sys/class "$tree/class"
+    mkdir -p "$tree/devices/system/cpu/cpu0/cpufreq"
+    echo powersave >"$tree/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+    echo 1000000 >"$tree/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"
+    echo 3000000 >"$tree/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
+    out=$(run_probe write_bw -n 100 --path.sysfs "$tree") || fail "the run with a slow core failed: $out"
+    rm -rf "$tree"
+    grep -q 'check side=local name=cpu_frequency passed=0 detail="cpu 0: governor powersave, not performance; cpu 0: 1000 MHz, under its maximum 3000 MHz"' <<<"$out" \
+        || fail "the powersave core did not fail cpu_frequency: $out"
+    grep -q 'check side=peer name=cpu_frequency passed=na ' <<<"$out" \
+        || fail "the peer's cpu_frequency changed with this side's tree: $out"
+    positive_number "$(field "$out" bw_average_MiBps)" || fail "no bandwidth beside the failed check: $out"
+    grep -Eq 'delta side=local counter=hw_counters/sent_pkts status=valid value=[1-9]' <<<"$out" \
+        || fail "no local sent_pkts delta through the tree's /sys/class: $out"
+    note "powersave core: $(grep 'side=local name=cpu_frequency' <<<"$out"), the run completed"
+}
+
 check_invalid_spec() {
     local out rc=0
     out=$(run_probe write_lat -q 4 2>&1) || rc=$?
@@ -138,6 +172,7 @@ main() {
     check_kind write_bw bw_average_MiBps -D 6
     check_numa
     check_fabric_ports_unavailable
+    check_default_device_and_cpu_frequency
     check_invalid_spec
     check_peer_killed_mid_run
 }

@@ -109,7 +109,9 @@ ProbeOutcome bandwidth_outcome() {
   o.link.diagnosis = probes::Diagnosis::kHostSideBottleneck;
   o.checks = {{"local", "port_active", true, ""},
               {"peer", "rate_match", false, "100 Gb/s against 200 Gb/s"},
-              {"both", "version_match", true, ""}};
+              {"both", "version_match", true, ""},
+              // Not applicable: absent from the page.
+              {"peer", "cpu_frequency", false, "no cpufreq policy for cpu 0", false}};
   o.local_deltas = {valid("port_xmit_data", 2.62144e9, "informative"),
                     valid("symbol_error", 3, "error"),
                     unknown("port_rcv_errors", DeltaStatus::kReset, "error"),
@@ -125,6 +127,9 @@ ProbeOutcome latency_outcome() {
   ProbeOutcome o;
   o.spec.message_size = 2;
   o.latency = probes::LatencyStats{1000, 1820, 9350.5, 2110, 2240.25, 310.75, 4020, 8800};
+  o.latency->histogram_counts = {0,    412,  993,  1000, 1000, 1000, 1000,
+                                 1000, 1000, 1000, 1000, 1000, 1000};
+  o.latency->sum_ns = 2240250;
   o.setup_seconds = 0.0125;
   o.link.diagnosis = probes::Diagnosis::kInconclusive;
   return o;

@@ -111,7 +111,9 @@ ProbeOutcome bandwidth_outcome(const probes::ProbeSpec& spec) {
   // 5000 messages of 64 KiB in 0.25 s.
   outcome.bandwidth = probes::BandwidthStats{5000, 0.25, 1310720000, 20000, 1.5e9};
   outcome.checks = {{"local", "port_active", true, "ACTIVE"},
-                    {"both", "rate_match", false, "100 vs 200 Gb/s"}};
+                    {"both", "rate_match", false, "100 vs 200 Gb/s"},
+                    {"local", "cpu_frequency", false, "cpu 1: governor powersave, not performance"},
+                    {"peer", "cpu_frequency", false, "no cpufreq policy for cpu 0", false}};
   outcome.local_deltas = {
       {"port_xmit_data", probes::DeltaStatus::kValid, 335544320, false, "informative"},
       {"symbol_error", probes::DeltaStatus::kValid, 0, true, "error"},
@@ -322,6 +324,10 @@ TEST_F(ProbeApiTest, ProbeSuccessBandwidth) {
   EXPECT_EQ(got.at("rdma_probe_line_rate_ratio"), 0.105);
   EXPECT_EQ(got.at(series("rdma_probe_check", {{"side", "local"}, {"check", "port_active"}})), 1);
   EXPECT_EQ(got.at(series("rdma_probe_check", {{"side", "both"}, {"check", "rate_match"}})), 0);
+  EXPECT_EQ(got.at(series("rdma_probe_check", {{"side", "local"}, {"check", "cpu_frequency"}})), 0);
+  // The peer's cores have no cpufreq policy: neither a pass nor a failure.
+  EXPECT_FALSE(
+      got.contains(series("rdma_probe_check", {{"side", "peer"}, {"check", "cpu_frequency"}})));
   // An error-class counter moved (or is unknown): the run is not clean.
   EXPECT_EQ(got.at(series("rdma_probe_check", {{"side", "both"}, {"check", "errors_clean"}})), 0);
   EXPECT_EQ(got.at(series("rdma_probe_diagnosis", {{"diagnosis", "host_side_bottleneck"}})), 1);
@@ -420,6 +426,10 @@ TEST_F(ProbeApiTest, DebugShowsTheResolvedModule) {
   EXPECT_NE(debug.body.find("\"message_size\":4096"), std::string::npos) << debug.body;
   EXPECT_NE(debug.body.find("7:1"), std::string::npos) << debug.body;
   EXPECT_NE(debug.body.find("Check both/rate_match: FAILED"), std::string::npos) << debug.body;
+  EXPECT_NE(
+      debug.body.find("Check peer/cpu_frequency: not applicable (no cpufreq policy for cpu 0)"),
+      std::string::npos)
+      << debug.body;
   EXPECT_NE(debug.body.find("probe_success 1"), std::string::npos);
 }
 
@@ -561,7 +571,17 @@ TEST_F(ProbeApiTest, AsyncApiStartAndWait) {
   EXPECT_TRUE(result["deltas"]["peer"][0]["delta"].is_null());
   EXPECT_EQ(result["deltas"]["peer"][0]["status"], "reset");
   EXPECT_EQ(result["deltas"]["fabric"]["0x1a:3"][0]["counter"], "port_xmit_wait");
-  EXPECT_EQ(result["checks"].size(), 2u);
+  ASSERT_EQ(result["checks"].size(), 4u);
+  EXPECT_EQ(result["checks"][2], json({{"side", "local"},
+                                       {"name", "cpu_frequency"},
+                                       {"applicable", true},
+                                       {"passed", false},
+                                       {"detail", "cpu 1: governor powersave, not performance"}}));
+  EXPECT_EQ(result["checks"][3], json({{"side", "peer"},
+                                       {"name", "cpu_frequency"},
+                                       {"applicable", false},
+                                       {"passed", nullptr},
+                                       {"detail", "no cpufreq policy for cpu 0"}}));
 }
 
 TEST_F(ProbeApiTest, AsyncApiShowsQueuedRunningAndFailed) {

@@ -548,6 +548,13 @@ TEST(ProbeConfigModesTest, BidirectionalAndRateLimitReachTheSpec) {
   EXPECT_TRUE(send_both_ways.modules.at("m").spec.bidirectional);
 }
 
+TEST(ProbeConfigModesTest, CqEventsReachTheSpec) {
+  EXPECT_TRUE(module_spec("    cq_events: true\n").cq_events);
+  EXPECT_FALSE(module_spec("    cq_events: false\n").cq_events);
+  EXPECT_FALSE(module_spec("").cq_events);
+  expect_error_at(one_module("    cq_events: sometimes\n"), 4, "cq_events");
+}
+
 TEST(ProbeConfigModesTest, AListOfSizesIsASweepOverMessageSize) {
   const auto module = one_parsed_module("    message_size: [4096, 65536]\n    duration: 5s\n");
   ASSERT_TRUE(module.sweep);

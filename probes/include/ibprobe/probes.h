@@ -4,6 +4,7 @@
 // touches verbs or sysfs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <expected>
 #include <filesystem>
@@ -121,6 +122,9 @@ struct ProbeSpec {
   std::uint32_t pkey_index = 0;
   RcKnobs rc;
   bool use_srq = false;
+  // perftest's -e: each side sleeps on its CQ's completion channel whenever the CQ is empty,
+  // instead of polling it; the latencies then include the interrupt and the wake-up.
+  bool cq_events = false;
   // Where the initiator binds CPU and buffers, and where the responder does: each host's HCA
   // sits on its own node, so the choice is per side.
   NumaPolicy numa = NumaPolicy::kAuto;
@@ -261,6 +265,11 @@ TimestampNs steady_now_ns();
 
 // One-way latency: round trip / 2 for write and send; read is reported unhalved, as perftest
 // does. n = samples kept after dropping the two largest, d = all samples sorted.
+// Upper bounds of a latency run's histogram, in ns: 1 us to 10 ms, 1-2-5 per decade, from
+// RDMA's single microseconds to a congested or emulated path's milliseconds.
+inline constexpr std::array<double, 13> kLatencyHistogramBoundsNs = {
+    1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7};
+
 struct LatencyStats {
   std::size_t samples = 0;  // n
   double min_ns = 0;
@@ -270,6 +279,10 @@ struct LatencyStats {
   double stdev_ns = 0;  // population deviation; perftest's truncates to whole microseconds
   double p99_ns = 0;    // d[ceil(n * 0.99)]
   double p99_9_ns = 0;  // d[ceil(n * 0.999)]
+  // The distribution of the same n samples (perftest's -H prints one): how many were at most
+  // each bound of kLatencyHistogramBoundsNs, cumulative, and their sum.
+  std::array<std::uint64_t, kLatencyHistogramBoundsNs.size()> histogram_counts{};
+  double sum_ns = 0;
 };
 
 // From the post time of every ping-pong iteration, in order: sample i = t[i+1] - t[i].

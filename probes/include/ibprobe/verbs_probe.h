@@ -48,6 +48,9 @@ struct ProbeOutcome {
   // (one per cq_moderation messages).
   std::uint64_t post_calls = 0;
   std::uint64_t completions = 0;
+  // How this side waited for completions: "events" (spec.cq_events: slept on the completion
+  // channel, cq_events times) or "polling".
+  std::uint64_t cq_events = 0;
   // A bidirectional run reports the sum of both directions here, as perftest prints it, and each
   // direction below: this side's posting, and the responder's as it measured it.
   std::optional<BandwidthStats> bandwidth;
@@ -68,6 +71,8 @@ struct ProbeOutcome {
     std::string name;
     bool passed = false;
     std::string detail;
+    // False where the side has nothing to check (cpu_frequency in a VM); detail says why.
+    bool applicable = true;
   };
   std::vector<Check> checks;
 

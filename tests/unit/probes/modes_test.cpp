@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ibprobe/probes.h"
+#include "ibprobe/spec_json.h"
 #include "ibprobe/sweep.h"
 #include "protocol.h"
 #include "rate_pacer.h"
@@ -73,6 +74,19 @@ TEST(ModesOnTheWire, SpecAndResultCarryThem) {
   EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
   result.bandwidth->peak_bytes_per_second.reset();
   EXPECT_EQ(std::get<protocol::Result>(protocol::round_trip(result)), result);
+}
+
+// -e reaches the responder, which sleeps on its own CQ's events too; a spec without it reads as
+// it always did to a responder that predates it.
+TEST(ModesOnTheWire, CqEventsTravelOnlyWhenAsked) {
+  auto spec = default_spec(Operation::kWrite, TestKind::kLatency);
+  EXPECT_FALSE(spec_to_json(spec).contains("cq_events"));
+  spec.cq_events = true;
+  EXPECT_EQ(spec_to_json(spec).at("cq_events"), true);
+  const protocol::ProbeRequest request{spec};
+  const auto decoded = std::get<protocol::ProbeRequest>(protocol::round_trip(request));
+  EXPECT_TRUE(decoded.spec.cq_events);
+  EXPECT_EQ(decoded, request);
 }
 
 TEST(ModesOnTheWire, ARateLimitWithAnUnknownUnitIsRefused) {

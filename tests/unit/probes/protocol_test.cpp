@@ -192,7 +192,9 @@ TEST(ProtocolRoundTrip, QpInfoAtTheEdgesOfEveryField) {
 
 TEST(ProtocolRoundTrip, Result) {
   Result result;
-  result.checks = {{"port_active", true, "4: ACTIVE"}, {"sm_lid", false, "sm_lid 0"}};
+  result.checks = {{"port_active", true, "4: ACTIVE"},
+                   {"sm_lid", false, "sm_lid 0"},
+                   {"cpu_frequency", false, "no cpufreq policy", false}};
   result.before = {
       // The class names are not sent: the initiator classifies both sides with its own table.
       {"port_xmit_data",
@@ -462,6 +464,19 @@ TEST(ProtocolDecode, UnknownErrorCode) {
   const auto error = decode_error(frame(MessageType::kError, R"({"code":"oops","text":"t"})"));
   EXPECT_EQ(error.kind, DecodeErrorKind::kOutOfRange);
   EXPECT_THAT(error.message, HasSubstr("code='oops' is not one of"));
+}
+
+// A responder of an earlier release sends no "applicable": its checks all applied.
+TEST(ProtocolDecode, AChecksApplicabilityDefaultsToApplicable) {
+  const auto decoded =
+      decode(frame(MessageType::kResult,
+                   R"({"checks":[{"name":"port_active","passed":true,"detail":"4: ACTIVE"}],)"
+                   R"("before":{},"after":{}})"));
+  ASSERT_TRUE(decoded.has_value());
+  const auto& checks = std::get<Result>(*decoded).checks;
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].applicable);
+  EXPECT_TRUE(checks[0].passed);
 }
 
 TEST(ProtocolDecode, UnknownFieldsAreIgnoredForForwardCompatibility) {

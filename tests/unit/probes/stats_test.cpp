@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <ostream>
@@ -36,6 +37,19 @@ TEST(LatencyStats, OddKeptCountHalvesWriteRoundTrips) {
   // ceil(5 * 0.99) = ceil(5 * 0.999) = 5: that same second largest sample.
   EXPECT_DOUBLE_EQ(stats.p99_ns, 2500);
   EXPECT_DOUBLE_EQ(stats.p99_9_ns, 2500);
+}
+
+TEST(LatencyStats, HistogramCountsTheKeptOneWaySamplesAtMostEachBound) {
+  // Sorted round trips 1800 2000 2002 4000 9000 30000 | 50000 60000 (dropped); one way: 900
+  // 1000 1001 2000 4500 15000 ns. A bound holds the samples equal to it.
+  const auto stats = latency_stats(post_times({2000, 1800, 9000, 60000, 2002, 4000, 30000, 50000}),
+                                   Operation::kWrite);
+  ASSERT_EQ(stats.samples, 6u);
+  const std::array<std::uint64_t, 13> expected = {2, 4, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6};
+  EXPECT_EQ(stats.histogram_counts, expected);
+  EXPECT_DOUBLE_EQ(stats.sum_ns, 24401);
+  EXPECT_EQ(kLatencyHistogramBoundsNs.front(), 1e3);
+  EXPECT_EQ(kLatencyHistogramBoundsNs.back(), 1e7);
 }
 
 TEST(LatencyStats, SendIsHalvedLikeWrite) {
