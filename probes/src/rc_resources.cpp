@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -331,13 +332,24 @@ protocol::SideFacts RcResources::facts() const {
   return facts;
 }
 
+namespace {
+// How long an empty CQ waits for its completion event before it is polled again. perftest blocks
+// in ibv_get_cq_event without a limit. On rxe (Debian 12's 6.1 kernel) the event of some
+// completions did not come within 100 ms, though the CQ had been armed before it was last found
+// empty and the next poll found them: with a 100 ms wait a send_lat -e iteration took 60 ms on
+// average. The short wait bounds what such a late event costs.
+constexpr std::chrono::milliseconds kEventWait{1};
+}  // namespace
+
 int RcResources::poll(ibv_wc* wcs, int max) {
   int n = ibv_poll_cq(cq_.get(), max, wcs);
   if (n == 0 && channel_) {
     // perftest's ctx_notify_events: take the event, acknowledge it (ibv_destroy_cq waits for
     // every event to be), arm the CQ again, then poll what raised it.
     pollfd ready{.fd = channel_->fd, .events = POLLIN, .revents = 0};
-    if (::poll(&ready, 1, 1) > 0) {
+    if (::poll(&ready, 1, static_cast<int>(kEventWait.count())) <= 0) {
+      event_wait_timed_out_ = true;
+    } else {
       ibv_cq* event_cq = nullptr;
       void* event_context = nullptr;
       if (ibv_get_cq_event(channel_.get(), &event_cq, &event_context) == 0) {

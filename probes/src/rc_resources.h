@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ibprobe/probes.h"
@@ -107,9 +108,14 @@ class RcResources {
   void post_receive(std::size_t qp);
   void post_validated_receive(std::size_t queue, std::uint32_t slot);
   // Polls completions, throwing on a failed one; returns how many it reaped. With cq_events, an
-  // empty CQ first sleeps until its next completion event, or 1 ms: the loops calling it still
-  // look at their deadline and stop request.
+  // empty CQ first sleeps until its next completion event, or kEventWait.
   int poll(ibv_wc* wcs, int max);
+  // Whether a waiting loop at its `spins`-th empty turn looks at its clock (deadline, stop,
+  // peer): every kSpinsPerClockCheck turns of polling, and after every wait for a completion
+  // event that timed out, since such a turn took kEventWait.
+  bool clock_check_due(unsigned spins) {
+    return spins % verbs::kSpinsPerClockCheck == 0 || std::exchange(event_wait_timed_out_, false);
+  }
 
   ProbeSpec spec_;
   // First, so the buffer below is allocated on the node, and released last.
@@ -135,6 +141,7 @@ class RcResources {
   std::uint64_t post_calls_ = 0;
   std::uint64_t completions_ = 0;
   std::uint64_t cq_events_ = 0;
+  bool event_wait_timed_out_ = false;
   std::vector<ibv_send_wr> chain_;
   std::vector<ibv_sge> chain_sges_;
   // Slots per QP in each half of the buffer: 1 and 1 unless validating.

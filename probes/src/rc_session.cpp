@@ -10,7 +10,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using verbs::kPollBatch;
-using verbs::kSpinsPerClockCheck;
 // A ping-pong's waits make no system call while answers come on time: the guard's checks (the
 // peer's control socket, the deadline) run between iterations every kIterationsPerGuardCheck,
 // and inside a wait only once its answer is late, when that sample is an outlier anyway.
@@ -101,7 +100,7 @@ BandwidthStats RcSession::run_bandwidth_iterations(const RunGuard& guard) {
     }
     const int n = poll(wcs, kPollBatch);
     if (n == 0) {
-      if (++spins % kSpinsPerClockCheck == 0) {
+      if (clock_check_due(++spins)) {
         check(guard,
               "completions (" + std::to_string(total_done) + " of " + std::to_string(total) +
                   " messages done, " + std::to_string(total_sent - total_done) + " in flight" +
@@ -209,7 +208,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
       s.in_flight -= batch;
       total_done += batch;
     }
-    if (spins % kSpinsPerClockCheck == 0) {
+    if (clock_check_due(spins)) {
       std::uint64_t in_flight = 0;
       for (const auto& s : state) in_flight += s.in_flight;
       check(guard,
@@ -240,7 +239,7 @@ void RcSession::receive_until_peer_finished(const RunGuard& guard) {
   for (unsigned spins = 1;; ++spins) {
     const int n = poll(wcs, kPollBatch);
     for (int i = 0; i < n; ++i) took_receive(wcs[i]);
-    if (spins % kSpinsPerClockCheck == 0) {
+    if (clock_check_due(spins)) {
       if (guard.peer_finished()) return;
       check(guard,
             "the end of the peer's sends (" + std::to_string(received_) + " messages received)",
@@ -316,7 +315,7 @@ void RcSession::exchange(std::uint64_t i, TimestampNs sent_at, const RunGuard& g
       }
     }
     if (spec_.operation == Operation::kWrite && !answered && *arrival == mark) answered = true;
-    if (spins % kSpinsPerClockCheck == 0 && late(sent_at)) {
+    if (clock_check_due(spins) && late(sent_at)) {
       check(guard,
             "the peer's answer to iteration " + std::to_string(i + 1) +
                 (spec_.iterations ? " of " + std::to_string(*spec_.iterations) : std::string()) +
@@ -360,7 +359,7 @@ void RcSession::serve_latency(const RunGuard& guard) {
     const TimestampNs waiting_since = steady_now_ns();
     for (unsigned spins = 1;; ++spins) {
       if (spec_.operation == Operation::kWrite ? *arrival == mark : (reap(), received > i)) break;
-      if (spins % kSpinsPerClockCheck == 0 && late(waiting_since)) {
+      if (clock_check_due(spins) && late(waiting_since)) {
         if (!counted && guard.peer_finished && guard.peer_finished()) return;
         check(guard,
               "the initiator's message " + std::to_string(i + 1) +
@@ -372,7 +371,7 @@ void RcSession::serve_latency(const RunGuard& guard) {
     post(0, 1, 0, 1);
     const TimestampNs answered_at = steady_now_ns();
     for (unsigned spins = 1; !reap(); ++spins) {
-      if (spins % kSpinsPerClockCheck == 0 && late(answered_at)) {
+      if (clock_check_due(spins) && late(answered_at)) {
         check(guard, "our answer's completion", context_.get(), port_number_);
       }
     }
@@ -394,7 +393,7 @@ void RcSession::serve_send_bandwidth(const RunGuard& guard) {
       ++received;
       post_receive(srq_ ? 0 : static_cast<std::size_t>(wcs[c].wr_id));
     }
-    if (spins % kSpinsPerClockCheck == 0) {
+    if (clock_check_due(spins)) {
       if (!counted && guard.peer_finished && guard.peer_finished()) return;
       check(guard, "message " + std::to_string(received + 1) + " from the initiator",
             context_.get(), port_number_);

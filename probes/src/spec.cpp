@@ -194,6 +194,13 @@ void check_message(const ProbeSpec& spec, Violations& out) {
     out.push_back("use_srq applies only to send: RDMA " + std::string(to_string(spec.operation)) +
                   " consumes no receive requests");
   }
+  // perftest refuses -e with WRITE: the side written to learns of a write by polling memory,
+  // which raises no completion to sleep on.
+  if (spec.cq_events && spec.operation == Operation::kWrite) {
+    out.push_back(
+        "cq_events applies to read and send: an RDMA write raises no completion at the side it "
+        "writes to, which polls memory for it (perftest refuses -e with WRITE too)");
+  }
 }
 
 void check_link(const ProbeSpec& spec, Violations& out) {

@@ -23,7 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using verbs::kPollBatch;
-using verbs::kSpinsPerClockCheck;
 constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
 // Slot scans between looks at the control connection while the writes stream in.
 constexpr unsigned kScansPerPeerCheck = 64;
@@ -152,7 +151,7 @@ BandwidthStats RcSession::run_bandwidth_validated(const RunGuard& guard) {
       total_done += batch;
       if (counted) completed[total_done - 1] = now;
     }
-    if (n == 0 && spins % kSpinsPerClockCheck == 0) {
+    if (n == 0 && clock_check_due(spins)) {
       check_guard(guard, "completions of a validating run (" + std::to_string(total_done) +
                              " messages done, " + std::to_string(total_sent - total_done) +
                              " in flight)");
@@ -241,7 +240,7 @@ void RcSession::serve_send_validated(const RunGuard& guard) {
       }
       post_validated_receive(queue, id.sequence);
     }
-    if (spins % kSpinsPerClockCheck == 0 && !draining) {
+    if (clock_check_due(spins) && !draining) {
       if (!counted && guard.peer_finished && guard.peer_finished()) {
         draining = true;
         quiet_since = Clock::now();

@@ -5,14 +5,18 @@
 # median and interquartile range of the per-round ratio ibprobe / perftest for BW average,
 # BW peak, t_min, t_typical, t_avg and p99. One-host loopback (two QPs on one rxe device) and
 # two-host.
-# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES]
-#   defaults: build, 15, "one two"
+# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES] [LATENCY_OPTIONS] [VERB]
+#   defaults: build, 15, "one two", none, write; LATENCY_OPTIONS are given to both tools' latency
+#   runs, e.g. "-e" with VERB send to compare completion events with ib_send_lat -e (perftest
+#   refuses -e with write); VERB is write, read or send, for both kinds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 build=$(realpath "${1:-build}")
 rounds=${2:-15}
 modes=${3:-one two}
+latency_extra=${4:-}
+verb=${5:-write}
 probe=$build/probes/ibprobe_probe
 [[ -x $probe ]] || { echo "build first: $probe" >&2; exit 1; }
 lab=$PWD/deploy/lab/lab.sh
@@ -24,7 +28,7 @@ trap 'rm -f "$results"; "$lab" down >/dev/null 2>&1 || true' EXIT
 # One option set per kind, spelled for both tools. Both apply perftest's effective defaults on
 # top (tx depth 128, CQ moderation 1 above 8 KiB, inline 0 on rxe), which ibprobe prints.
 bw_options() { echo "-s 65536 -n $1"; }
-lat_options="-s 2 -n 1000"
+lat_options="-s 2 -n 1000${latency_extra:+ $latency_extra}"
 
 perftest_run() { # SERVER CLIENT TOOL OPTIONS...
   local server=$1 client=$2 tool=$3 job out
@@ -58,23 +62,24 @@ one_round() { # MODE ROUND BW_ITERATIONS
   for tool in $order; do
     if [[ $tool == perftest ]]; then
       # shellcheck disable=SC2046
-      out=$(perftest_run "$server" "$client" ib_write_bw $(bw_options "$iterations"))
+      out=$(perftest_run "$server" "$client" "ib_${verb}_bw" $(bw_options "$iterations"))
       read -r peak average < <(perftest_columns "$out" 'BW average' 3 4)
       echo "$mode $round perftest bw_average $average" >>"$results"
       echo "$mode $round perftest bw_peak $peak" >>"$results"
       # shellcheck disable=SC2086
-      out=$(perftest_run "$server" "$client" ib_write_lat $lat_options)
+      out=$(perftest_run "$server" "$client" "ib_${verb}_lat" $lat_options)
       read -r t_min t_typical t_avg p99 < <(perftest_columns "$out" 't_typical' 3 5 6 8)
     else
       # shellcheck disable=SC2046
-      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t write_bw \
+      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t "${verb}_bw" \
         $(bw_options "$iterations") "$("$lab" addr "$server"):$port")
       echo "$mode $round ibprobe bw_average $(probe_field "$out" bw_average_MiBps)" >>"$results"
       echo "$mode $round ibprobe bw_peak $(probe_field "$out" bw_peak_MiBps)" >>"$results"
       ((round == 1)) && echo "  ibprobe used: $(grep '^used' <<<"$out")" >&2
       # shellcheck disable=SC2086
-      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t write_lat $lat_options \
+      out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t "${verb}_lat" $lat_options \
         "$("$lab" addr "$server"):$port")
+      ((round == 1)) && echo "  ibprobe latency used: $(grep '^used' <<<"$out")" >&2
       t_min=$(probe_field "$out" t_min_usec)
       t_typical=$(probe_field "$out" t_typical_usec)
       t_avg=$(probe_field "$out" t_avg_usec)
@@ -92,10 +97,10 @@ for mode in $modes; do
   "$lab" spawn --name responder A -- "$probe" serve -d rxe0 --listen ":$port" >/dev/null
   iterations=2000
   [[ $mode == two ]] && iterations=500
-  echo "$mode-host: perftest: ib_write_bw -d rxe0 -x GID -F $(bw_options "$iterations") ;" \
-    "ib_write_lat -d rxe0 -x GID -F $lat_options" >&2
-  echo "$mode-host: ibprobe:  ibprobe_probe run -d rxe0 -t write_bw $(bw_options "$iterations") ;" \
-    "ibprobe_probe run -d rxe0 -t write_lat $lat_options" >&2
+  echo "$mode-host: perftest: ib_${verb}_bw -d rxe0 -x GID -F $(bw_options "$iterations") ;" \
+    "ib_${verb}_lat -d rxe0 -x GID -F $lat_options" >&2
+  echo "$mode-host: ibprobe:  ibprobe_probe run -d rxe0 -t ${verb}_bw $(bw_options "$iterations") ;" \
+    "ibprobe_probe run -d rxe0 -t ${verb}_lat $lat_options" >&2
   for ((round = 1; round <= rounds; round++)); do
     one_round "$mode" "$round" "$iterations"
     echo "$mode-host round $round of $rounds done" >&2
@@ -103,14 +108,14 @@ for mode in $modes; do
   "$lab" down >/dev/null
 done
 
-python3 - "$results" "$rounds" <<'EOF'
+python3 - "$results" "$rounds" "$latency_extra" "$verb" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 rows = [line.split() for line in open(sys.argv[1])]
 figures = defaultdict(dict)
 for mode, rnd, tool, figure, value in rows:
     figures[(mode, figure)].setdefault(int(rnd), {})[tool] = float(value)
-print(f"write_bw / write_lat, rxe in the lab (QEMU TCG), {sys.argv[2]} ABBA rounds; ratio = ibprobe / perftest per round")
+print(f"{sys.argv[4]}_bw / {sys.argv[4]}_lat {sys.argv[3]}, rxe in the lab (QEMU TCG), {sys.argv[2]} ABBA rounds; ratio = ibprobe / perftest per round")
 print(f"{'mode':<8} {'figure':<12} {'perftest med':>12} {'ibprobe med':>12} {'ratio med':>10} {'ratio IQR':>16} {'rounds':>6}")
 for (mode, figure), by_round in figures.items():
     pairs = [(r['perftest'], r['ibprobe']) for r in by_round.values()

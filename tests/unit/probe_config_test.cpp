@@ -549,10 +549,14 @@ TEST(ProbeConfigModesTest, BidirectionalAndRateLimitReachTheSpec) {
 }
 
 TEST(ProbeConfigModesTest, CqEventsReachTheSpec) {
-  EXPECT_TRUE(module_spec("    cq_events: true\n").cq_events);
-  EXPECT_FALSE(module_spec("    cq_events: false\n").cq_events);
-  EXPECT_FALSE(module_spec("").cq_events);
+  const auto send_lat = [](const std::string& field) {
+    return probe_config_ok("modules:\n  m:\n    kind: send_lat\n" + field).modules.at("m").spec;
+  };
+  EXPECT_TRUE(send_lat("    cq_events: true\n").cq_events);
+  EXPECT_FALSE(send_lat("    cq_events: false\n").cq_events);
+  EXPECT_FALSE(send_lat("").cq_events);
   expect_error_at(one_module("    cq_events: sometimes\n"), 4, "cq_events");
+  expect_error_at(one_module("    cq_events: true\n"), 3, "cq_events applies to read and send");
 }
 
 TEST(ProbeConfigModesTest, AListOfSizesIsASweepOverMessageSize) {

@@ -78,8 +78,23 @@ TEST(ModesOnTheWire, SpecAndResultCarryThem) {
 
 // -e reaches the responder, which sleeps on its own CQ's events too; a spec without it reads as
 // it always did to a responder that predates it.
+TEST(CqEventsSpec, ReadAndSendOnlyAsPerftest) {
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    for (auto operation : {Operation::kRead, Operation::kSend}) {
+      auto spec = default_spec(operation, test);
+      spec.cq_events = true;
+      EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
+    }
+    auto write = default_spec(Operation::kWrite, test);
+    write.cq_events = true;
+    EXPECT_THAT(violations_of(validate(write)),
+                Contains(HasSubstr("cq_events applies to read and send: an RDMA write raises no "
+                                   "completion at the side it writes to")));
+  }
+}
+
 TEST(ModesOnTheWire, CqEventsTravelOnlyWhenAsked) {
-  auto spec = default_spec(Operation::kWrite, TestKind::kLatency);
+  auto spec = default_spec(Operation::kSend, TestKind::kLatency);
   EXPECT_FALSE(spec_to_json(spec).contains("cq_events"));
   spec.cq_events = true;
   EXPECT_EQ(spec_to_json(spec).at("cq_events"), true);
