@@ -112,7 +112,7 @@ check_bidirectional_send() {
     theirs=$(lab_perftest_pair A B ib_send_bw -b -D 6 -s 65536 --report_gbits) \
         || fail "ib_send_bw -b beside it failed (its output above)"
     perftest_bw=$(awk '/BW average/ { getline; print $4; exit }' <<<"$theirs")
-    note "send_bw -b -D 6: $ours; initiator $ini, responder $res messages; NIC tx responder $responder_tx B, initiator $initiator_tx B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
+    note "send_bw -b ${SPAN[*]}: $ours; initiator $ini, responder $res messages; NIC tx responder $responder_tx B, initiator $initiator_tx B; ib_send_bw -b -D 6 -u $LAB_QP_TIMEOUT: BW average ${perftest_bw:-?} Gb/s"
 }
 
 # -e: both sides sleep on their CQ's completion channel instead of polling it. The initiator of

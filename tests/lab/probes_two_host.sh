@@ -116,7 +116,8 @@ check_fabric_ports_unavailable() {
     note "fabric port on RoCE: $(grep 'name=fabric_ports' <<<"$out")"
 }
 
-# Without -d the probe runs on the first ACTIVE port, rxe0 port 1. The VMs' kernels scale no CPU
+# Without -d the probe runs on the first ACTIVE port, rxe0 port 1; with no ACTIVE port it is
+# refused with where it looked, and -i without -d is refused. The VMs' kernels scale no CPU
 # frequency: both sides report the cpu_frequency check as not applicable, with the reason. A
 # sysfs tree (--path.sysfs) whose cpu0 runs the powersave governor below its maximum, with the
 # VM's own /sys/class beside it for the port's counters, fails the check on that side alone, and
@@ -131,6 +132,17 @@ check_default_device_and_cpu_frequency() {
             || fail "$side cpu_frequency is not reported as not applicable: $out"
     done
     note "no -d: $(grep '^local device' <<<"$out"); $(grep 'side=peer name=cpu_frequency' <<<"$out")"
+    local rc=0
+    tree=$(mktemp -d -p /tmp ibprobe-lab-sysfs.XXXXXX)
+    out=$(lab exec B -- "$PROBE" run --path.sysfs "$tree" "$(lab addr A):$RESPONDER_PORT" 2>&1) || rc=$?
+    rmdir "$tree"
+    ((rc == 2)) && grep -q "no -d given, and no ACTIVE port under $tree/class/infiniband" <<<"$out" \
+        || fail "without -d and without an ACTIVE port: exit $rc, $out"
+    rc=0
+    out=$(lab exec B -- "$PROBE" run -i 1 "$(lab addr A):$RESPONDER_PORT" 2>&1) || rc=$?
+    ((rc != 0)) && grep -q -- '--ib-port requires --device' <<<"$out" \
+        || fail "-i without -d was not refused: exit $rc, $out"
+    note "refused: no ACTIVE port (exit 2), -i without -d ($(head -n1 <<<"$out"))"
 
     tree=$(mktemp -d -p /tmp ibprobe-lab-sysfs.XXXXXX)
     ln -s /sys/class "$tree/class"

@@ -4,38 +4,34 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
+
+#include "sysfs_fixture.h"
 
 namespace ibprobe::probes {
 namespace {
 
 class CpuFrequency : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("ibprobe-cpufreq-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(root_ / "devices/system/cpu");
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-
   // One core's policy: governor, current and maximum frequency in kHz, and base_frequency where
   // the driver writes one (0: none).
   void core(unsigned cpu, const std::string& governor, unsigned long current_khz,
             unsigned long max_khz, unsigned long base_khz = 0) {
-    const auto dir = root_ / "devices/system/cpu" / ("cpu" + std::to_string(cpu)) / "cpufreq";
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "scaling_governor") << governor << "\n";
-    std::ofstream(dir / "scaling_cur_freq") << current_khz << "\n";
-    std::ofstream(dir / "cpuinfo_max_freq") << max_khz << "\n";
-    if (base_khz != 0) std::ofstream(dir / "base_frequency") << base_khz << "\n";
+    const auto dir = policy(cpu);
+    tree_.write(dir / "scaling_governor", governor);
+    tree_.write(dir / "scaling_cur_freq", std::to_string(current_khz));
+    tree_.write(dir / "cpuinfo_max_freq", std::to_string(max_khz));
+    if (base_khz != 0) tree_.write(dir / "base_frequency", std::to_string(base_khz));
+  }
+  // A core's cpufreq directory, relative to the tree.
+  static std::filesystem::path policy(unsigned cpu) {
+    return std::filesystem::path("devices/system/cpu") / ("cpu" + std::to_string(cpu)) / "cpufreq";
   }
 
-  std::filesystem::path root_;
+  ibprobe::testing::SysfsTree tree_;
+  const std::filesystem::path& root_ = tree_.root();
 };
 
 TEST_F(CpuFrequency, PerformanceGovernorAtMaximumPasses) {
@@ -89,7 +85,7 @@ TEST_F(CpuFrequency, OnlyTheGivenCoresCount) {
 
 TEST_F(CpuFrequency, NoPolicyMeansNotApplicable) {
   // A VM: cpu directories without cpufreq.
-  std::filesystem::create_directories(root_ / "devices/system/cpu/cpu0");
+  std::filesystem::create_directories(root_ / policy(0).parent_path());
   const auto check = check_cpu_frequency(root_, {0, 1});
   EXPECT_FALSE(check.applicable);
   EXPECT_FALSE(check.passed);
@@ -100,8 +96,8 @@ TEST_F(CpuFrequency, NoPolicyMeansNotApplicable) {
 
 TEST_F(CpuFrequency, UnreadableFilesFailWithTheirPath) {
   core(0, "performance", 3000000, 3000000);
-  const auto dir = root_ / "devices/system/cpu/cpu0/cpufreq";
-  std::ofstream(dir / "scaling_cur_freq") << "<unsupported>\n";
+  const auto dir = root_ / policy(0);
+  tree_.write(policy(0) / "scaling_cur_freq", "<unsupported>");
   std::filesystem::remove(dir / "scaling_governor");
   const auto check = check_cpu_frequency(root_, {0});
   EXPECT_TRUE(check.applicable);

@@ -2,16 +2,15 @@
 // and how it travels to the responder.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "ibprobe/probes.h"
 #include "ibprobe/spec_json.h"
 #include "protocol.h"
 #include "round_trip.h"
+#include "sysfs_fixture.h"
 #include "violations.h"
 
 namespace ibprobe::probes {
@@ -92,17 +91,14 @@ TEST(Lane, TravelsToTheResponderWithTheSpec) {
 class PkeyTable : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("ibprobe-lane-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    const auto pkeys = root_ / "class/infiniband/mlx5_0/ports/1/pkeys";
-    std::filesystem::create_directories(pkeys);
     // An IB port's table: the default partition, one more, then empty entries.
     const char* values[] = {"0xffff", "0x8001", "0x0000", "0x0000"};
-    for (int i = 0; i < 4; ++i) std::ofstream(pkeys / std::to_string(i)) << values[i] << "\n";
+    for (int i = 0; i < 4; ++i) {
+      tree_.write("class/infiniband/mlx5_0/ports/1/pkeys/" + std::to_string(i), values[i]);
+    }
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  std::filesystem::path root_;
+  ibprobe::testing::SysfsTree tree_;
+  const std::filesystem::path& root_ = tree_.root();
 };
 
 TEST_F(PkeyTable, AnIndexHoldingAKeyPasses) {
