@@ -80,6 +80,7 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
               {"gid_index", outcome.gid_index},
               {"numa_node", outcome.numa_node},
               {"mtu", outcome.mtu},
+              {"connection", probes::to_string(outcome.spec.connection)},
               {"lane",
                {{"sl", outcome.spec.sl},
                 {"traffic_class", outcome.spec.traffic_class},
@@ -101,6 +102,9 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
   if (outcome.peer_inline_size) peer_used["inline_size"] = *outcome.peer_inline_size;
   if (outcome.peer_relaxed_ordering) peer_used["relaxed_ordering"] = *outcome.peer_relaxed_ordering;
   out["peer_used"] = std::move(peer_used);
+  if (const auto& d = outcome.delivery) {
+    out["delivery"] = {{"sent", d->sent}, {"received", d->received}, {"lost", d->lost()}};
+  }
   if (const auto& bw = outcome.bandwidth) {
     out["bandwidth"] = {
         {"messages", bw->messages},

@@ -42,6 +42,8 @@ constexpr Kind kKinds[] = {
     {"read_lat", Operation::kRead, TestKind::kLatency},
     {"send_bw", Operation::kSend, TestKind::kBandwidth},
     {"send_lat", Operation::kSend, TestKind::kLatency},
+    {"atomic_bw", Operation::kAtomic, TestKind::kBandwidth},
+    {"atomic_lat", Operation::kAtomic, TestKind::kLatency},
 };
 
 probes::RateLimit parse_rate_limit(const YAML::Node& node) {
@@ -217,7 +219,8 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                                    "fabric_ports",  "validation",     "posted_receives",
                                    "receive_sges",  "peer_gid_index", "peer_numa",
                                    "bidirectional", "rate_limit",     "sl",
-                                   "traffic_class", "pkey_index",     "sweep"});
+                                   "traffic_class", "pkey_index",     "sweep",
+                                   "atomic_type",   "connection",     "no_peak"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -227,7 +230,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (!kind) {
     fail(node["kind"], "kind '" + kind_text +
                            "' is not one of write_bw, write_lat, read_bw, read_lat, send_bw, "
-                           "send_lat, verify");
+                           "send_lat, atomic_bw, atomic_lat, verify");
   }
   ProbeModule module;
   auto& spec = module.spec;
@@ -251,6 +254,20 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["peer_gid_index"]) spec.peer_gid_index = u32(node["peer_gid_index"], "peer_gid_index");
   if (node["use_srq"]) spec.use_srq = boolean(node["use_srq"], "use_srq");
   if (node["cq_events"]) spec.cq_events = boolean(node["cq_events"], "cq_events");
+  if (node["no_peak"]) spec.no_peak = boolean(node["no_peak"], "no_peak");
+  if (const auto type = node["atomic_type"]) {
+    const auto text = scalar(type, "atomic_type");
+    const auto parsed = probes::parse_atomic_type(text);
+    if (!parsed)
+      fail(type, "atomic_type must be FETCH_AND_ADD or CMP_AND_SWAP, not '" + text + "'");
+    spec.atomic_type = *parsed;
+  }
+  if (const auto connection = node["connection"]) {
+    const auto text = scalar(connection, "connection");
+    const auto parsed = probes::parse_connection(text);
+    if (!parsed) fail(connection, "connection must be RC or UC, not '" + text + "'");
+    spec.connection = *parsed;
+  }
   if (node["sl"]) spec.sl = u32(node["sl"], "sl");
   if (node["traffic_class"]) spec.traffic_class = u32(node["traffic_class"], "traffic_class");
   if (node["pkey_index"]) spec.pkey_index = u32(node["pkey_index"], "pkey_index");

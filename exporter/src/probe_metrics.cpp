@@ -209,6 +209,12 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
         "1 for what the probe figure and the sending port's counters say together.",
         with(base, {{"diagnosis", std::string(probes::to_string(outcome.link.diagnosis))}}), 1);
   if (const auto& v = outcome.validation) add_validation(out, base, *v);
+  if (const auto& d = outcome.delivery) {
+    gauge(out, "rdma_probe_messages_lost",
+          "Messages of a UC send probe that never completed a receive at the peer: an "
+          "unreliable connection does not retransmit what the path drops.",
+          base, static_cast<double>(d->lost()));
+  }
   add_deltas(out, base, "local", outcome.local_deltas);
   add_deltas(out, base, "peer", outcome.peer_deltas);
   for (const auto& fabric : outcome.fabric_deltas) {

@@ -111,6 +111,8 @@ void add_checks(ProbeOutcome& outcome, const std::vector<protocol::PreflightChec
 // verdict, and the one check only both together allow: one receive completion per send.
 ValidationReport merge_validation(const ProbeSpec& spec, const ValidationReport& local,
                                   const protocol::Result& result) {
+  // An atomic run is checked where the atomics came from: the initiator reads its targets back.
+  if (spec.operation == Operation::kAtomic) return local;
   ValidationReport merged = result.validation.value_or(ValidationReport{});
   merged.messages_sent = local.messages_sent;
   merged.stale_completions += local.stale_completions;
@@ -301,6 +303,14 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
                        FailureKind::kProtocol);
   }
   outcome.rate_limiter = session.rate_limiter();
+  if (spec.connection == Connection::kUc && spec.operation == Operation::kSend &&
+      spec.test == TestKind::kBandwidth && !spec.bidirectional) {
+    if (!result.messages_received) {
+      throw ProbeFailure(channel.peer() + " did not say how many of the UC sends it received",
+                         FailureKind::kProtocol);
+    }
+    outcome.delivery = ProbeOutcome::Delivery{session.messages_posted(), *result.messages_received};
+  }
   if (spec.bidirectional) {
     if (!result.bandwidth) {
       throw ProbeFailure(channel.peer() +

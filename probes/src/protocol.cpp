@@ -151,6 +151,7 @@ json body_of(const Result& result) {
       out["bandwidth"]["peak_bytes_per_second"] = *bw->peak_bytes_per_second;
     }
   }
+  if (result.messages_received) out["messages_received"] = *result.messages_received;
   return out;
 }
 json body_of(const Error& error) {
@@ -380,7 +381,14 @@ std::optional<ErrorCode> parse_error_code(std::string_view text) {
 
 ProbeSpec spec_from(const Fields& in) {
   ProbeSpec spec;
-  spec.operation = enum_field(in, "operation", parse_operation, "write, read, send");
+  spec.operation = enum_field(in, "operation", parse_operation, "write, read, send, atomic");
+  if (in.has("atomic_type")) {
+    spec.atomic_type =
+        enum_field(in, "atomic_type", parse_atomic_type, "FETCH_AND_ADD, CMP_AND_SWAP");
+  }
+  if (in.has("connection")) {
+    spec.connection = enum_field(in, "connection", parse_connection, "RC, UC");
+  }
   spec.test = enum_field(in, "test", parse_test_kind, "bw, lat");
   spec.message_size = in.unsigned_number("message_size", kMaxU64);
   // Optional fields are absent rather than defaulted: the peer runs exactly what was sent.
@@ -406,6 +414,7 @@ ProbeSpec spec_from(const Fields& in) {
   spec.rc.min_rnr_timer = rc.u32("min_rnr_timer");
   spec.use_srq = in.boolean("use_srq");
   spec.cq_events = in.has("cq_events") && in.boolean("cq_events");
+  spec.no_peak = in.has("no_peak") && in.boolean("no_peak");
   spec.numa = enum_field(in, "numa", parse_numa_policy, "auto, none, node");
   spec.numa_node = in.optional_u32("numa_node");
   if (in.has("peer_numa")) {
@@ -567,6 +576,9 @@ Result result_from(const Fields& in) {
       bw.peak_bytes_per_second = b.non_negative("peak_bytes_per_second");
     }
     result.bandwidth = bw;
+  }
+  if (in.has("messages_received")) {
+    result.messages_received = in.unsigned_number("messages_received", kMaxU64);
   }
   return result;
 }

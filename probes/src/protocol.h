@@ -150,6 +150,8 @@ struct Result {
   std::optional<SideFacts> facts;  // absent from peers that predate it
   // A bidirectional run: the responder's own direction, measured as the initiator measures its.
   std::optional<BandwidthStats> bandwidth;
+  // Send bandwidth: receive completions the responder reaped.
+  std::optional<std::uint64_t> messages_received;
 
   bool operator==(const Result&) const = default;
 };

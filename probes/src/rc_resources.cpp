@@ -78,6 +78,11 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 255));
   inline_size_ = spec.inline_size.value_or(perftest_default_inline(
       device_attr.vendor_id, device_attr.vendor_part_id, spec.operation, spec.test));
+  const bool atomic = spec.operation == Operation::kAtomic;
+  if (atomic && device_attr.atomic_cap == IBV_ATOMIC_NONE) {
+    throw ProbeFailure(local.device + " does not execute atomic operations (atomic_cap NONE)",
+                       FailureKind::kRejected);
+  }
   // The P_Key index against this port's own table, before anything is allocated: the initiator
   // checked it against its sysfs before queueing, the responder learns it from the spec.
   if (spec.pkey_index != 0) {
@@ -101,8 +106,13 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
                           : std::max(spec.tx_depth, spec.rx_depth);
   }
   generation_ = payload::next_generation();
-  buffer_ = verbs::register_buffer(pd_.get(),
-                                   spec.qps * (receive_slots_ + send_slots_) * spec.message_size);
+  // An atomic probe cycles through kAtomicTargets cache lines of its areas, as perftest's does
+  // through its page-sized cycle buffer: atomics to one address would queue behind each other.
+  slot_bytes_ = atomic ? kAtomicTargets * kAtomicTargetStride : spec.message_size;
+  atomics_posted_.assign(spec.qps, 0);
+  buffer_ =
+      verbs::register_buffer(pd_.get(), spec.qps * (receive_slots_ + send_slots_) * slot_bytes_,
+                             atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   const int cq_entries = static_cast<int>(spec.qps * (spec.tx_depth + (send ? spec.rx_depth : 0)));
   if (spec.cq_events) {
     channel_.reset(ibv_create_comp_channel(context_.get()));
@@ -133,7 +143,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     ibv_qp_init_attr init{};
     init.send_cq = cq_.get();
     init.recv_cq = cq_.get();
-    init.qp_type = IBV_QPT_RC;
+    init.qp_type = spec.connection == Connection::kUc ? IBV_QPT_UC : IBV_QPT_RC;
     init.cap.max_send_wr = spec.tx_depth;
     init.srq = srq_.get();
     init.cap.max_recv_wr = send && !srq_ ? spec.rx_depth : 1;
@@ -143,8 +153,11 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
-    verbs::rc_qp_to_init(qp.get(), port_number_,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+    // A UC QP takes only writes from its peer.
+    unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (spec.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
+    if (atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
+    verbs::rc_qp_to_init(qp.get(), port_number_, access,
                          static_cast<std::uint16_t>(spec.pkey_index));
     qps_.push_back(std::move(qp));
     psns_.push_back(verbs::random_psn());
@@ -152,11 +165,11 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
 }
 
 std::uint8_t* RcResources::receive_area(std::size_t qp) const {
-  return buffer_.memory.get() + qp * (receive_slots_ + send_slots_) * spec_.message_size;
+  return buffer_.memory.get() + qp * (receive_slots_ + send_slots_) * slot_bytes_;
 }
 
 std::uint8_t* RcResources::send_area(std::size_t qp) const {
-  return receive_area(qp) + receive_slots_ * spec_.message_size;
+  return receive_area(qp) + receive_slots_ * slot_bytes_;
 }
 
 std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
@@ -210,6 +223,13 @@ void RcResources::connect(const protocol::QpInfo& remote) {
     const auto& peer = remote.qps[q];
     const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                              verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
+    if (spec_.connection == Connection::kUc) {
+      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q],
+                          static_cast<std::uint8_t>(spec_.sl),
+                          static_cast<std::uint8_t>(spec_.traffic_class));
+      peers_.push_back(Peer{peer.addr, peer.rkey});
+      continue;
+    }
     verbs::rc_qp_to_rts(
         qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
         static_cast<std::uint8_t>(max_rd_atomic_), static_cast<std::uint8_t>(outstanding_reads_),
@@ -258,8 +278,19 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
                        std::uint64_t last) {
   const bool read = spec_.operation == Operation::kRead;
   const bool send = spec_.operation == Operation::kSend;
-  const bool inline_data = !read && spec_.message_size <= inline_size_;
+  const bool atomic = spec_.operation == Operation::kAtomic;
+  const bool inline_data = !read && !atomic && spec_.message_size <= inline_size_;
   for (std::uint32_t i = 0; i < count; ++i) {
+    if (atomic) {
+      chain_[i] = atomic_request(qp, chain_sges_[i]);
+      chain_[i].send_flags = 0;
+      const std::uint64_t number = posted_before + i + 1;
+      if (number % cq_moderation_ == 0 || number == last) {
+        chain_[i].send_flags = IBV_SEND_SIGNALED;
+      }
+      chain_[i].next = i + 1 < count ? &chain_[i + 1] : nullptr;
+      continue;
+    }
     // A read lands in our receive area; a write or send leaves from the send area.
     ibv_sge& sge = chain_sges_[i];
     sge = message_at(read ? receive_area(qp) : send_area(qp));
@@ -281,10 +312,69 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
     wr.next = i + 1 < count ? &chain_[i + 1] : nullptr;
   }
   ++post_calls_;
+  messages_posted_ += count;
   ibv_send_wr* bad = nullptr;
   if (const int rc = ibv_post_send(qps_[qp].get(), chain_.data(), &bad); rc != 0) {
     throw verbs::VerbsError("ibv_post_send", rc);
   }
+}
+
+ibv_send_wr RcResources::atomic_request(std::size_t qp, ibv_sge& sge) {
+  // The n-th atomic of the QP goes to target n mod kAtomicTargets, and the value it fetches
+  // lands in the same line of our send area.
+  const std::uint64_t n = atomics_posted_[qp]++;
+  const std::size_t offset = (n % kAtomicTargets) * kAtomicTargetStride;
+  sge.addr = reinterpret_cast<std::uintptr_t>(send_area(qp) + offset);
+  sge.length = static_cast<std::uint32_t>(kAtomicMessageSize);
+  sge.lkey = buffer_.mr->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = qp;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.atomic.remote_addr = peers_[qp].addr + offset;
+  wr.wr.atomic.rkey = peers_[qp].rkey;
+  // The value the n-th atomic to a target finds there: the QP's earlier ones executed in order.
+  const std::uint64_t before = n / kAtomicTargets;
+  const std::uint64_t corrupt = corrupt_atomic(n) ? 1 : 0;
+  if (spec_.atomic_type == AtomicType::kFetchAndAdd) {
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.wr.atomic.compare_add = 1 + corrupt;  // perftest's ATOMIC_ADD_VALUE
+  } else {
+    wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    // perftest's compare 0 and swap 0 leave every target at 0; a validating run chains them,
+    // so each swap happens only if every earlier one to the target did.
+    wr.wr.atomic.compare_add = spec_.validation ? before : 0;
+    wr.wr.atomic.swap = spec_.validation ? before + 1 + corrupt : 0;
+  }
+  return wr;
+}
+
+void RcResources::post_atomic_read_back(std::size_t qp) {
+  // Into our own receive area, which this side's atomics leave alone.
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uintptr_t>(receive_area(qp));
+  sge.length = static_cast<std::uint32_t>(slot_bytes_);
+  sge.lkey = buffer_.mr->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = qp;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peers_[qp].addr;
+  wr.wr.rdma.rkey = peers_[qp].rkey;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0) {
+    throw verbs::VerbsError("ibv_post_send (reading the atomic targets back)", rc);
+  }
+}
+
+std::vector<std::uint64_t> RcResources::atomic_targets_read_back(std::size_t qp) const {
+  std::vector<std::uint64_t> values(kAtomicTargets);
+  for (std::size_t t = 0; t < kAtomicTargets; ++t) {
+    std::memcpy(&values[t], receive_area(qp) + t * kAtomicTargetStride, sizeof(std::uint64_t));
+  }
+  return values;
 }
 
 void RcResources::apply_rate_limit() {

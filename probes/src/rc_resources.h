@@ -64,6 +64,8 @@ class RcResources {
   // Calls of ibv_post_send and work completions reaped so far: a post list shows as one call per
   // list, CQ moderation as one completion per cq_moderation messages.
   std::uint64_t post_calls() const { return post_calls_; }
+  // Messages posted so far (every work request of every post list).
+  std::uint64_t messages_posted() const { return messages_posted_; }
   std::uint64_t completions() const { return completions_; }
   // Completion events this side slept for (cq_events; 0 when polling).
   std::uint64_t cq_events() const { return cq_events_; }
@@ -107,6 +109,23 @@ class RcResources {
   void post(std::size_t qp, std::uint32_t count, std::uint64_t posted_before, std::uint64_t last);
   void post_receive(std::size_t qp);
   void post_validated_receive(std::size_t queue, std::uint32_t slot);
+  // Atomic probes: the peer's targets each QP cycles through, one per cache line of a page.
+  static constexpr std::size_t kAtomicTargets = 64;
+  static constexpr std::size_t kAtomicTargetStride = 64;
+  // The next atomic of `qp` as a work request over `sge` (its fetched value's place): target,
+  // opcode and operands, unsignaled and unchained.
+  ibv_send_wr atomic_request(std::size_t qp, ibv_sge& sge);
+  // Atomics posted so far on `qp`; the n-th went to target n mod kAtomicTargets.
+  std::uint64_t atomics_posted(std::size_t qp) const { return atomics_posted_[qp]; }
+  // A signaled RDMA read of the peer's targets of `qp` into this side's receive area, and what
+  // it brought once its completion was polled.
+  void post_atomic_read_back(std::size_t qp);
+  std::vector<std::uint64_t> atomic_targets_read_back(std::size_t qp) const;
+  // Test-only fault (corrupt_every): whether the n-th atomic of a QP adds or swaps one too many.
+  bool corrupt_atomic(std::uint64_t n) const {
+    return corrupt_every_ > 0 && (n + 1) % corrupt_every_ == 0;
+  }
+
   // Polls completions, throwing on a failed one; returns how many it reaped. With cq_events, an
   // empty CQ first sleeps until its next completion event, or kEventWait.
   int poll(ibv_wc* wcs, int max);
@@ -139,11 +158,16 @@ class RcResources {
   std::uint32_t inline_size_ = 0;
   std::optional<RateLimiter> rate_limiter_;
   std::uint64_t post_calls_ = 0;
+  std::uint64_t messages_posted_ = 0;
   std::uint64_t completions_ = 0;
   std::uint64_t cq_events_ = 0;
   bool event_wait_timed_out_ = false;
   std::vector<ibv_send_wr> chain_;
   std::vector<ibv_sge> chain_sges_;
+  std::vector<std::uint64_t> atomics_posted_;
+  std::uint64_t corrupt_every_ = 0;
+  // Bytes of one slot: the message size, or an atomic probe's page of targets.
+  std::size_t slot_bytes_ = 0;
   // Slots per QP in each half of the buffer: 1 and 1 unless validating.
   std::size_t receive_slots_ = 1;
   std::size_t send_slots_ = 1;

@@ -62,8 +62,13 @@ std::string progress_since(TimestampNs last_progress) {
 // time with one call, ask for a completion every cq_moderation messages (and for the last),
 // timestamp every list head and every reaped completion batch.
 BandwidthStats RcSession::run_bandwidth(const RunGuard& guard) {
-  if (spec_.validation) return run_bandwidth_validated(guard);
-  return spec_.iterations ? run_bandwidth_iterations(guard) : run_bandwidth_duration(guard);
+  if (spec_.validation && spec_.operation != Operation::kAtomic) {
+    return run_bandwidth_validated(guard);
+  }
+  const auto stats =
+      spec_.iterations ? run_bandwidth_iterations(guard) : run_bandwidth_duration(guard);
+  if (spec_.validation) check_atomic_targets(guard);
+  return stats;
 }
 
 RatePacer RcSession::software_pacer() const {
@@ -303,7 +308,9 @@ void RcSession::exchange(std::uint64_t i, TimestampNs sent_at, const RunGuard& g
   const auto mark = static_cast<std::uint8_t>(i + 1);
   *outgoing = mark;
   post(0, 1, 0, 1);
-  bool answered = spec_.operation == Operation::kRead, completed = false;
+  // A read or an atomic is answered by its own completion.
+  bool answered = spec_.operation == Operation::kRead || spec_.operation == Operation::kAtomic,
+       completed = false;
   for (unsigned spins = 1; !(answered && completed); ++spins) {
     const int n = poll(wcs, kPollBatch);
     for (int c = 0; c < n; ++c) {
@@ -328,7 +335,7 @@ void RcSession::exchange(std::uint64_t i, TimestampNs sent_at, const RunGuard& g
 
 // The answering half of the write and send ping-pong.
 void RcSession::serve_latency(const RunGuard& guard) {
-  if (spec_.operation == Operation::kRead) return;
+  if (spec_.operation == Operation::kRead || spec_.operation == Operation::kAtomic) return;
   // Iteration mode: the count is known. Duration mode: until the initiator says it is over.
   const bool counted = spec_.iterations.has_value();
   const std::uint64_t iterations = spec_.iterations.value_or(0);
@@ -380,25 +387,43 @@ void RcSession::serve_latency(const RunGuard& guard) {
 
 // Keeps receives posted for the initiator's sends and counts them: every message needs a
 // receive, and a missing one is an RNR NAK the sender has to retry.
-void RcSession::serve_send_bandwidth(const RunGuard& guard) {
-  if (spec_.validation) return serve_send_validated(guard);
-  // Iteration mode: the count is known. Duration mode: until the initiator says it is over.
-  const bool counted = spec_.iterations.has_value();
+std::uint64_t RcSession::serve_send_bandwidth(const RunGuard& guard) {
+  if (spec_.validation) {
+    serve_send_validated(guard);
+    return validation_.messages_received;
+  }
+  // Iteration mode over RC: the count is known. Duration mode, and UC, which loses what the
+  // path drops: until the initiator says it is over.
+  const bool counted = spec_.iterations.has_value() && spec_.connection == Connection::kRc;
   const std::uint64_t expected = counted ? *spec_.iterations * qps_.size() : 0;
   std::uint64_t received = 0;
   ibv_wc wcs[kPollBatch];
-  for (unsigned spins = 1; !counted || received < expected; ++spins) {
+  auto reap = [&] {
     const int n = poll(wcs, kPollBatch);
     for (int c = 0; c < n; ++c) {
       ++received;
       post_receive(srq_ ? 0 : static_cast<std::size_t>(wcs[c].wr_id));
     }
+    return n;
+  };
+  for (unsigned spins = 1; !counted || received < expected; ++spins) {
+    reap();
     if (clock_check_due(spins)) {
-      if (!counted && guard.peer_finished && guard.peer_finished()) return;
+      if (!counted && guard.peer_finished && guard.peer_finished()) break;
       check(guard, "message " + std::to_string(received + 1) + " from the initiator",
             context_.get(), port_number_);
     }
   }
+  if (!counted) {
+    // The initiator's end-of-run message can overtake its last packets' receive completions
+    // here: reap until the CQ has been quiet for kDrainQuiet.
+    constexpr auto kDrainQuiet = std::chrono::milliseconds(20);
+    auto quiet_since = Clock::now();
+    while (Clock::now() - quiet_since < kDrainQuiet) {
+      if (reap() > 0) quiet_since = Clock::now();
+    }
+  }
+  return received;
 }
 
 }  // namespace ibprobe::probes

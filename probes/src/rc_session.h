@@ -54,7 +54,8 @@ class RcSession : public RcResources {
   // Responder loops: the write and send ping-pong answer every message; send bandwidth keeps
   // receives posted. RDMA write and read bandwidth need nothing from the responder's CPU.
   void serve_latency(const RunGuard& guard);
-  void serve_send_bandwidth(const RunGuard& guard);
+  // Returns the receive completions it reaped.
+  std::uint64_t serve_send_bandwidth(const RunGuard& guard);
   // Bidirectional send after this side's own sends have drained: the peer may still be posting
   // (its duration started at another instant), so its messages keep finding receives until
   // guard.peer_finished says it is done.
@@ -66,7 +67,8 @@ class RcSession : public RcResources {
   // This side's share of a validating run's findings.
   const ValidationReport& validation() const { return validation_; }
   // Test-only fault switch: flip one payload byte of every n-th message after its checksum was
-  // computed (0: off). Only the command-line tool sets it.
+  // computed; an atomic adds (or swaps in) one too many (0: off). Only the command-line tool
+  // sets it.
   void corrupt_every(std::uint64_t n) { corrupt_every_ = n; }
 
  private:
@@ -88,8 +90,11 @@ class RcSession : public RcResources {
   void post_validated(std::size_t qp, std::uint64_t sequence, bool signaled);
   void record_error(const std::string& what);
 
+  // Atomic bandwidth with validation: every target read back must hold what this side's atomics
+  // made of it.
+  void check_atomic_targets(const RunGuard& guard);
+
   ValidationReport validation_;
-  std::uint64_t corrupt_every_ = 0;
   // The peer's messages received by a bidirectional send run.
   std::uint64_t received_ = 0;
 };

@@ -90,7 +90,7 @@ void serve_accepted(ControlChannel& channel, const ValidSpec& valid, const Local
   } else if (spec.test == TestKind::kLatency) {
     session.serve_latency(guard);
   } else if (spec.operation == Operation::kSend) {
-    session.serve_send_bandwidth(guard);
+    result.messages_received = session.serve_send_bandwidth(guard);
   } else if (spec.validation && spec.operation == Operation::kWrite) {
     session.serve_write_validation(guard);
   }

@@ -26,8 +26,14 @@ constexpr std::uint32_t kMaxFiveBit = 31;
 constexpr std::uint32_t kMaxThreeBit = 7;
 constexpr std::uint32_t kMaxNumaNode = 1023;
 
-constexpr EnumNames<Operation, 3> kOperationNames{
-    {{Operation::kWrite, "write"}, {Operation::kRead, "read"}, {Operation::kSend, "send"}}};
+constexpr EnumNames<Operation, 4> kOperationNames{{{Operation::kWrite, "write"},
+                                                   {Operation::kRead, "read"},
+                                                   {Operation::kSend, "send"},
+                                                   {Operation::kAtomic, "atomic"}}};
+constexpr EnumNames<AtomicType, 2> kAtomicTypeNames{
+    {{AtomicType::kFetchAndAdd, "FETCH_AND_ADD"}, {AtomicType::kCompareAndSwap, "CMP_AND_SWAP"}}};
+constexpr EnumNames<Connection, 2> kConnectionNames{
+    {{Connection::kRc, "RC"}, {Connection::kUc, "UC"}}};
 constexpr EnumNames<TestKind, 2> kTestKindNames{
     {{TestKind::kBandwidth, "bw"}, {TestKind::kLatency, "lat"}}};
 constexpr EnumNames<NumaPolicy, 3> kNumaPolicyNames{
@@ -182,9 +188,16 @@ void check_queues(const ProbeSpec& spec, Violations& out) {
 
 void check_message(const ProbeSpec& spec, Violations& out) {
   if (spec.message_size == 0) out.push_back("message_size=0: a message carries at least one byte");
-  if (spec.inline_size > 0u && spec.operation == Operation::kRead) {
-    out.push_back(std::string(spec.test == TestKind::kLatency ? "read latency" : "read bandwidth") +
-                  " cannot use inline: an RDMA read request carries no payload to inline");
+  const bool atomic = spec.operation == Operation::kAtomic;
+  if (atomic && spec.message_size != kAtomicMessageSize) {
+    out.push_back(field("message_size", spec.message_size) + ": an atomic operand is " +
+                  std::to_string(kAtomicMessageSize) +
+                  " bytes (perftest: message size cannot be changed for atomic tests)");
+  }
+  if (spec.inline_size > 0u && (spec.operation == Operation::kRead || atomic)) {
+    out.push_back(std::string(to_string(spec.operation)) +
+                  (spec.test == TestKind::kLatency ? " latency" : " bandwidth") +
+                  " cannot use inline: the request carries no payload to inline");
   } else if (spec.inline_size && *spec.inline_size > spec.message_size) {
     out.push_back(field("inline_size", *spec.inline_size) +
                   ": inline size larger than the message (" + std::to_string(spec.message_size) +
@@ -200,6 +213,36 @@ void check_message(const ProbeSpec& spec, Violations& out) {
     out.push_back(
         "cq_events applies to read and send: an RDMA write raises no completion at the side it "
         "writes to, which polls memory for it (perftest refuses -e with WRITE too)");
+  }
+}
+
+// perftest's rules for which test takes which transport and atomic type.
+void check_transport(const ProbeSpec& spec, Violations& out) {
+  const bool atomic = spec.operation == Operation::kAtomic;
+  if (!atomic && spec.atomic_type != AtomicType::kFetchAndAdd) {
+    out.push_back("atomic_type " + std::string(to_string(spec.atomic_type)) +
+                  " applies to atomic probes, not " + std::string(to_string(spec.operation)));
+  }
+  if (atomic && spec.rate_limit && spec.rate_limit->limiter != RateLimiter::kHardware) {
+    out.push_back(
+        "rate_limit on an atomic probe needs limiter hardware: the software limiter paces by "
+        "payload, which an atomic does not carry (perftest refuses it too)");
+  }
+  if (spec.connection != Connection::kUc) return;
+  if (spec.operation == Operation::kRead || atomic) {
+    out.push_back("connection UC cannot carry " + std::string(to_string(spec.operation)) +
+                  ": an unreliable connection has no responder resources for reads and "
+                  "atomics (perftest: UC connection not possible in READ/ATOMIC verbs)");
+  }
+  if (spec.validation) {
+    out.push_back(
+        "validation over UC: an unreliable connection drops a message it loses, which the "
+        "check would report as corruption; validate over RC");
+  }
+  if (spec.rc != RcKnobs{}) {
+    out.push_back(
+        "rc timeout, retry_count, rnr_retry and min_rnr_timer apply to RC: a UC QP waits for "
+        "no acknowledgement and retries nothing");
   }
 }
 
@@ -244,10 +287,10 @@ void check_validation(const ProbeSpec& spec, Violations& out) {
     }
     if (spec.operation == Operation::kRead) {
       out.push_back(
-          "validation applies to write and send: a read's data is checked by nobody "
+          "validation applies to write, send and atomic: a read's data is checked by nobody "
           "but the reader, which would be checking its own peer's unverified buffer");
     }
-    if (spec.message_size < kMinValidatedMessage) {
+    if (spec.operation != Operation::kAtomic && spec.message_size < kMinValidatedMessage) {
       out.push_back(field("message_size", spec.message_size) +
                     ": a validated message needs at least " + std::to_string(kMinValidatedMessage) +
                     " bytes (header, pseudo-random payload, trailer)");
@@ -351,6 +394,22 @@ std::string_view to_string(Operation operation) {
   return name_of(kOperationNames, operation);
 }
 
+std::string_view to_string(AtomicType type) {
+  return name_of(kAtomicTypeNames, type);
+}
+
+std::string_view to_string(Connection connection) {
+  return name_of(kConnectionNames, connection);
+}
+
+std::optional<AtomicType> parse_atomic_type(std::string_view text) {
+  return value_named(kAtomicTypeNames, text);
+}
+
+std::optional<Connection> parse_connection(std::string_view text) {
+  return value_named(kConnectionNames, text);
+}
+
 std::string_view to_string(TestKind test) {
   return name_of(kTestKindNames, test);
 }
@@ -425,6 +484,7 @@ ProbeSpec default_spec(Operation operation, TestKind test) {
     spec.tx_depth = 1;
     spec.iterations = 1000;
   }
+  if (operation == Operation::kAtomic) spec.message_size = kAtomicMessageSize;
   return spec;
 }
 
@@ -441,7 +501,7 @@ std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t ven
                                       Operation operation, TestKind test) {
   const auto device = perftest_device(vendor_id, vendor_part_id);
   if (device == PerftestDevice::kUnknown || test != TestKind::kLatency ||
-      operation == Operation::kRead) {
+      operation == Operation::kRead || operation == Operation::kAtomic) {
     return 0;
   }
   switch (device) {
@@ -474,6 +534,7 @@ std::expected<ValidSpec, SpecViolations> validate(ProbeSpec spec) {
   check_run_length(spec, out);
   check_queues(spec, out);
   check_message(spec, out);
+  check_transport(spec, out);
   check_link(spec, out);
   check_numa(spec, out);
   check_validation(spec, out);

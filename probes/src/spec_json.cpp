@@ -45,6 +45,10 @@ nlohmann::json spec_to_json(const ProbeSpec& spec) {
   if (spec.receive_sges != 1) out["receive_sges"] = spec.receive_sges;
   if (spec.bidirectional) out["bidirectional"] = true;
   if (spec.cq_events) out["cq_events"] = true;
+  if (spec.no_peak) out["no_peak"] = true;
+  if (spec.atomic_type != AtomicType::kFetchAndAdd)
+    out["atomic_type"] = to_string(spec.atomic_type);
+  if (spec.connection != Connection::kRc) out["connection"] = to_string(spec.connection);
   if (spec.sl != 0) out["sl"] = spec.sl;
   if (spec.traffic_class != 0) out["traffic_class"] = spec.traffic_class;
   if (spec.pkey_index != 0) out["pkey_index"] = spec.pkey_index;

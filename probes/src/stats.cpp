@@ -23,7 +23,7 @@ constexpr double kNanosecondsPerSecond = 1e9;
 // perftest's rtt_factor: a write or send ping-pong sample is a round trip, reported halved as
 // "one-way"; an RDMA read's completion already is its round trip and is not halved.
 double rtt_factor(Operation operation) {
-  return operation == Operation::kRead ? 1.0 : 2.0;
+  return operation == Operation::kRead || operation == Operation::kAtomic ? 1.0 : 2.0;
 }
 
 // get_median(n, delta): `if ((n - 1) % 2)` i.e. n even, the two middle values averaged in
@@ -202,8 +202,8 @@ BandwidthStats bandwidth_stats(std::span<const TimestampNs> posted,
   }
   BandwidthStats stats =
       from_window(messages, spec.message_size, completed.back() - posted.front());
-  // force_dependecies: iters > 20000 turns noPeak on.
-  if (*spec.iterations <= kPeakMaxIterations) {
+  // force_dependecies: iters > 20000 turns noPeak on, as -N does.
+  if (!spec.no_peak && *spec.iterations <= kPeakMaxIterations) {
     stats.peak_bytes_per_second = peak_bytes_per_second(
         posted, completed, spec.message_size, effective_cq_moderation(spec), spec.post_list);
   }

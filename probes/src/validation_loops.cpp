@@ -53,6 +53,45 @@ void RcSession::record_error(const std::string& what) {
   if (validation_.errors++ == 0) validation_.first_error = what;
 }
 
+// Each QP's atomics executed in order at the peer, so target t of a QP that posted n atomics
+// received n / T of them, one more for t < n mod T, and holds their count: a fetch-and-add adds
+// 1, a validating compare-and-swap swaps k for k + 1 only when it finds k. A target that holds
+// anything else lost, repeated or reordered an atomic.
+void RcSession::check_atomic_targets(const RunGuard& guard) {
+  ibv_wc wc{};
+  for (std::size_t q = 0; q < qps_.size(); ++q) {
+    const std::uint64_t posted = atomics_posted(q);
+    validation_.messages_sent += posted;
+    post_atomic_read_back(q);
+    for (unsigned spins = 1; poll(&wc, 1) == 0; ++spins) {
+      if (clock_check_due(spins)) {
+        if (guard.check_peer) guard.check_peer();
+        if (Clock::now() > guard.deadline) {
+          throw ProbeFailure(
+              "timed out: the run's deadline passed while reading back the "
+              "atomic targets of QP " +
+                  std::to_string(q),
+              FailureKind::kTimeout);
+        }
+      }
+    }
+    const auto values = atomic_targets_read_back(q);
+    for (std::size_t t = 0; t < values.size(); ++t) {
+      const std::uint64_t expected = posted / kAtomicTargets + (t < posted % kAtomicTargets);
+      if (values[t] == expected) {
+        validation_.checked += expected;
+        continue;
+      }
+      record_error("QP " + std::to_string(q) + " target " + std::to_string(t) + " (offset " +
+                   std::to_string(t * kAtomicTargetStride) + ") holds " +
+                   std::to_string(values[t]) + " after " + std::to_string(expected) + " " +
+                   std::string(to_string(spec_.atomic_type)) + " operations, expected " +
+                   std::to_string(expected));
+    }
+  }
+  validation_.messages_received = validation_.messages_sent;
+}
+
 void RcSession::post_validated(std::size_t qp, std::uint64_t sequence, bool signaled) {
   const bool send = spec_.operation == Operation::kSend;
   std::uint8_t* message = send_slot(qp, sequence % send_slots_);

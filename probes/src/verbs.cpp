@@ -136,7 +136,7 @@ std::uint32_t mtu_bytes(ibv_mtu mtu) {
   return 128u << static_cast<int>(mtu);
 }
 
-RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
+RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size, int extra_access) {
   RegisteredBuffer buffer;
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t rounded = (size + page - 1) / page * page;
@@ -147,7 +147,8 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size) {
   buffer.memory.reset(static_cast<std::uint8_t*>(memory));
   std::memset(memory, 0, rounded);
   buffer.size = rounded;
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int access =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | extra_access;
   const int relaxed = access | IBV_ACCESS_RELAXED_ORDERING;
   buffer.mr.reset(ibv_reg_mr(pd, memory, rounded, relaxed));
   buffer.relaxed_ordering = buffer.mr != nullptr;
@@ -190,16 +191,16 @@ void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
   modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
 }
 
-void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                  std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
-                  std::uint8_t max_rd_atomic, std::uint8_t sl, std::uint8_t traffic_class) {
+namespace {
+
+// RTR's path to the peer, common to RC and UC.
+ibv_qp_attr ready_to_receive(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                             std::uint8_t sl, std::uint8_t traffic_class) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = peer.path_mtu;
   attr.dest_qp_num = peer.qpn;
   attr.rq_psn = peer.psn;
-  attr.max_dest_rd_atomic = max_dest_rd_atomic;
-  attr.min_rnr_timer = static_cast<std::uint8_t>(rc.min_rnr_timer);
   attr.ah_attr.dlid = peer.lid;
   attr.ah_attr.port_num = port_number;
   // rxe ignores the SL (its packets carry no VL, and it maps no priority from it).
@@ -212,10 +213,31 @@ void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
     attr.ah_attr.grh.hop_limit = 64;
     attr.ah_attr.grh.traffic_class = traffic_class;
   }
-  modify_qp(qp, attr,
-            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-            "RTR");
+  return attr;
+}
+
+constexpr int kPathMask =
+    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+
+}  // namespace
+
+void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                  std::uint32_t sq_psn, std::uint8_t sl, std::uint8_t traffic_class) {
+  ibv_qp_attr attr = ready_to_receive(port, port_number, peer, sl, traffic_class);
+  modify_qp(qp, attr, kPathMask, "RTR");
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = sq_psn;
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
+}
+
+void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                  std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
+                  std::uint8_t max_rd_atomic, std::uint8_t sl, std::uint8_t traffic_class) {
+  ibv_qp_attr attr = ready_to_receive(port, port_number, peer, sl, traffic_class);
+  attr.max_dest_rd_atomic = max_dest_rd_atomic;
+  attr.min_rnr_timer = static_cast<std::uint8_t>(rc.min_rnr_timer);
+  modify_qp(qp, attr, kPathMask | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
   attr.timeout = static_cast<std::uint8_t>(rc.timeout);

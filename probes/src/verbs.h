@@ -107,6 +107,11 @@ void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
                   std::uint8_t max_rd_atomic, std::uint8_t sl = 0, std::uint8_t traffic_class = 0);
 
+// A UC QP from INIT through RTR to RTS: the same path as rc_qp_to_rts, without what only a
+// reliable connection has (ACK timeout, retries, RNR timer, reads and atomics in flight).
+void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                  std::uint32_t sq_psn, std::uint8_t sl, std::uint8_t traffic_class);
+
 // Page-aligned, zeroed memory registered for local and remote access.
 struct RegisteredBuffer {
   Buffer memory;
@@ -117,6 +122,8 @@ struct RegisteredBuffer {
 // Registers with IBV_ACCESS_RELAXED_ORDERING as perftest does where rdma-core has it: an optional
 // access flag, which a device without relaxed ordering ignores. A kernel that refuses it gets
 // the registration without it, and the buffer says so.
-RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size);
+// `extra_access` adds to local write, remote write and remote read (IBV_ACCESS_REMOTE_ATOMIC for
+// atomic probes: perftest asks for it only then, and a device without atomics may refuse it).
+RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size, int extra_access = 0);
 
 }  // namespace ibprobe::probes::verbs

@@ -29,19 +29,23 @@ std::pair<std::string, std::string> split_address(const std::string& address, bo
 
 // What a run prints besides its figures.
 struct PrintOptions {
-  bool histogram = false;  // -H: the latency samples' histogram
+  bool histogram = false;     // -H: the latency samples' histogram
+  bool report_gbits = false;  // --report_gbits: bandwidth in decimal Gbit/s, not MiB/s
 };
 
 void print(const ProbeOutcome& outcome, const PrintOptions& options) {
   const auto& spec = outcome.spec;
   std::printf(
       "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
-      "setup_seconds=%.6f\n"
+      "setup_seconds=%.6f connection=%s%s%s\n"
       "lane sl=%u traffic_class=%u pkey_index=%u\n",
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
-      outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds, spec.sl,
-      spec.traffic_class, spec.pkey_index);
+      outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds,
+      std::string(to_string(spec.connection)).c_str(),
+      spec.operation == Operation::kAtomic ? " atomic_type=" : "",
+      spec.operation == Operation::kAtomic ? std::string(to_string(spec.atomic_type)).c_str() : "",
+      spec.sl, spec.traffic_class, spec.pkey_index);
   auto unless_unset = [](const auto& value) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
@@ -110,21 +114,27 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
         outcome.peer_rate_limiter ? std::string(to_string(*outcome.peer_rate_limiter)).c_str()
                                   : "none");
   }
+  const auto unit = options.report_gbits ? gigabits_per_second : mebibytes_per_second;
+  const char* unit_name = options.report_gbits ? "Gbps" : "MiBps";
   for (const auto& [direction, stats] : {std::pair{"initiator", &outcome.initiator_direction},
                                          std::pair{"responder", &outcome.responder_direction}}) {
     if (!*stats) continue;
-    std::printf("direction %s bw_average_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu\n", direction,
-                mebibytes_per_second((*stats)->bytes_per_second),
-                (*stats)->messages_per_second / 1e6,
+    std::printf("direction %s bw_average_%s=%.2f msg_rate_Mpps=%.6f messages=%llu\n", direction,
+                unit_name, unit((*stats)->bytes_per_second), (*stats)->messages_per_second / 1e6,
                 static_cast<unsigned long long>((*stats)->messages));
   }
   if (const auto& bw = outcome.bandwidth) {
+    // perftest prints a peak of 0 where it computes none (-N, duration mode, many iterations).
     std::printf(
-        "bw_average_MiBps=%.2f bw_peak_MiBps=%.2f msg_rate_Mpps=%.6f messages=%llu "
-        "seconds=%.6f\n",
-        mebibytes_per_second(bw->bytes_per_second),
-        bw->peak_bytes_per_second ? mebibytes_per_second(*bw->peak_bytes_per_second) : 0,
+        "bw_average_%s=%.2f bw_peak_%s=%.2f msg_rate_Mpps=%.6f messages=%llu seconds=%.6f\n",
+        unit_name, unit(bw->bytes_per_second), unit_name,
+        bw->peak_bytes_per_second ? unit(*bw->peak_bytes_per_second) : 0,
         bw->messages_per_second / 1e6, static_cast<unsigned long long>(bw->messages), bw->seconds);
+  }
+  if (const auto& d = outcome.delivery) {
+    std::printf(
+        "delivery sent=%llu received=%llu lost=%llu\n", static_cast<unsigned long long>(d->sent),
+        static_cast<unsigned long long>(d->received), static_cast<unsigned long long>(d->lost()));
   }
   if (const auto& v = outcome.validation) {
     const double coverage =
@@ -251,14 +261,29 @@ struct RunFlags {
   double knee_threshold = 0.05;
   std::optional<double> rate_limit;
   std::string rate_units = "Gbps", rate_limiter = "software";
+  std::string atomic_type, connection;
+  bool no_peak = false, report_gbits = false;
 };
 
 void add_run_options(CLI::App& run, RunFlags& f) {
   run.add_option("peer", f.peer, "Responder HOST:PORT")->required();
-  run.add_option("-t,--test", f.kind, "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat")
+  run.add_option("-t,--test", f.kind,
+                 "write_bw, write_lat, read_bw, read_lat, send_bw, send_lat, atomic_bw, "
+                 "atomic_lat")
       ->capture_default_str()
-      ->check(
-          CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat"}));
+      ->check(CLI::IsMember({"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat",
+                             "atomic_bw", "atomic_lat"}));
+  run.add_option("-A,--atomic_type", f.atomic_type,
+                 "Atomic tests: FETCH_AND_ADD (default) or CMP_AND_SWAP")
+      ->check(CLI::IsMember({"FETCH_AND_ADD", "CMP_AND_SWAP"}));
+  run.add_option("-c,--connection", f.connection,
+                 "Transport of both sides' QPs: RC (default) or UC (write and send only: no "
+                 "ACKs, no retransmission)")
+      ->check(CLI::IsMember({"RC", "UC"}));
+  run.add_flag("-N,--noPeak", f.no_peak,
+               "Bandwidth: do not compute or print the peak (perftest's -N)");
+  run.add_flag("--report_gbits", f.report_gbits,
+               "Bandwidth in decimal Gbit/s instead of MiB/s (perftest's --report_gbits)");
   run.add_option(
       "-D,--duration", f.duration,
       "Run for this many seconds instead of a number of iterations (bandwidth; the default "
@@ -365,6 +390,7 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   }
   spec.use_srq = f.use_srq;
   spec.cq_events = f.cq_events;
+  spec.no_peak = f.no_peak;
   spec.validation = f.validate_payload;
   spec.posted_receives = f.posted_receives;
   if (f.receive_sges > 0) spec.receive_sges = f.receive_sges;
@@ -393,6 +419,8 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   spec.pkey_index = f.pkey_index.value_or(0);
   spec.post_list = f.post_list;
   spec.bidirectional = f.bidirectional;
+  if (!f.atomic_type.empty()) spec.atomic_type = *parse_atomic_type(f.atomic_type);
+  if (!f.connection.empty()) spec.connection = *parse_connection(f.connection);
   if (f.margin) spec.margin_seconds = *f.margin;
   if (f.rate_limit) {
     spec.rate_limit = RateLimit{*f.rate_limit, *parse_rate_unit(f.rate_units),
@@ -455,7 +483,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
       return 2;
     }
     const auto outcome = run_sweep(local, host, port, *sweep, options);
-    print(outcome, PrintOptions{.histogram = f.histogram});
+    print(outcome, PrintOptions{.histogram = f.histogram, .report_gbits = f.report_gbits});
     return outcome.complete() ? 0 : 1;
   }
   const auto valid = validate(spec);
@@ -468,7 +496,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
     std::cerr << "ibprobe_probe: " << outcome.error().message << "\n";
     return 1;
   }
-  print(*outcome, PrintOptions{.histogram = f.histogram});
+  print(*outcome, PrintOptions{.histogram = f.histogram, .report_gbits = f.report_gbits});
   // A validating run that found errors is a failed check, whatever its throughput.
   if (outcome->validation && outcome->validation->errors > 0) return 3;
   return 0;

@@ -39,7 +39,8 @@ probes::ProbeSpec module_spec(const std::string& fields) {
 
 // perftest's defaults (perftest_parameters.h): DEF_SIZE_BW 65536, DEF_SIZE_LAT 2, DEF_TX_BW 128,
 // DEF_TX_LAT 1, DEF_CQ_MOD 100, DEF_ITERS 1000, DEF_ITERS_WB 5000, DEF_RX_RDMA 1,
-// DEF_RX_SEND 512, DEF_QP_TIME 14, one QP; a latency ping-pong signals every message.
+// DEF_RX_SEND 512, DEF_QP_TIME 14, DEF_SIZE_ATOMIC 8, one QP; a latency ping-pong signals every
+// message.
 struct PerftestDefaults {
   const char* module;
   Operation operation;
@@ -57,6 +58,9 @@ constexpr PerftestDefaults kPerftest[] = {
     {"read_lat", Operation::kRead, TestKind::kLatency, 2, 1000, 1, 1, 1},
     {"send_bw", Operation::kSend, TestKind::kBandwidth, 65536, 1000, 128, 512, 1},
     {"send_lat", Operation::kSend, TestKind::kLatency, 2, 1000, 1, 512, 1},
+    // 8 bytes: DEF_CQ_MOD below MSG_SIZE_CQ_MOD_LIMIT.
+    {"atomic_bw", Operation::kAtomic, TestKind::kBandwidth, 8, 1000, 128, 1, 100},
+    {"atomic_lat", Operation::kAtomic, TestKind::kLatency, 8, 1000, 1, 1, 1},
 };
 
 TEST(ProbeConfigTest, BuiltInModulesArePerftestsDefaults) {
@@ -82,6 +86,8 @@ TEST(ProbeConfigTest, BuiltInModulesArePerftestsDefaults) {
     EXPECT_EQ(spec.post_list, 1u);
     EXPECT_EQ(spec.rc.timeout, 14u);
     EXPECT_EQ(spec.numa, NumaPolicy::kAuto);
+    EXPECT_EQ(spec.atomic_type, probes::AtomicType::kFetchAndAdd);
+    EXPECT_EQ(spec.connection, probes::Connection::kRc);
     EXPECT_TRUE(module.fabric_ports.empty());
     EXPECT_TRUE(probes::validate(spec).has_value());
     EXPECT_TRUE(probes::check_limits(spec, config.limits).has_value());
@@ -557,6 +563,29 @@ TEST(ProbeConfigModesTest, CqEventsReachTheSpec) {
   EXPECT_FALSE(send_lat("").cq_events);
   expect_error_at(one_module("    cq_events: sometimes\n"), 4, "cq_events");
   expect_error_at(one_module("    cq_events: true\n"), 3, "cq_events applies to read and send");
+}
+
+TEST(ProbeConfigModesTest, AtomicTypeConnectionAndNoPeakReachTheSpec) {
+  const auto spec_of = [](const std::string& kind, const std::string& field) {
+    return probe_config_ok("modules:\n  m:\n    kind: " + kind + "\n" + field).modules.at("m").spec;
+  };
+  const auto swap = spec_of("atomic_bw", "    atomic_type: CMP_AND_SWAP\n");
+  EXPECT_EQ(swap.operation, probes::Operation::kAtomic);
+  EXPECT_EQ(swap.atomic_type, probes::AtomicType::kCompareAndSwap);
+  EXPECT_EQ(spec_of("atomic_lat", "").atomic_type, probes::AtomicType::kFetchAndAdd);
+  EXPECT_EQ(spec_of("send_lat", "    connection: UC\n").connection, probes::Connection::kUc);
+  EXPECT_EQ(spec_of("send_lat", "    connection: RC\n").connection, probes::Connection::kRc);
+  EXPECT_TRUE(spec_of("write_bw", "    no_peak: true\n").no_peak);
+  EXPECT_FALSE(spec_of("write_bw", "").no_peak);
+  expect_error_at(one_module("    atomic_type: SWAP\n"), 4,
+                  "atomic_type must be FETCH_AND_ADD or CMP_AND_SWAP, not 'SWAP'");
+  expect_error_at(one_module("    atomic_type: CMP_AND_SWAP\n"), 3,
+                  "atomic_type CMP_AND_SWAP applies to atomic probes, not write");
+  expect_error_at(one_module("    connection: UD\n"), 4, "connection must be RC or UC, not 'UD'");
+  expect_error_at("modules:\n  m:\n    kind: read_bw\n    connection: UC\n", 3,
+                  "connection UC cannot carry read");
+  expect_error_at("modules:\n  m:\n    kind: atomic_bw\n    message_size: 64\n", 3,
+                  "an atomic operand is 8 bytes");
 }
 
 TEST(ProbeConfigModesTest, AListOfSizesIsASweepOverMessageSize) {

@@ -774,7 +774,7 @@ TEST_F(ProbeServiceTest, ReloadWithoutAFile) {
   const auto reloaded = service_->reload();
   ASSERT_FALSE(reloaded);
   EXPECT_NE(reloaded.error().find("--config.file"), std::string::npos) << reloaded.error();
-  EXPECT_EQ(service_->config()->modules.size(), 6u);
+  EXPECT_EQ(service_->config()->modules.size(), 8u);
 }
 
 TEST(ProbeServiceStartTest, BadConfigFileIsFatal) {

@@ -24,8 +24,14 @@ namespace ibprobe::probes {
 // ---------------------------------------------------------------------------------------------
 // Probe specification
 
-enum class Operation { kWrite, kRead, kSend };
+// kAtomic: perftest's ib_atomic_bw and ib_atomic_lat, one 8-byte atomic per message.
+enum class Operation { kWrite, kRead, kSend, kAtomic };
 enum class TestKind { kBandwidth, kLatency };
+// The atomic an atomic probe posts (perftest's -A): fetch-and-add of 1, or compare-and-swap.
+enum class AtomicType { kFetchAndAdd, kCompareAndSwap };
+// The transport of the probe's QPs (perftest's -c): reliable, or unreliable connected (no ACKs,
+// no retransmission: a lost packet loses its message).
+enum class Connection { kRc, kUc };
 enum class NumaPolicy {
   kAuto,  // bind CPU and memory to the HCA's node (device/numa_node)
   kNone,  // leave placement to the scheduler
@@ -35,7 +41,12 @@ enum class NumaPolicy {
 std::string_view to_string(Operation operation);
 std::string_view to_string(TestKind test);
 std::string_view to_string(NumaPolicy policy);
+std::string_view to_string(AtomicType type);
+std::string_view to_string(Connection connection);
 std::optional<Operation> parse_operation(std::string_view text);
+// perftest's spellings: FETCH_AND_ADD, CMP_AND_SWAP; RC, UC.
+std::optional<AtomicType> parse_atomic_type(std::string_view text);
+std::optional<Connection> parse_connection(std::string_view text);
 std::optional<TestKind> parse_test_kind(std::string_view text);
 std::optional<NumaPolicy> parse_numa_policy(std::string_view text);
 
@@ -89,6 +100,9 @@ bool is_ib_mtu(std::uint32_t bytes);
 struct ProbeSpec {
   Operation operation = Operation::kWrite;
   TestKind test = TestKind::kBandwidth;
+  // Atomic probes only.
+  AtomicType atomic_type = AtomicType::kFetchAndAdd;
+  Connection connection = Connection::kRc;
   std::uint64_t message_size = 65536;
   // Exactly one of iterations and duration_seconds is set.
   std::optional<std::uint64_t> iterations = 5000;
@@ -134,7 +148,9 @@ struct ProbeSpec {
   std::uint32_t timeout_seconds = 30;           // whole run, connection to release
   // Correctness probes (write and send bandwidth): every message carries a header and a
   // checksummed pseudo-random payload that the receiving side verifies. Slower than a plain run;
-  // its figures are not perftest's.
+  // its figures are not perftest's. Atomic bandwidth: each compare-and-swap expects the value the
+  // QP's earlier atomics to its address left (and swaps in the next), and after the run the
+  // initiator reads every target back: each must hold the count of atomics sent to it.
   bool validation = false;
   // Send bandwidth: keep exactly this many receives posted per receive queue (a back-pressure
   // probe; fewer receives than messages in flight draw RNR NAKs). 0: rx_depth, as perftest.
@@ -145,6 +161,9 @@ struct ProbeSpec {
   // Bandwidth, write and read: both sides post at once (perftest's -b); the figures are the sum
   // of both directions, as perftest's print_full_bw_report adds the remote side's report.
   bool bidirectional = false;
+  // Bandwidth: no peak figure (perftest's -N), sparing the run's end its search over every
+  // post and completion time.
+  bool no_peak = false;
   // Bandwidth: pace each side's posting to at most this rate; unset: as fast as it goes.
   std::optional<RateLimit> rate_limit;
 
@@ -175,9 +194,13 @@ struct ValidationReport {
 };
 
 // perftest's defaults for ib_<operation>_<test>: bandwidth 64 KiB messages, tx depth 128,
-// 5000 iterations for write (1000 for read and send); latency 2-byte messages, tx depth 1, 1000
-// iterations. CQ moderation and inline size stay unset: perftest derives them (below).
+// 5000 iterations for write (1000 for read, send and atomic); latency 2-byte messages, tx depth
+// 1, 1000 iterations; atomics 8-byte messages (DEF_SIZE_ATOMIC), fetch-and-add. CQ moderation and
+// inline size stay unset: perftest derives them (below).
 ProbeSpec default_spec(Operation operation, TestKind test);
+
+// An atomic's operand: perftest's DEF_SIZE_ATOMIC, the only size atomic probes take.
+inline constexpr std::uint64_t kAtomicMessageSize = 8;
 
 // perftest's CQ moderation (force_dependecies): the one given, else 100 (DEF_CQ_MOD), forced to
 // 1 above 8 KiB (MSG_SIZE_CQ_MOD_LIMIT), to the post list's size with a post list, and never
@@ -263,9 +286,9 @@ std::expected<void, std::string> check_pkey_index(const std::filesystem::path& s
 using TimestampNs = std::uint64_t;
 TimestampNs steady_now_ns();
 
-// One-way latency: round trip / 2 for write and send; read is reported unhalved, as perftest
-// does. n = samples kept after dropping the two largest, d = all samples sorted.
-// Upper bounds of a latency run's histogram, in ns: 1 us to 10 ms, 1-2-5 per decade, from
+// One-way latency: round trip / 2 for write and send; read and atomic are reported unhalved, as
+// perftest does (rtt_factor 1). n = samples kept after dropping the two largest, d = all samples
+// sorted. Upper bounds of a latency run's histogram, in ns: 1 us to 10 ms, 1-2-5 per decade, from
 // RDMA's single microseconds to a congested or emulated path's milliseconds.
 inline constexpr std::array<double, 13> kLatencyHistogramBoundsNs = {
     1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7};
@@ -305,7 +328,8 @@ struct BandwidthStats {
   double bytes_per_second = 0;
   double messages_per_second = 0;
   // Best per-message time over every post/completion pair perftest considers. Unset in duration
-  // mode (perftest turns it off there), above kPeakMaxIterations, or with a zero time.
+  // mode (perftest turns it off there), above kPeakMaxIterations, with no_peak, or with a zero
+  // time.
   std::optional<double> peak_bytes_per_second;
 
   bool operator==(const BandwidthStats&) const = default;

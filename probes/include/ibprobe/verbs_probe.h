@@ -56,6 +56,14 @@ struct ProbeOutcome {
   std::optional<BandwidthStats> bandwidth;
   std::optional<BandwidthStats> initiator_direction;
   std::optional<BandwidthStats> responder_direction;
+  // Send bandwidth over UC: messages this side posted and the responder's receive completions.
+  // An unreliable connection does not retransmit, so what the path lost is the difference.
+  struct Delivery {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    std::uint64_t lost() const { return sent > received ? sent - received : 0; }
+  };
+  std::optional<Delivery> delivery;
   // With a rate limit: who enforced it on each side (software or hardware).
   std::optional<RateLimiter> rate_limiter;
   std::optional<RateLimiter> peer_rate_limiter;

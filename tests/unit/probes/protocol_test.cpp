@@ -105,7 +105,8 @@ TEST(ProtocolRoundTrip, Hello) {
 }
 
 TEST(ProtocolRoundTrip, ProbeRequestCarriesTheWholeSpec) {
-  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+  for (auto operation :
+       {Operation::kWrite, Operation::kRead, Operation::kSend, Operation::kAtomic}) {
     for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
       const ProbeRequest request{default_spec(operation, test)};
       EXPECT_EQ(std::get<ProbeRequest>(round_trip(request)), request);
@@ -130,8 +131,13 @@ TEST(ProtocolRoundTrip, ProbeRequestCarriesTheWholeSpec) {
   every_option.numa_node = 1;
   every_option.timeout_seconds = 45;
   every_option.message_size = ~std::uint64_t{0};
+  every_option.connection = Connection::kUc;
+  every_option.no_peak = true;
   const ProbeRequest request{every_option};
   EXPECT_EQ(std::get<ProbeRequest>(round_trip(request)), request);
+  ProbeSpec swap = default_spec(Operation::kAtomic, TestKind::kBandwidth);
+  swap.atomic_type = AtomicType::kCompareAndSwap;
+  EXPECT_EQ(std::get<ProbeRequest>(round_trip(ProbeRequest{swap})), ProbeRequest{swap});
   // Unset CQ moderation and inline size stay unset: each side applies perftest's rule itself.
   const auto plain = std::get<ProbeRequest>(
       round_trip(ProbeRequest{default_spec(Operation::kWrite, TestKind::kLatency)}));
@@ -382,9 +388,9 @@ TEST(ProtocolDecode, OutOfRangeSpecNumbers) {
                 .kind,
             DecodeErrorKind::kWrongType);
   const auto unknown =
-      decode_error(frame(MessageType::kProbeRequest, request_with("operation", "\"atomic\"")));
+      decode_error(frame(MessageType::kProbeRequest, request_with("operation", "\"swap\"")));
   EXPECT_EQ(unknown.kind, DecodeErrorKind::kOutOfRange);
-  EXPECT_EQ(unknown.message, "spec.operation='atomic' is not one of write, read, send");
+  EXPECT_EQ(unknown.message, "spec.operation='swap' is not one of write, read, send, atomic");
   EXPECT_EQ(decode_error(frame(MessageType::kProbeRequest, request_with("numa", "\"all\""))).kind,
             DecodeErrorKind::kOutOfRange);
 }

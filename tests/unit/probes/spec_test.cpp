@@ -55,6 +55,82 @@ TEST(DefaultSpec, LatencyMatchesPerftest) {
   }
 }
 
+// ib_atomic_bw and ib_atomic_lat: DEF_SIZE_ATOMIC 8-byte operands, fetch-and-add, DEF_ITERS;
+// the bandwidth test's CQ moderation is DEF_CQ_MOD, 8 bytes being below MSG_SIZE_CQ_MOD_LIMIT.
+TEST(DefaultSpec, AtomicMatchesPerftest) {
+  const ProbeSpec bw = default_spec(Operation::kAtomic, TestKind::kBandwidth);
+  EXPECT_EQ(bw.message_size, 8u);
+  EXPECT_EQ(bw.atomic_type, AtomicType::kFetchAndAdd);
+  EXPECT_EQ(bw.iterations, 1000u);
+  EXPECT_EQ(bw.tx_depth, 128u);
+  EXPECT_EQ(bw.rx_depth, 1u);
+  EXPECT_EQ(effective_cq_moderation(bw), 100u);
+  const ProbeSpec lat = default_spec(Operation::kAtomic, TestKind::kLatency);
+  EXPECT_EQ(lat.message_size, 8u);
+  EXPECT_EQ(lat.tx_depth, 1u);
+  EXPECT_EQ(lat.iterations, 1000u);
+  EXPECT_TRUE(validate(bw).has_value());
+  EXPECT_TRUE(validate(lat).has_value());
+  // perftest's inline default leaves atomics out, as reads: nothing to inline.
+  EXPECT_EQ(perftest_default_inline(0x15b3, 4119, Operation::kAtomic, TestKind::kLatency), 0u);
+}
+
+std::vector<std::string> problems(ProbeSpec spec) {
+  const auto valid = validate(std::move(spec));
+  return valid ? std::vector<std::string>{} : valid.error().problems;
+}
+
+TEST(TransportRules, AtomicsArePerftestsEightByteOperandsWithoutInline) {
+  auto spec = default_spec(Operation::kAtomic, TestKind::kBandwidth);
+  spec.message_size = 16;
+  EXPECT_THAT(problems(spec),
+              ElementsAre(HasSubstr("message_size=16: an atomic operand is 8 bytes")));
+  spec.message_size = 8;
+  spec.inline_size = 8;
+  EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("atomic bandwidth cannot use inline")));
+  spec.inline_size.reset();
+  spec.rate_limit = RateLimit{1, RateUnit::kPps, RateLimiter::kSoftware};
+  EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("needs limiter hardware")));
+  spec.rate_limit->limiter = RateLimiter::kHardware;
+  EXPECT_THAT(problems(spec), IsEmpty());
+  spec.rate_limit.reset();
+  // Validation of atomics is the targets' read-back, for any 8-byte run.
+  spec.validation = true;
+  EXPECT_THAT(problems(spec), IsEmpty());
+  spec.atomic_type = AtomicType::kCompareAndSwap;
+  EXPECT_THAT(problems(spec), IsEmpty());
+}
+
+TEST(TransportRules, AtomicTypeBelongsToAtomics) {
+  auto spec = write_bw();
+  spec.atomic_type = AtomicType::kCompareAndSwap;
+  EXPECT_THAT(problems(spec),
+              ElementsAre("atomic_type CMP_AND_SWAP applies to atomic probes, not write"));
+}
+
+TEST(TransportRules, UcCarriesWriteAndSendOnly) {
+  for (auto operation : {Operation::kWrite, Operation::kSend}) {
+    for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+      auto spec = default_spec(operation, test);
+      spec.connection = Connection::kUc;
+      EXPECT_THAT(problems(spec), IsEmpty()) << to_string(operation) << " " << to_string(test);
+    }
+  }
+  for (auto operation : {Operation::kRead, Operation::kAtomic}) {
+    auto spec = default_spec(operation, TestKind::kBandwidth);
+    spec.connection = Connection::kUc;
+    EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("connection UC cannot carry " +
+                                                      std::string(to_string(operation)))));
+  }
+  auto spec = write_bw();
+  spec.connection = Connection::kUc;
+  spec.validation = true;
+  EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("validation over UC")));
+  spec.validation = false;
+  spec.rc.timeout = 18;
+  EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("apply to RC: a UC QP waits for")));
+}
+
 TEST(DefaultSpec, RcKnobsMatchPerftest) {
   const RcKnobs rc = write_bw().rc;
   EXPECT_EQ(rc.timeout, 14u);
@@ -282,7 +358,8 @@ TEST(Validate, ReportsEveryViolationAtOnce) {
 }
 
 TEST(ParseEnums, RoundTripTheirNames) {
-  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kSend}) {
+  for (auto operation :
+       {Operation::kWrite, Operation::kRead, Operation::kSend, Operation::kAtomic}) {
     EXPECT_EQ(parse_operation(to_string(operation)), operation);
   }
   for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
@@ -291,7 +368,17 @@ TEST(ParseEnums, RoundTripTheirNames) {
   for (auto policy : {NumaPolicy::kAuto, NumaPolicy::kNone, NumaPolicy::kNode}) {
     EXPECT_EQ(parse_numa_policy(to_string(policy)), policy);
   }
-  EXPECT_FALSE(parse_operation("atomic"));
+  for (auto type : {AtomicType::kFetchAndAdd, AtomicType::kCompareAndSwap}) {
+    EXPECT_EQ(parse_atomic_type(to_string(type)), type);
+  }
+  for (auto connection : {Connection::kRc, Connection::kUc}) {
+    EXPECT_EQ(parse_connection(to_string(connection)), connection);
+  }
+  // perftest's spellings only.
+  EXPECT_EQ(parse_atomic_type("CMP_AND_SWAP"), AtomicType::kCompareAndSwap);
+  EXPECT_FALSE(parse_atomic_type("fetch_and_add"));
+  EXPECT_FALSE(parse_connection("UD"));
+  EXPECT_FALSE(parse_operation("atomics"));
   EXPECT_FALSE(parse_test_kind("BW"));
   EXPECT_FALSE(parse_numa_policy(""));
 }

@@ -52,6 +52,15 @@ TEST(LatencyStats, HistogramCountsTheKeptOneWaySamplesAtMostEachBound) {
   EXPECT_EQ(kLatencyHistogramBoundsNs.back(), 1e7);
 }
 
+// perftest's rtt_factor is 1 for READ and ATOMIC: the round trip is the operation's latency.
+TEST(LatencyStats, ReadAndAtomicAreNotHalved) {
+  const std::vector<TimestampNs> times = post_times({800, 900, 1000, 4000, 4000});
+  EXPECT_DOUBLE_EQ(latency_stats(times, Operation::kRead).typical_ns, 900);
+  EXPECT_DOUBLE_EQ(latency_stats(times, Operation::kAtomic).typical_ns, 900);
+  EXPECT_DOUBLE_EQ(duration_latency_stats(0, 1000, 10, Operation::kAtomic).average_ns, 100);
+  EXPECT_DOUBLE_EQ(duration_latency_stats(0, 1000, 10, Operation::kWrite).average_ns, 50);
+}
+
 TEST(LatencyStats, SendIsHalvedLikeWrite) {
   const auto write = latency_stats(post_times({800, 900, 1000, 4000, 4000}), Operation::kWrite);
   const auto send = latency_stats(post_times({800, 900, 1000, 4000, 4000}), Operation::kSend);
@@ -260,6 +269,13 @@ TEST(BandwidthStats, NoPeakAboveTwentyThousandIterations) {
   posted.pop_back();
   completed.pop_back();
   EXPECT_TRUE(bandwidth_stats(posted, completed, spec).peak_bytes_per_second);
+  // perftest's -N: the same run without its peak, the average unchanged.
+  auto no_peak = spec;
+  no_peak.no_peak = true;
+  const auto without = bandwidth_stats(posted, completed, no_peak);
+  EXPECT_FALSE(without.peak_bytes_per_second);
+  EXPECT_DOUBLE_EQ(without.bytes_per_second,
+                   bandwidth_stats(posted, completed, spec).bytes_per_second);
 }
 
 TEST(BandwidthStats, MalformedInputIsAnError) {

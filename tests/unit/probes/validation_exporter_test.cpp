@@ -53,7 +53,7 @@ TEST(ValidationModules, BadValuesAreRefusedWithTheReason) {
   EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: send_bw\n    validation: maybe\n"),
               HasSubstr("validation must be on or off"));
   EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: read_bw\n    validation: on\n"),
-              HasSubstr("validation applies to write and send"));
+              HasSubstr("validation applies to write, send and atomic"));
   EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: write_bw\n    posted_receives: 4\n"),
               HasSubstr("applies to send bandwidth only"));
   EXPECT_THAT(probe_config_error("modules:\n  m:\n    kind: send_bw\n    posted_receives: 8\n"

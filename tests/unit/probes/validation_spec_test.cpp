@@ -31,7 +31,7 @@ TEST(ValidationSpec, WriteAndSendBandwidthMayValidate) {
 
 TEST(ValidationSpec, ReadAndLatencyMayNot) {
   EXPECT_THAT(violations_of(validate(validating(Operation::kRead))),
-              Contains(HasSubstr("validation applies to write and send")));
+              Contains(HasSubstr("validation applies to write, send and atomic")));
   auto latency = default_spec(Operation::kWrite, TestKind::kLatency);
   latency.validation = true;
   latency.message_size = 64;
