@@ -5,10 +5,12 @@
 # median and interquartile range of the per-round ratio ibprobe / perftest for BW average,
 # BW peak, t_min, t_typical, t_avg and p99. One-host loopback (two QPs on one rxe device) and
 # two-host.
-# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES] [LATENCY_OPTIONS] [VERB]
-#   defaults: build, 15, "one two", none, write; LATENCY_OPTIONS are given to both tools' latency
-#   runs, e.g. "-e" with VERB send to compare completion events with ib_send_lat -e (perftest
-#   refuses -e with write); VERB is write, read or send, for both kinds.
+# Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES] [LATENCY_OPTIONS] [VERB] [VERB_OPTIONS]
+#   defaults: build, 15, "one two", none, write, none; LATENCY_OPTIONS are given to both tools'
+#   latency runs, e.g. "-e" with VERB send to compare completion events with ib_send_lat -e
+#   (perftest refuses -e with write); VERB is write, read, send or atomic, for both kinds (atomics
+#   are 8-byte messages); VERB_OPTIONS go to both tools' runs of both kinds, e.g.
+#   "-A CMP_AND_SWAP" with atomic or "-c UC" with write or send.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,6 +19,7 @@ rounds=${2:-15}
 modes=${3:-one two}
 latency_extra=${4:-}
 verb=${5:-write}
+verb_extra=${6:-}
 probe=$build/probes/ibprobe_probe
 [[ -x $probe ]] || { echo "build first: $probe" >&2; exit 1; }
 lab=$PWD/deploy/lab/lab.sh
@@ -27,8 +30,10 @@ trap 'rm -f "$results"; "$lab" down >/dev/null 2>&1 || true' EXIT
 
 # One option set per kind, spelled for both tools. Both apply perftest's effective defaults on
 # top (tx depth 128, CQ moderation 1 above 8 KiB, inline 0 on rxe), which ibprobe prints.
-bw_options() { echo "-s 65536 -n $1"; }
-lat_options="-s 2 -n 1000${latency_extra:+ $latency_extra}"
+bw_size=65536 lat_size=2
+[[ $verb == atomic ]] && bw_size=8 lat_size=8
+bw_options() { echo "-s $bw_size -n $1${verb_extra:+ $verb_extra}"; }
+lat_options="-s $lat_size -n 1000${latency_extra:+ $latency_extra}${verb_extra:+ $verb_extra}"
 
 perftest_run() { # SERVER CLIENT TOOL OPTIONS...
   local server=$1 client=$2 tool=$3 job out
@@ -108,7 +113,7 @@ for mode in $modes; do
   "$lab" down >/dev/null
 done
 
-python3 - "$results" "$rounds" "$latency_extra" "$verb" <<'EOF'
+python3 - "$results" "$rounds" "$latency_extra $verb_extra" "$verb" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 rows = [line.split() for line in open(sys.argv[1])]

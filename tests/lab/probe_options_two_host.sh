@@ -13,7 +13,12 @@
 # - the lane: with --tclass 106 every RoCE v2 packet on the lab link (UDP 4791, captured on the
 #   host side of VM A's NIC), the initiator's and the responder's ACKs alike, carries IPv4 TOS
 #   106, and 0 without it; an SL out of range and a P_Key index the port lacks are refused before
-#   anything is allocated.
+#   anything is allocated;
+# - the transport and the atomics, by the BTH opcodes on the same link: -t atomic_bw sends one
+#   FETCH_ADD request per message (CMP_SWAP with -A CMP_AND_SWAP), each answered by an ATOMIC
+#   ACKNOWLEDGE, and a validating run reads its targets back with one RDMA READ; -c UC sends UC
+#   SEND_ONLY / RDMA_WRITE_ONLY packets that the responder acknowledges with nothing, where RC's
+#   are answered with ACKs.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -166,6 +171,41 @@ tos_count() { # COUNTS SRC ==|!= TOS
     awk -v src="$2" -v op="$3" -v tos="$4" '$1 == src && (($2 == tos) == (op == "==")) { n += $3 } END { print n + 0 }' <<<"$1"
 }
 
+# "SRC OPCODE COUNT" for each source address and BTH opcode (the first byte after the UDP
+# header) of the RoCE v2 packets in a pcap file.
+roce_opcode_counts() { # PCAP
+    python3 - "$1" <<'PY'
+import collections, struct, sys
+data = open(sys.argv[1], "rb").read()
+order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+counts = collections.Counter()
+offset = 24
+while offset + 16 <= len(data):
+    caplen = struct.unpack_from(order + "IIII", data, offset)[2]
+    frame = data[offset + 16:offset + 16 + caplen]
+    offset += 16 + caplen
+    if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00":
+        continue
+    ip = frame[14:]
+    header = (ip[0] & 0x0F) * 4
+    if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
+        continue
+    counts[(".".join(map(str, ip[12:16])), ip[header + 8])] += 1
+for (src, opcode), n in sorted(counts.items()):
+    print(src, opcode, n)
+PY
+}
+
+# Packets from SRC with OPCODE in COUNTS (roce_opcode_counts' output), 0 when none.
+opcode_count() { # COUNTS SRC OPCODE
+    awk -v src="$2" -v op="$3" '$1 == src && $2 == op { n += $3 } END { print n + 0 }' <<<"$1"
+}
+
+# Packets from SRC in COUNTS, any opcode.
+packets_from() { # COUNTS SRC
+    awk -v src="$2" '$1 == src { n += $3 } END { print n + 0 }' <<<"$1"
+}
+
 captured_run() { # PCAP ARGS...
     local pcap=$1 out
     shift
@@ -211,6 +251,71 @@ check_lane() {
     note "refused: -S 16 and --pkey_index 5 ($out)"
 }
 
+# A run over UC, which takes none of the RC knobs run_probe gives.
+run_unreliable() { # ARGS...
+    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -c UC "$@" "$(lab addr A):$RESPONDER_PORT"
+}
+
+captured_unreliable_run() { # PCAP ARGS...
+    local pcap=$1 out
+    shift
+    lab capture A start "$pcap" >/dev/null || fail "cannot start the capture on VM A's NIC"
+    out=$(run_unreliable "$@") || { lab capture A stop >/dev/null; fail "UC probe $* failed: $out"; }
+    lab capture A stop >/dev/null || fail "cannot stop the capture on VM A's NIC"
+    printf '%s\n' "$out"
+}
+
+# IBA opcodes (RC 0x00.., UC 0x20..): SEND_ONLY 4, RDMA_WRITE_ONLY 10, RDMA_READ_REQUEST 12,
+# ACKNOWLEDGE 17, ATOMIC_ACKNOWLEDGE 18, COMPARE_SWAP 19, FETCH_ADD 20; UC SEND_ONLY 36, UC
+# RDMA_WRITE_ONLY 42. 1024-byte messages are one packet each at the lab's MTU.
+check_transport() {
+    local dir out counts a b
+    dir=$(mktemp -d)
+    a=$(lab addr A)
+    b=$(lab addr B)
+    out=$(captured_run "$dir/faa.pcap" -t atomic_bw -n 200) || exit 1
+    grep -q '^probe atomic_bw .* size=8 .*atomic_type=FETCH_AND_ADD$' <<<"$out" || fail "atomic_bw does not report its type: $out"
+    counts=$(roce_opcode_counts "$dir/faa.pcap")
+    (($(opcode_count "$counts" "$b" 20) == 200)) || fail "atomic_bw -n 200: not 200 FETCH_ADD requests from B: $counts"
+    (($(packets_from "$counts" "$b") == 200)) || fail "atomic_bw -n 200: B sent more than its 200 atomics: $counts"
+    (($(opcode_count "$counts" "$a" 18) == 200)) || fail "atomic_bw -n 200: not 200 ATOMIC ACKNOWLEDGEs from A: $counts"
+    note "atomic_bw FETCH_AND_ADD: (source opcode count) $(tr '\n' ';' <<<"$counts")"
+    out=$(captured_run "$dir/cas.pcap" -t atomic_bw -n 200 -A CMP_AND_SWAP --validate) || exit 1
+    grep -q '^validation sent=200 received=200 checked=200 errors=0 ' <<<"$out" || fail "validating CMP_AND_SWAP: $out"
+    counts=$(roce_opcode_counts "$dir/cas.pcap")
+    (($(opcode_count "$counts" "$b" 19) == 200)) || fail "-A CMP_AND_SWAP: not 200 COMPARE_SWAP requests from B: $counts"
+    (($(opcode_count "$counts" "$b" 20) == 0)) || fail "-A CMP_AND_SWAP sent FETCH_ADDs: $counts"
+    (($(opcode_count "$counts" "$b" 12) == 1)) || fail "the validating run did not read its targets back with one RDMA READ: $counts"
+    note "atomic_bw CMP_AND_SWAP --validate: $(tr '\n' ';' <<<"$counts")"
+    out=$(captured_unreliable_run "$dir/uc-send.pcap" -t send_bw -n 200 -s 1024) || exit 1
+    grep -q '^probe send_bw .* connection=UC$' <<<"$out" || fail "the UC run does not report its connection: $out"
+    grep -q '^delivery sent=200 ' <<<"$out" || fail "the UC send reports no delivery: $out"
+    counts=$(roce_opcode_counts "$dir/uc-send.pcap")
+    (($(opcode_count "$counts" "$b" 36) == 200)) || fail "-c UC send_bw: not 200 UC SEND_ONLY packets from B: $counts"
+    (($(packets_from "$counts" "$a") == 0)) || fail "-c UC: the responder answered UC packets: $counts"
+    note "send_bw -c UC: $(tr '\n' ';' <<<"$counts"); $(grep '^delivery' <<<"$out")"
+    out=$(captured_unreliable_run "$dir/uc-write.pcap" -t write_bw -n 200 -s 1024) || exit 1
+    counts=$(roce_opcode_counts "$dir/uc-write.pcap")
+    (($(opcode_count "$counts" "$b" 42) == 200)) || fail "-c UC write_bw: not 200 UC RDMA_WRITE_ONLY packets from B: $counts"
+    (($(packets_from "$counts" "$a") == 0)) || fail "-c UC write: the responder answered UC packets: $counts"
+    note "write_bw -c UC: $(tr '\n' ';' <<<"$counts")"
+    out=$(captured_run "$dir/rc-send.pcap" -t send_bw -n 200 -s 1024 --report_gbits) || exit 1
+    # --report_gbits: the same figure in decimal Gbit/s, from the run's own messages and seconds.
+    python3 - "$out" <<'PY' || fail "--report_gbits: bw_average_Gbps is not messages x 1024 x 8 / seconds: $out"
+import re, sys
+line = next(l for l in sys.argv[1].splitlines() if l.startswith("bw_average_Gbps="))
+f = dict(re.findall(r"(\w+)=([0-9.]+)", line))
+gbps = float(f["bw_average_Gbps"])
+expected = float(f["messages"]) * 1024 * 8 / float(f["seconds"]) / 1e9
+sys.exit(0 if abs(gbps - expected) <= 0.006 and "bw_average_MiBps" not in sys.argv[1] else 1)
+PY
+    counts=$(roce_opcode_counts "$dir/rc-send.pcap")
+    (($(opcode_count "$counts" "$b" 4) == 200)) || fail "RC send_bw: not 200 SEND_ONLY packets from B: $counts"
+    (($(opcode_count "$counts" "$a" 17) > 0)) || fail "RC send_bw: the responder sent no ACK: $counts"
+    note "send_bw RC: $(tr '\n' ';' <<<"$counts")"
+    rm -rf "$dir"
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -223,6 +328,7 @@ main() {
     check_per_side_choices
     check_latency_duration
     check_lane
+    check_transport
 }
 
 main "$@"

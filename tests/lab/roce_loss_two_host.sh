@@ -8,6 +8,9 @@
 #   - with `tc qdisc add dev eth0 root netem loss` in VM B (the sender) the same probe answers
 #     errors_clean 0 and names the classified hw_counters that moved, on both sides, and
 #     IbprobeRetransmissions, quiet before, fires in Prometheus for B's rxe0;
+#   - over the same lossy link a UC send_bw probe (connection: UC) completes without a
+#     retransmission (B sent exactly four packets per message) and reports as lost
+#     (rdma_probe_messages_lost) what A's rxe did not receive: sent minus A's rdma_recvs delta;
 #   - a send_bw probe that keeps one receive posted for 128 messages in flight draws RNR NAKs and
 #     the go-back-N they cause: named as the probe's own back-pressure, errors_clean stays 1;
 #   - the ethtool statistics of each VM's eth0 (virtio_net) are on /metrics, with the values
@@ -38,6 +41,12 @@ modules:
     iterations: 2000
     timeout: 60s
     rc: {timeout: 18}
+  send_bw_uc:
+    kind: send_bw
+    message_size: 4096
+    iterations: 2000
+    connection: UC
+    timeout: 60s
   send_bw_starved:
     kind: send_bw
     message_size: $RNR_MESSAGE_BYTES
@@ -86,11 +95,13 @@ check_clean_run() {
 }
 
 check_lossy_run() {
-    local out clean local_moved peer_moved link
+    local out uc clean local_moved peer_moved link
     lab exec --timeout 30 B -- tc qdisc add dev eth0 root netem loss "$LOSS_PERCENT%" \
         || fail "cannot add netem to B's eth0"
     out=$(probe) || fail "lossy probe failed: $out"
+    uc=$(probe send_bw_uc) || fail "lossy UC probe failed: $uc"
     lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
+    check_unreliable_run "$uc"
     [[ $(metric "$out" probe_success "") == 1 ]] || fail "lossy probe did not succeed: $out"
     clean=$(metric "$out" rdma_probe_check 'check="errors_clean"')
     local_moved=$(moved "$out" local)
@@ -103,6 +114,26 @@ check_lossy_run() {
     # The explanation names what moved, with its side.
     grep -Eq '^Link: .*error counters moved during the probe: (local|peer):hw_counters/' <<<"$link" \
         || fail "the explanation does not name the counters: $link"
+}
+
+# UC over the lossy link: no ACK, no retransmission, so a message with a lost packet is lost;
+# the count of lost messages is the sender's 2000 minus what A's driver says it received.
+check_unreliable_run() { # ANSWER
+    local out=$1 lost recvs sent_pkts retries
+    [[ $(metric "$out" probe_success "") == 1 ]] || fail "UC probe did not succeed: $out"
+    lost=$(metric "$out" rdma_probe_messages_lost "")
+    recvs=$(metric "$out" rdma_probe_counter_delta 'side="peer",counter="hw_counters/rdma_recvs"')
+    sent_pkts=$(metric "$out" rdma_probe_counter_delta 'side="local",counter="hw_counters/sent_pkts"')
+    retries=$(metric "$out" rdma_probe_counter_delta 'side="local",counter="hw_counters/completer_retry_err"')
+    note "UC send, $LOSS_PERCENT% loss: lost $lost of 2000, A's rdma_recvs +$recvs, B's sent_pkts +$sent_pkts, completer_retry_err +${retries:-0}"
+    [[ -n $lost && -n $recvs ]] || fail "UC probe without rdma_probe_messages_lost or A's rdma_recvs: $out"
+    python3 -c "import sys; sys.exit(0 if float('$lost') > 0 else 1)" \
+        || fail "UC send over a $LOSS_PERCENT% lossy link lost nothing: $out"
+    python3 -c "import sys; sys.exit(0 if float('$lost') + float('$recvs') == 2000 else 1)" \
+        || fail "UC lost $lost but A's driver received $recvs of 2000"
+    [[ $sent_pkts == 8000 ]] || fail "UC sent $sent_pkts packets for 2000 messages of four: retransmitted?"
+    python3 -c "import sys; sys.exit(0 if float('${retries:-0}') == 0 else 1)" \
+        || fail "UC completer_retry_err +$retries: a UC QP retransmits nothing"
 }
 
 check_backpressure_run() {
