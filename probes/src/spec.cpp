@@ -234,6 +234,11 @@ void check_transport(const ProbeSpec& spec, Violations& out) {
                   ": an unreliable connection has no responder resources for reads and "
                   "atomics (perftest: UC connection not possible in READ/ATOMIC verbs)");
   }
+  if (spec.bidirectional && spec.operation == Operation::kSend) {
+    out.push_back(
+        "bidirectional send over UC: each side counts the other's messages to know when the run "
+        "is over, and an unreliable connection loses some");
+  }
   if (spec.validation) {
     out.push_back(
         "validation over UC: an unreliable connection drops a message it loses, which the "

@@ -3,7 +3,8 @@
 # devices, the same effective options (both command lines are printed), ABBA order (perftest
 # first in odd rounds, ibprobe first in even ones, so drift and warm-up hit both alike), and the
 # median and interquartile range of the per-round ratio ibprobe / perftest for BW average,
-# BW peak, t_min, t_typical, t_avg and p99. One-host loopback (two QPs on one rxe device) and
+# BW peak, message rate (the figure of 8-byte atomics, whose BW perftest prints to 0.01 MiB/s),
+# t_min, t_typical, t_avg and p99. One-host loopback (two QPs on one rxe device) and
 # two-host.
 # Usage: probe_vs_perftest.sh [BUILD_DIR] [ROUNDS] [MODES] [LATENCY_OPTIONS] [VERB] [VERB_OPTIONS]
 #   defaults: build, 15, "one two", none, write, none; LATENCY_OPTIONS are given to both tools'
@@ -68,9 +69,10 @@ one_round() { # MODE ROUND BW_ITERATIONS
     if [[ $tool == perftest ]]; then
       # shellcheck disable=SC2046
       out=$(perftest_run "$server" "$client" "ib_${verb}_bw" $(bw_options "$iterations"))
-      read -r peak average < <(perftest_columns "$out" 'BW average' 3 4)
+      read -r peak average msg_rate < <(perftest_columns "$out" 'BW average' 3 4 5)
       echo "$mode $round perftest bw_average $average" >>"$results"
       echo "$mode $round perftest bw_peak $peak" >>"$results"
+      echo "$mode $round perftest msg_rate_Mpps $msg_rate" >>"$results"
       # shellcheck disable=SC2086
       out=$(perftest_run "$server" "$client" "ib_${verb}_lat" $lat_options)
       read -r t_min t_typical t_avg p99 < <(perftest_columns "$out" 't_typical' 3 5 6 8)
@@ -80,6 +82,7 @@ one_round() { # MODE ROUND BW_ITERATIONS
         $(bw_options "$iterations") "$("$lab" addr "$server"):$port")
       echo "$mode $round ibprobe bw_average $(probe_field "$out" bw_average_MiBps)" >>"$results"
       echo "$mode $round ibprobe bw_peak $(probe_field "$out" bw_peak_MiBps)" >>"$results"
+      echo "$mode $round ibprobe msg_rate_Mpps $(probe_field "$out" msg_rate_Mpps)" >>"$results"
       ((round == 1)) && echo "  ibprobe used: $(grep '^used' <<<"$out")" >&2
       # shellcheck disable=SC2086
       out=$("$lab" exec --timeout 300 "$client" -- "$probe" run -d rxe0 -t "${verb}_lat" $lat_options \
@@ -121,7 +124,7 @@ figures = defaultdict(dict)
 for mode, rnd, tool, figure, value in rows:
     figures[(mode, figure)].setdefault(int(rnd), {})[tool] = float(value)
 print(f"{sys.argv[4]}_bw / {sys.argv[4]}_lat {sys.argv[3]}, rxe in the lab (QEMU TCG), {sys.argv[2]} ABBA rounds; ratio = ibprobe / perftest per round")
-print(f"{'mode':<8} {'figure':<12} {'perftest med':>12} {'ibprobe med':>12} {'ratio med':>10} {'ratio IQR':>16} {'rounds':>6}")
+print(f"{'mode':<8} {'figure':<13} {'perftest med':>12} {'ibprobe med':>12} {'ratio med':>10} {'ratio IQR':>16} {'rounds':>6}")
 for (mode, figure), by_round in figures.items():
     pairs = [(r['perftest'], r['ibprobe']) for r in by_round.values()
              if 'perftest' in r and 'ibprobe' in r and r['perftest'] > 0]
@@ -129,7 +132,7 @@ for (mode, figure), by_round in figures.items():
         continue
     ratios = sorted(i / p for p, i in pairs)
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    print(f"{mode + '-host':<8} {figure:<12} {statistics.median(p for p, _ in pairs):12.2f} "
-          f"{statistics.median(i for _, i in pairs):12.2f} {statistics.median(ratios):10.3f} "
+    print(f"{mode + '-host':<8} {figure:<13} {statistics.median(p for p, _ in pairs):12.6g} "
+          f"{statistics.median(i for _, i in pairs):12.6g} {statistics.median(ratios):10.3f} "
           f"{q[0]:7.3f}..{q[2]:<7.3f} {len(pairs):6d}")
 EOF

@@ -223,6 +223,9 @@ TEST(ProtocolRoundTrip, Result) {
   result.facts->lane.reset();
   result.facts->numa_node.reset();
   EXPECT_EQ(std::get<Result>(round_trip(result)), result);
+  // A send run's receive count, which a UC run's losses are read from.
+  result.messages_received = 1769;
+  EXPECT_EQ(std::get<Result>(round_trip(result)), result);
 }
 
 TEST(ProtocolEncode, HeaderCarriesMagicVersionTypeAndLength) {

@@ -122,8 +122,15 @@ TEST(TransportRules, UcCarriesWriteAndSendOnly) {
     EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("connection UC cannot carry " +
                                                       std::string(to_string(operation)))));
   }
+  auto send = default_spec(Operation::kSend, TestKind::kBandwidth);
+  send.connection = Connection::kUc;
+  send.bidirectional = true;
+  EXPECT_THAT(problems(send), ElementsAre(HasSubstr("bidirectional send over UC")));
   auto spec = write_bw();
   spec.connection = Connection::kUc;
+  spec.bidirectional = true;
+  EXPECT_THAT(problems(spec), IsEmpty());
+  spec.bidirectional = false;
   spec.validation = true;
   EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("validation over UC")));
   spec.validation = false;
