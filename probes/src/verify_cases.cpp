@@ -20,6 +20,8 @@ constexpr std::uint64_t kMessageBytes = 4096;
 constexpr std::uint32_t kDelayedMessagesMax = 100;
 constexpr std::uint32_t kDelayedPostedReceives = 2;
 constexpr std::uint32_t kInlineMessagesMax = 100;
+// atomics: one at a time, each waiting for its completion.
+constexpr std::uint32_t kAtomicsMax = 200;
 constexpr std::uint32_t kSoakDepth = 32;
 constexpr unsigned kSpinsPerCheck = 1024;
 // How long a device gets to raise an async event after a failed completion.
@@ -443,6 +445,9 @@ protocol::VerifyRequest request_for(Case id, const Options& o) {
       break;
     case Case::kBidirectional:
       break;
+    case Case::kAtomics:
+      spec.iterations = std::min(o.messages, kAtomicsMax);
+      break;
     case Case::kRandomSizes:
       spec.message_size = o.max_message_size;
       request.seed = o.seed;
@@ -473,6 +478,7 @@ Layout layout_for(Case id, const protocol::VerifyRequest& request, bool initiato
   if (id == Case::kInlineReuse && initiator) layout.inline_size = spec.inline_size.value_or(0);
   // Room for one more SGE than the QP is given, for the max_sge injection's list.
   if (id == Case::kLocalErrorMaxSge && initiator) layout.max_send_sge = 1;
+  layout.remote_atomics = id == Case::kAtomics;
   return layout;
 }
 
@@ -530,6 +536,7 @@ struct Initiator {
   const protocol::VerifyRequest& request;
   Endpoint& ep;
   Guard& guard;
+  const protocol::QpInfo& peer;
 
   std::uint64_t messages() const { return request.spec.iterations.value_or(0); }
 
@@ -812,6 +819,87 @@ struct Initiator {
     return verdict(id, !failure && v.checked == count && v.errors == 0, details);
   }
 
+  // One signaled work request on QP 0 and its completion; the evidence when either failed.
+  std::optional<std::string> post_and_wait(ibv_send_wr& wr, const std::string& what) {
+    if (const int rc = ep.try_post_send(0, wr); rc != 0) {
+      return fmt::format("{}: ibv_post_send failed: {}", what, std::strerror(rc));
+    }
+    ibv_wc wc{};
+    for (unsigned spins = 1; ep.poll(&wc, 1) == 0; ++spins) {
+      if (spins % kSpinsPerCheck == 0) guard.check(what);
+    }
+    if (wc.status != IBV_WC_SUCCESS) return what + ": " + ep.evidence(0, &wc);
+    return std::nullopt;
+  }
+
+  // RC executes a QP's atomics in order, so the i-th fetch-and-add of 1 to a zeroed target
+  // fetches i. The fetched value's place is filled with ones before each operation: an atomic
+  // that completes without writing it shows.
+  CaseResult atomics() {
+    const auto& target = peer.qps.at(0);
+    std::uint8_t* fetched_at = ep.send_slot(0, 0);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(fetched_at), sizeof(std::uint64_t), ep.mr()->lkey};
+    std::uint64_t sequence = 0;
+    std::optional<std::string> failure;
+    auto run = [&](ibv_wr_opcode opcode, std::uint64_t compare_add, std::uint64_t swap,
+                   const std::string& what) -> std::uint64_t {
+      std::memset(fetched_at, 0xFF, sizeof(std::uint64_t));
+      ibv_send_wr wr{};
+      wr.wr_id = ep.wr_id(0, sequence++);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = opcode;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      if (opcode == IBV_WR_RDMA_READ) {
+        wr.wr.rdma.remote_addr = target.addr;
+        wr.wr.rdma.rkey = target.rkey;
+      } else {
+        wr.wr.atomic.remote_addr = target.addr;
+        wr.wr.atomic.rkey = target.rkey;
+        wr.wr.atomic.compare_add = compare_add;
+        wr.wr.atomic.swap = swap;
+      }
+      failure = post_and_wait(wr, what);
+      std::uint64_t value = 0;
+      std::memcpy(&value, fetched_at, sizeof(value));
+      return value;
+    };
+    const std::uint64_t n = messages();
+    std::uint64_t in_order = 0;
+    std::string first_wrong;
+    for (std::uint64_t i = 0; i < n && !failure; ++i) {
+      const auto value = run(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, fmt::format("fetch-and-add {}", i));
+      if (failure) break;
+      if (value == i) {
+        ++in_order;
+      } else if (first_wrong.empty()) {
+        first_wrong = fmt::format("; first out of order: fetch-and-add {} fetched {:#x}", i, value);
+      }
+    }
+    constexpr std::uint64_t kSwapped = 0x1b9b0e5a7c3d2f01;
+    std::uint64_t stale = 0, current = 0, read_back = 0;
+    if (!failure) {
+      stale =
+          run(IBV_WR_ATOMIC_CMP_AND_SWP, n + 1, kSwapped, "compare-and-swap with a stale compare");
+    }
+    if (!failure) {
+      current =
+          run(IBV_WR_ATOMIC_CMP_AND_SWP, n, kSwapped, "compare-and-swap with the current value");
+    }
+    if (!failure) read_back = run(IBV_WR_RDMA_READ, 0, 0, "reading the target back");
+    finish(channel, guard);
+    std::vector<std::string> details{
+        fmt::format("{} of {} fetch-and-adds fetched 0, 1, 2, ... in order{}", in_order, n,
+                    first_wrong),
+        fmt::format("compare-and-swap expecting {} fetched {} (target unchanged); expecting {} "
+                    "fetched {}; the target read back {:#x} (the swap wrote {:#x})",
+                    n + 1, stale, n, current, read_back, kSwapped)};
+    if (failure) details.push_back("failed: " + *failure);
+    const bool passed =
+        !failure && in_order == n && stale == n && current == n && read_back == kSwapped;
+    return verdict(id, passed, details);
+  }
+
   CaseResult bidirectional() {
     std::optional<SendFailure> failure;
     const auto local = duplex(ep, messages(), guard, failure);
@@ -941,7 +1029,11 @@ CaseResult run_case(Case id, const LocalPort& local, ControlChannel& channel,
   if (id == Case::kBidirectional) post_all_receives(*ep, 0, ep->layout().recv_slots);
   channel.send(ep->endpoints(), guard.deadline());
   channel.expect<protocol::Ready>(guard.deadline(), "the responder to be ready");
-  Initiator initiator{id, local, channel, request, *ep, guard};
+  if (id == Case::kAtomics && !ep->atomics_supported()) {
+    return CaseResult{
+        id, Verdict::kSkipped, 0, {"the device executes no atomic operations (atomic_cap NONE)"}};
+  }
+  Initiator initiator{id, local, channel, request, *ep, guard, peer};
   switch (id) {
     case Case::kDelayedRecv:
       return initiator.delayed_recv();
@@ -958,6 +1050,8 @@ CaseResult run_case(Case id, const LocalPort& local, ControlChannel& channel,
       return initiator.inline_reuse();
     case Case::kBidirectional:
       return initiator.bidirectional();
+    case Case::kAtomics:
+      return initiator.atomics();
     case Case::kRandomSizes:
       return initiator.random_sizes();
     case Case::kSoak:
@@ -1019,6 +1113,7 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
       break;
     }
     case Case::kRnrRetryExceeded:
+    case Case::kAtomics:
       break;
     case Case::kQpRebuild: {
       ReceivePlan plan{{0}, request.rebuild_after};

@@ -67,10 +67,16 @@ Endpoint::Endpoint(const LocalPort& local, const ProbeSpec& spec, bool initiator
   if (flags < 0 || ::fcntl(context_->async_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
     throw verbs::VerbsError("making the async event fd nonblocking", errno);
   }
+  ibv_device_attr device_attr{};
+  if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
+    throw verbs::VerbsError("ibv_query_device", rc);
+  }
+  atomics_supported_ = device_attr.atomic_cap != IBV_ATOMIC_NONE;
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
   buffer_ = verbs::register_buffer(
-      pd_.get(), layout_.qps * (layout_.send_slots + layout_.recv_slots) * layout_.slot_bytes);
+      pd_.get(), layout_.qps * (layout_.send_slots + layout_.recv_slots) * layout_.slot_bytes,
+      layout_.remote_atomics && atomics_supported_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   // Room for every QP's sends and receives, and for a replaced QP's leftovers besides.
   const int cq_entries =
       static_cast<int>(2 * layout_.qps * (layout_.send_slots + layout_.recv_slots) + 16);
@@ -101,7 +107,10 @@ Endpoint::Qp Endpoint::create_qp() {
   qp.send_sge_granted = init.cap.max_send_sge;
   qp.psn = verbs::random_psn();
   qp.generation = payload::next_generation();
-  verbs::rc_qp_to_init(qp.qp.get(), local_.port, IBV_ACCESS_LOCAL_WRITE);
+  unsigned access = IBV_ACCESS_LOCAL_WRITE;
+  if (layout_.remote_atomics) access |= IBV_ACCESS_REMOTE_READ;
+  if (layout_.remote_atomics && atomics_supported_) access |= IBV_ACCESS_REMOTE_ATOMIC;
+  verbs::rc_qp_to_init(qp.qp.get(), local_.port, access);
   return qp;
 }
 

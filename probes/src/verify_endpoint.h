@@ -26,6 +26,8 @@ struct Layout {
   std::uint64_t slot_bytes = 4096;
   std::uint32_t inline_size = 0;  // asked of every QP; the device may grant less
   std::uint32_t max_send_sge = 1;
+  // The peer may read and run atomics on this end's buffer (IBV_ACCESS_REMOTE_ATOMIC).
+  bool remote_atomics = false;
 };
 
 // Every wait of a case: the run's deadline and the control connection's liveness.
@@ -74,6 +76,8 @@ class Endpoint {
   // The inline size and send SGEs the device granted QP q.
   std::uint32_t inline_granted(std::size_t q) const { return qps_[q].inline_granted; }
   std::uint32_t send_sge_granted(std::size_t q) const { return qps_[q].send_sge_granted; }
+  // The device's atomic_cap is not IBV_ATOMIC_NONE.
+  bool atomics_supported() const { return atomics_supported_; }
 
   // ibv_post_send's return code (0: posted); the wr_id is remembered for the evidence.
   int try_post_send(std::size_t q, ibv_send_wr& wr);
@@ -116,6 +120,7 @@ class Endpoint {
   verbs::CompletionQueue cq_;
   std::vector<Qp> qps_;
   std::vector<Qp> retired_;
+  bool atomics_supported_ = false;
   std::uint64_t posted_ = 0;
   std::uint64_t reaped_ = 0;
   static constexpr std::size_t kRememberedWrIds = 8;

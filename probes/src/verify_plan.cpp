@@ -62,6 +62,10 @@ const std::vector<CaseInfo>& catalogue() {
       {Case::kRandomSizes, "random_sizes",
        "seeded sizes from 1 byte to the MR size: every byte_len equals the size sent and every "
        "byte is checked"},
+      {Case::kAtomics, "atomics",
+       "fetch-and-adds to one target fetch 0, 1, 2, ... in order; a compare-and-swap with a "
+       "stale compare fetches the current value and swaps nothing, with the current one it "
+       "swaps; the target read back holds what the swap wrote"},
       {Case::kSoak, "soak",
        "validating send/recv for the soak time: no error, completions/s per interval, CQE batch "
        "distribution, CQ backlog not growing"},

@@ -87,12 +87,18 @@ check_full_suite() {
     ((rc == 0)) || fail "the suite exited $rc"
     for c in delayed_recv rnr_retry_exceeded local_error_mr_length local_error_lkey \
         local_error_unmapped local_error_max_sge qp_rebuild inline_reuse bidirectional \
-        random_sizes soak; do
+        random_sizes atomics soak; do
         row=$(row_of "$out" "$c")
         [[ -n $row ]] || fail "no row for $c"
         [[ $(awk 'NR == 1 { print $2 }' <<<"$row") == pass ]] || fail "$c did not pass: $row"
     done
-    expect_in "$out" "verify: 11 cases, 11 passed, 0 failed, 0 skipped" "summary"
+    expect_in "$out" "verify: 12 cases, 12 passed, 0 failed, 0 skipped" "summary"
+
+    row=$(row_of "$out" atomics)
+    grep -Eq '([0-9]+) of \1 fetch-and-adds fetched 0, 1, 2, \.\.\. in order' <<<"$row" \
+        || fail "atomics: the fetch-and-adds did not fetch in order: $row"
+    grep -Eq 'expecting ([0-9]+) fetched ([0-9]+) \(target unchanged\); expecting \2 fetched \2; the target read back (0x[0-9a-f]+) \(the swap wrote \3\)' <<<"$row" \
+        || fail "atomics: compare-and-swap semantics: $row"
 
     row=$(row_of "$out" delayed_recv)
     (($(number_after "$row" 'rcvd_rnr_err +') > 0)) || fail "delayed_recv: no RNR NAK counted: $row"

@@ -27,6 +27,7 @@ enum class Case {
   kInlineReuse,
   kBidirectional,
   kRandomSizes,
+  kAtomics,
   kSoak,
 };
 

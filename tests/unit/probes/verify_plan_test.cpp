@@ -17,10 +17,11 @@ using ::testing::HasSubstr;
 
 TEST(VerifySelection, NoNameMeansEveryCaseInCatalogueOrder) {
   const auto cases = select_cases({});
-  ASSERT_EQ(cases.size(), 11u);
+  ASSERT_EQ(cases.size(), 12u);
   EXPECT_EQ(cases.front(), Case::kDelayedRecv);
   EXPECT_EQ(cases.back(), Case::kSoak);
   EXPECT_EQ(info(Case::kQpRebuild).name, "qp_rebuild");
+  EXPECT_EQ(info(Case::kAtomics).name, "atomics");
 }
 
 TEST(VerifySelection, NamedCasesRunOnceInCatalogueOrder) {
