@@ -265,7 +265,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (const auto connection = node["connection"]) {
     const auto text = scalar(connection, "connection");
     const auto parsed = probes::parse_connection(text);
-    if (!parsed) fail(connection, "connection must be RC or UC, not '" + text + "'");
+    if (!parsed) fail(connection, "connection must be RC, UC or UD, not '" + text + "'");
     spec.connection = *parsed;
   }
   if (node["sl"]) spec.sl = u32(node["sl"], "sl");
@@ -290,6 +290,9 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["rc"]) parse_rc(node["rc"], spec.rc);
   if (node["bidirectional"]) spec.bidirectional = boolean(node["bidirectional"], "bidirectional");
   if (node["rate_limit"]) spec.rate_limit = parse_rate_limit(node["rate_limit"]);
+  if (!node["rx_depth"] && !node["posted_receives"]) {
+    spec.rx_depth = probes::perftest_unreliable_rx_depth(spec, limits.max_depth);
+  }
   if (const auto ports = node["fabric_ports"]) {
     if (!ports.IsSequence()) fail(ports, "fabric_ports must be a list of LID:PORT");
     for (const auto& port : ports) {

@@ -211,6 +211,7 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
 
   ProbeOutcome outcome;
   outcome.spec = spec;
+  outcome.spec.message_size = session.message_size();
   outcome.peer = channel.peer();
   outcome.gid_index = session.port().gid_index;
   outcome.numa_node = session.numa_node();
@@ -303,10 +304,11 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
                        FailureKind::kProtocol);
   }
   outcome.rate_limiter = session.rate_limiter();
-  if (spec.connection == Connection::kUc && spec.operation == Operation::kSend &&
+  if (spec.connection != Connection::kRc && spec.operation == Operation::kSend &&
       spec.test == TestKind::kBandwidth && !spec.bidirectional) {
     if (!result.messages_received) {
-      throw ProbeFailure(channel.peer() + " did not say how many of the UC sends it received",
+      throw ProbeFailure(channel.peer() + " did not say how many of the " +
+                             std::string(to_string(spec.connection)) + " sends it received",
                          FailureKind::kProtocol);
     }
     outcome.delivery = ProbeOutcome::Delivery{session.messages_posted(), *result.messages_received};

@@ -387,7 +387,7 @@ ProbeSpec spec_from(const Fields& in) {
         enum_field(in, "atomic_type", parse_atomic_type, "FETCH_AND_ADD, CMP_AND_SWAP");
   }
   if (in.has("connection")) {
-    spec.connection = enum_field(in, "connection", parse_connection, "RC, UC");
+    spec.connection = enum_field(in, "connection", parse_connection, "RC, UC, UD");
   }
   spec.test = enum_field(in, "test", parse_test_kind, "bw, lat");
   spec.message_size = in.unsigned_number("message_size", kMaxU64);

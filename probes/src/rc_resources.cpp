@@ -76,8 +76,9 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
   max_rd_atomic_ = static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_rd_atom, 1, 255));
   outstanding_reads_ =
       static_cast<std::uint32_t>(std::clamp(device_attr.max_qp_init_rd_atom, 1, 255));
-  inline_size_ = spec.inline_size.value_or(perftest_default_inline(
-      device_attr.vendor_id, device_attr.vendor_part_id, spec.operation, spec.test));
+  inline_size_ = spec.inline_size.value_or(
+      perftest_default_inline(device_attr.vendor_id, device_attr.vendor_part_id, spec.operation,
+                              spec.test, spec.connection));
   const bool atomic = spec.operation == Operation::kAtomic;
   if (atomic && device_attr.atomic_cap == IBV_ATOMIC_NONE) {
     throw ProbeFailure(local.device + " does not execute atomic operations (atomic_cap NONE)",
@@ -108,7 +109,10 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
   generation_ = payload::next_generation();
   // An atomic probe cycles through kAtomicTargets cache lines of its areas, as perftest's does
   // through its page-sized cycle buffer: atomics to one address would queue behind each other.
-  slot_bytes_ = atomic ? kAtomicTargets * kAtomicTargetStride : spec.message_size;
+  // A UD receive lands the message behind room for the GRH.
+  const bool ud = spec.connection == Connection::kUd;
+  slot_bytes_ =
+      atomic ? kAtomicTargets * kAtomicTargetStride : spec.message_size + (ud ? kUdGrhBytes : 0);
   atomics_posted_.assign(spec.qps, 0);
   buffer_ =
       verbs::register_buffer(pd_.get(), spec.qps * (receive_slots_ + send_slots_) * slot_bytes_,
@@ -143,7 +147,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     ibv_qp_init_attr init{};
     init.send_cq = cq_.get();
     init.recv_cq = cq_.get();
-    init.qp_type = spec.connection == Connection::kUc ? IBV_QPT_UC : IBV_QPT_RC;
+    init.qp_type = ud ? IBV_QPT_UD : spec.connection == Connection::kUc ? IBV_QPT_UC : IBV_QPT_RC;
     init.cap.max_send_wr = spec.tx_depth;
     init.srq = srq_.get();
     init.cap.max_recv_wr = send && !srq_ ? spec.rx_depth : 1;
@@ -157,8 +161,15 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     if (spec.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
     if (atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
-    verbs::rc_qp_to_init(qp.get(), port_number_, access,
-                         static_cast<std::uint16_t>(spec.pkey_index));
+    // A UD QP needs no peer to be ready: it goes to RTS at once, and its sends name their
+    // destination.
+    if (ud) {
+      verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
+                          kProbeQkey, verbs::random_psn());
+    } else {
+      verbs::rc_qp_to_init(qp.get(), port_number_, access,
+                           static_cast<std::uint16_t>(spec.pkey_index));
+    }
     qps_.push_back(std::move(qp));
     psns_.push_back(verbs::random_psn());
   }
@@ -217,24 +228,39 @@ void RcResources::connect(const protocol::QpInfo& remote) {
                        FailureKind::kProtocol);
   }
   const auto local = local_endpoints();
+  // A datagram is one packet: perftest cuts a UD message larger than the path MTU to it.
+  if (spec_.connection == Connection::kUd) {
+    spec_.message_size = std::min<std::uint64_t>(
+        spec_.message_size, std::min(remote.qps.front().mtu, local.qps.front().mtu));
+  }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
     const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                              verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
+    if (spec_.connection == Connection::kUd) {
+      ibv_ah_attr attr =
+          verbs::address_vector(port_, port_number_, path, static_cast<std::uint8_t>(spec_.sl),
+                                static_cast<std::uint8_t>(spec_.traffic_class));
+      verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &attr));
+      if (!ah) throw verbs::VerbsError("ibv_create_ah", errno);
+      address_handles_.push_back(std::move(ah));
+      peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
+      continue;
+    }
     if (spec_.connection == Connection::kUc) {
       verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q],
                           static_cast<std::uint8_t>(spec_.sl),
                           static_cast<std::uint8_t>(spec_.traffic_class));
-      peers_.push_back(Peer{peer.addr, peer.rkey});
+      peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
       continue;
     }
     verbs::rc_qp_to_rts(
         qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
         static_cast<std::uint8_t>(max_rd_atomic_), static_cast<std::uint8_t>(outstanding_reads_),
         static_cast<std::uint8_t>(spec_.sl), static_cast<std::uint8_t>(spec_.traffic_class));
-    peers_.push_back(Peer{peer.addr, peer.rkey});
+    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
   }
   apply_rate_limit();
   // Receives must be in place before the peer is told we are ready, or its first sends meet
@@ -264,6 +290,7 @@ ibv_sge RcResources::message_at(std::uint8_t* area) const {
 
 void RcResources::post_receive(std::size_t qp) {
   ibv_sge sge = message_at(receive_area(qp));
+  if (spec_.connection == Connection::kUd) sge.length += kUdGrhBytes;
   ibv_recv_wr wr{};
   wr.wr_id = qp;
   wr.sg_list = &sge;
@@ -308,6 +335,10 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
     if (!send) {
       wr.wr.rdma.remote_addr = peers_[qp].addr;
       wr.wr.rdma.rkey = peers_[qp].rkey;
+    } else if (spec_.connection == Connection::kUd) {
+      wr.wr.ud.ah = address_handles_[qp].get();
+      wr.wr.ud.remote_qpn = peers_[qp].qpn;
+      wr.wr.ud.remote_qkey = kProbeQkey;
     }
     wr.next = i + 1 < count ? &chain_[i + 1] : nullptr;
   }

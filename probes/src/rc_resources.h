@@ -45,6 +45,8 @@ class RcResources {
   RcResources(const LocalPort& local, const ProbeSpec& spec, Side side);
 
   const verbs::PortFacts& port() const { return port_; }
+  // The message size the run uses: the spec's, cut to the path MTU over UD (after connect()).
+  std::uint64_t message_size() const { return spec_.message_size; }
   // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
   // has configured the port), link_rate (detail: Gbit/s, for the other side to compare),
   // cpu_frequency (the cores this thread is pinned to, ibprobe/cpu_frequency.h; not applicable
@@ -81,6 +83,7 @@ class RcResources {
   struct Peer {
     std::uint64_t addr = 0;
     std::uint32_t rkey = 0;
+    std::uint32_t qpn = 0;
   };
 
   // Piece k of a receive scattered over n pieces: where it starts in the message and where it is
@@ -150,6 +153,8 @@ class RcResources {
   verbs::CompletionQueue cq_;
   verbs::SharedReceiveQueue srq_;
   std::vector<verbs::QueuePair> qps_;
+  // UD: one address handle per QP, to its peer QP; destroyed before the PD.
+  std::vector<verbs::AddressHandle> address_handles_;
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
   std::uint32_t max_rd_atomic_ = 1;

@@ -32,8 +32,8 @@ constexpr EnumNames<Operation, 4> kOperationNames{{{Operation::kWrite, "write"},
                                                    {Operation::kAtomic, "atomic"}}};
 constexpr EnumNames<AtomicType, 2> kAtomicTypeNames{
     {{AtomicType::kFetchAndAdd, "FETCH_AND_ADD"}, {AtomicType::kCompareAndSwap, "CMP_AND_SWAP"}}};
-constexpr EnumNames<Connection, 2> kConnectionNames{
-    {{Connection::kRc, "RC"}, {Connection::kUc, "UC"}}};
+constexpr EnumNames<Connection, 3> kConnectionNames{
+    {{Connection::kRc, "RC"}, {Connection::kUc, "UC"}, {Connection::kUd, "UD"}}};
 constexpr EnumNames<TestKind, 2> kTestKindNames{
     {{TestKind::kBandwidth, "bw"}, {TestKind::kLatency, "lat"}}};
 constexpr EnumNames<NumaPolicy, 3> kNumaPolicyNames{
@@ -50,6 +50,10 @@ constexpr std::uint32_t kPerftestCqModeration = 100;
 constexpr std::uint64_t kCqModerationSizeLimit = 8192;
 constexpr std::uint32_t kPerftestInlineWrite = 220;
 constexpr std::uint32_t kPerftestInlineSendRc = 236;
+constexpr std::uint32_t kPerftestInlineSendUd = 188;
+// perftest_parameters.h: UC_MAX_RX, DEF_RX_SEND.
+constexpr std::uint32_t kPerftestUnreliableMaxRx = 16000;
+constexpr std::uint32_t kPerftestRxSend = 512;
 
 // The device families perftest's ib_dev_name() tells apart where its inline default differs;
 // every other recognised device is kOther, an unrecognised one kUnknown.
@@ -228,26 +232,30 @@ void check_transport(const ProbeSpec& spec, Violations& out) {
         "rate_limit on an atomic probe needs limiter hardware: the software limiter paces by "
         "payload, which an atomic does not carry (perftest refuses it too)");
   }
-  if (spec.connection != Connection::kUc) return;
-  if (spec.operation == Operation::kRead || atomic) {
+  if (spec.connection == Connection::kRc) return;
+  const std::string name(to_string(spec.connection));
+  if (spec.connection == Connection::kUd && spec.operation != Operation::kSend) {
+    out.push_back(
+        "connection UD carries send only: a datagram has no remote memory to write, "
+        "read or update (perftest: UD connection only possible in SEND verb)");
+  } else if (spec.operation == Operation::kRead || atomic) {
     out.push_back("connection UC cannot carry " + std::string(to_string(spec.operation)) +
                   ": an unreliable connection has no responder resources for reads and "
                   "atomics (perftest: UC connection not possible in READ/ATOMIC verbs)");
   }
   if (spec.bidirectional && spec.operation == Operation::kSend) {
-    out.push_back(
-        "bidirectional send over UC: each side counts the other's messages to know when the run "
-        "is over, and an unreliable connection loses some");
+    out.push_back("bidirectional send over " + name +
+                  ": each side counts the other's messages to know when the run is over, and "
+                  "an unreliable transport loses some");
   }
   if (spec.validation) {
-    out.push_back(
-        "validation over UC: an unreliable connection drops a message it loses, which the "
-        "check would report as corruption; validate over RC");
+    out.push_back("validation over " + name +
+                  ": an unreliable transport drops a message it loses, which the check would "
+                  "report as corruption; validate over RC");
   }
   if (spec.rc != RcKnobs{}) {
-    out.push_back(
-        "rc timeout, retry_count, rnr_retry and min_rnr_timer apply to RC: a UC QP waits for "
-        "no acknowledgement and retries nothing");
+    out.push_back("rc timeout, retry_count, rnr_retry and min_rnr_timer apply to RC: a " + name +
+                  " QP waits for no acknowledgement and retries nothing");
   }
 }
 
@@ -497,13 +505,25 @@ std::uint32_t effective_cq_moderation(const ProbeSpec& spec) {
   if (spec.test == TestKind::kLatency) return 1;
   if (spec.cq_moderation) return *spec.cq_moderation;
   std::uint32_t moderation = kPerftestCqModeration;
-  if (spec.message_size > kCqModerationSizeLimit) moderation = 1;
+  // perftest keeps the moderation for UD, whose messages are cut to the path MTU.
+  if (spec.message_size > kCqModerationSizeLimit && spec.connection != Connection::kUd) {
+    moderation = 1;
+  }
   if (spec.post_list > 1) moderation = spec.post_list;
   return std::max(1u, std::min(moderation, spec.tx_depth));
 }
 
+std::uint32_t perftest_unreliable_rx_depth(const ProbeSpec& spec, std::uint32_t max_depth) {
+  if (spec.connection == Connection::kRc || spec.operation != Operation::kSend ||
+      !spec.iterations || spec.rx_depth != kPerftestRxSend) {
+    return spec.rx_depth;
+  }
+  return static_cast<std::uint32_t>(
+      std::min<std::uint64_t>({*spec.iterations, kPerftestUnreliableMaxRx, max_depth}));
+}
+
 std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t vendor_part_id,
-                                      Operation operation, TestKind test) {
+                                      Operation operation, TestKind test, Connection connection) {
   const auto device = perftest_device(vendor_id, vendor_part_id);
   if (device == PerftestDevice::kUnknown || test != TestKind::kLatency ||
       operation == Operation::kRead || operation == Operation::kAtomic) {
@@ -525,7 +545,8 @@ std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t ven
     default:
       break;
   }
-  return operation == Operation::kWrite ? kPerftestInlineWrite : kPerftestInlineSendRc;
+  if (operation == Operation::kWrite) return kPerftestInlineWrite;
+  return connection == Connection::kUd ? kPerftestInlineSendUd : kPerftestInlineSendRc;
 }
 
 std::string SpecViolations::message() const {

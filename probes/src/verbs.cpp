@@ -191,6 +191,40 @@ void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
   modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
 }
 
+ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                           std::uint8_t sl, std::uint8_t traffic_class) {
+  ibv_ah_attr ah{};
+  ah.dlid = peer.lid;
+  ah.port_num = port_number;
+  // rxe ignores the SL (its packets carry no VL, and it maps no priority from it).
+  ah.sl = sl;
+  // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
+  if (port.is_ethernet) {
+    ah.is_global = 1;
+    std::memcpy(ah.grh.dgid.raw, peer.gid.data(), peer.gid.size());
+    ah.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
+    ah.grh.hop_limit = 64;
+    ah.grh.traffic_class = traffic_class;
+  }
+  return ah;
+}
+
+void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index,
+                  std::uint32_t qkey, std::uint32_t sq_psn) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = pkey_index;
+  attr.port_num = port_number;
+  attr.qkey = qkey;
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, "INIT");
+  attr = {};
+  attr.qp_state = IBV_QPS_RTR;
+  modify_qp(qp, attr, IBV_QP_STATE, "RTR");
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = sq_psn;
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
+}
+
 namespace {
 
 // RTR's path to the peer, common to RC and UC.
@@ -201,18 +235,7 @@ ibv_qp_attr ready_to_receive(const PortFacts& port, std::uint8_t port_number, co
   attr.path_mtu = peer.path_mtu;
   attr.dest_qp_num = peer.qpn;
   attr.rq_psn = peer.psn;
-  attr.ah_attr.dlid = peer.lid;
-  attr.ah_attr.port_num = port_number;
-  // rxe ignores the SL (its packets carry no VL, and it maps no priority from it).
-  attr.ah_attr.sl = sl;
-  // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
-  if (port.is_ethernet) {
-    attr.ah_attr.is_global = 1;
-    std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid.data(), peer.gid.size());
-    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
-    attr.ah_attr.grh.hop_limit = 64;
-    attr.ah_attr.grh.traffic_class = traffic_class;
-  }
+  attr.ah_attr = address_vector(port, port_number, peer, sl, traffic_class);
   return attr;
 }
 

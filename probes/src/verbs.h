@@ -107,6 +107,15 @@ void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
                   std::uint8_t max_rd_atomic, std::uint8_t sl = 0, std::uint8_t traffic_class = 0);
 
+// The address vector to `peer` over `port`, as an RC or UC QP's path and a UD address handle
+// both use it: by GID on RoCE (with the traffic class in the GRH), by LID on InfiniBand.
+ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                           std::uint8_t sl, std::uint8_t traffic_class);
+
+// A UD QP from RESET through INIT (with `qkey`, the key datagrams to it must carry) to RTS.
+void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index,
+                  std::uint32_t qkey, std::uint32_t sq_psn);
+
 // A UC QP from INIT through RTR to RTS: the same path as rc_qp_to_rts, without what only a
 // reliable connection has (ACK timeout, retries, RNR timer, reads and atomics in flight).
 void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,

@@ -277,9 +277,9 @@ void add_run_options(CLI::App& run, RunFlags& f) {
                  "Atomic tests: FETCH_AND_ADD (default) or CMP_AND_SWAP")
       ->check(CLI::IsMember({"FETCH_AND_ADD", "CMP_AND_SWAP"}));
   run.add_option("-c,--connection", f.connection,
-                 "Transport of both sides' QPs: RC (default) or UC (write and send only: no "
-                 "ACKs, no retransmission)")
-      ->check(CLI::IsMember({"RC", "UC"}));
+                 "Transport of both sides' QPs: RC (default), UC (write and send: no ACKs, no "
+                 "retransmission) or UD (send: datagrams of at most the path MTU)")
+      ->check(CLI::IsMember({"RC", "UC", "UD"}));
   run.add_flag("-N,--noPeak", f.no_peak,
                "Bandwidth: do not compute or print the peak (perftest's -N)");
   run.add_flag("--report_gbits", f.report_gbits,
@@ -421,6 +421,9 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   spec.bidirectional = f.bidirectional;
   if (!f.atomic_type.empty()) spec.atomic_type = *parse_atomic_type(f.atomic_type);
   if (!f.connection.empty()) spec.connection = *parse_connection(f.connection);
+  if (f.rx_depth == 0 && f.posted_receives == 0) {
+    spec.rx_depth = perftest_unreliable_rx_depth(spec, Limits{}.max_depth);
+  }
   if (f.margin) spec.margin_seconds = *f.margin;
   if (f.rate_limit) {
     spec.rate_limit = RateLimit{*f.rate_limit, *parse_rate_unit(f.rate_units),

@@ -18,7 +18,8 @@
 #   FETCH_ADD request per message (CMP_SWAP with -A CMP_AND_SWAP), each answered by an ATOMIC
 #   ACKNOWLEDGE, and a validating run reads its targets back with one RDMA READ; -c UC sends UC
 #   SEND_ONLY / RDMA_WRITE_ONLY packets that the responder acknowledges with nothing, where RC's
-#   are answered with ACKs.
+#   are answered with ACKs; -c UD sends one UD SEND_ONLY datagram per message, its size cut to
+#   the path MTU as perftest cuts it.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -251,23 +252,23 @@ check_lane() {
     note "refused: -S 16 and --pkey_index 5 ($out)"
 }
 
-# A run over UC, which takes none of the RC knobs run_probe gives.
+# A run over UC or UD (-c in ARGS), which take none of the RC knobs run_probe gives.
 run_unreliable() { # ARGS...
-    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -c UC "$@" "$(lab addr A):$RESPONDER_PORT"
+    lab exec --timeout 120 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
 }
 
 captured_unreliable_run() { # PCAP ARGS...
     local pcap=$1 out
     shift
     lab capture A start "$pcap" >/dev/null || fail "cannot start the capture on VM A's NIC"
-    out=$(run_unreliable "$@") || { lab capture A stop >/dev/null; fail "UC probe $* failed: $out"; }
+    out=$(run_unreliable "$@") || { lab capture A stop >/dev/null; fail "probe $* failed: $out"; }
     lab capture A stop >/dev/null || fail "cannot stop the capture on VM A's NIC"
     printf '%s\n' "$out"
 }
 
 # IBA opcodes (RC 0x00.., UC 0x20..): SEND_ONLY 4, RDMA_WRITE_ONLY 10, RDMA_READ_REQUEST 12,
 # ACKNOWLEDGE 17, ATOMIC_ACKNOWLEDGE 18, COMPARE_SWAP 19, FETCH_ADD 20; UC SEND_ONLY 36, UC
-# RDMA_WRITE_ONLY 42. 1024-byte messages are one packet each at the lab's MTU.
+# RDMA_WRITE_ONLY 42; UD SEND_ONLY 100. 1024-byte messages are one packet each at the lab's MTU.
 check_transport() {
     local dir out counts a b
     dir=$(mktemp -d)
@@ -287,18 +288,26 @@ check_transport() {
     (($(opcode_count "$counts" "$b" 20) == 0)) || fail "-A CMP_AND_SWAP sent FETCH_ADDs: $counts"
     (($(opcode_count "$counts" "$b" 12) == 1)) || fail "the validating run did not read its targets back with one RDMA READ: $counts"
     note "atomic_bw CMP_AND_SWAP --validate: $(tr '\n' ';' <<<"$counts")"
-    out=$(captured_unreliable_run "$dir/uc-send.pcap" -t send_bw -n 200 -s 1024) || exit 1
+    out=$(captured_unreliable_run "$dir/uc-send.pcap" -t send_bw -n 200 -s 1024 -c UC) || exit 1
     grep -q '^probe send_bw .* connection=UC$' <<<"$out" || fail "the UC run does not report its connection: $out"
     grep -q '^delivery sent=200 ' <<<"$out" || fail "the UC send reports no delivery: $out"
     counts=$(roce_opcode_counts "$dir/uc-send.pcap")
     (($(opcode_count "$counts" "$b" 36) == 200)) || fail "-c UC send_bw: not 200 UC SEND_ONLY packets from B: $counts"
     (($(packets_from "$counts" "$a") == 0)) || fail "-c UC: the responder answered UC packets: $counts"
     note "send_bw -c UC: $(tr '\n' ';' <<<"$counts"); $(grep '^delivery' <<<"$out")"
-    out=$(captured_unreliable_run "$dir/uc-write.pcap" -t write_bw -n 200 -s 1024) || exit 1
+    out=$(captured_unreliable_run "$dir/uc-write.pcap" -t write_bw -n 200 -s 1024 -c UC) || exit 1
     counts=$(roce_opcode_counts "$dir/uc-write.pcap")
     (($(opcode_count "$counts" "$b" 42) == 200)) || fail "-c UC write_bw: not 200 UC RDMA_WRITE_ONLY packets from B: $counts"
     (($(packets_from "$counts" "$a") == 0)) || fail "-c UC write: the responder answered UC packets: $counts"
     note "write_bw -c UC: $(tr '\n' ';' <<<"$counts")"
+    # UD: perftest's 64 KiB default cut to the path MTU (1024 here), one datagram each.
+    out=$(captured_unreliable_run "$dir/ud-send.pcap" -t send_bw -n 200 -c UD) || exit 1
+    grep -q '^probe send_bw .* size=1024 .* connection=UD$' <<<"$out" || fail "-c UD: the message is not cut to the path MTU: $out"
+    grep -q '^delivery sent=200 ' <<<"$out" || fail "the UD send reports no delivery: $out"
+    counts=$(roce_opcode_counts "$dir/ud-send.pcap")
+    (($(opcode_count "$counts" "$b" 100) == 200)) || fail "-c UD send_bw: not 200 UD SEND_ONLY datagrams from B: $counts"
+    (($(packets_from "$counts" "$a") == 0)) || fail "-c UD: the responder answered datagrams: $counts"
+    note "send_bw -c UD: $(tr '\n' ';' <<<"$counts"); $(grep '^delivery' <<<"$out")"
     out=$(captured_run "$dir/rc-send.pcap" -t send_bw -n 200 -s 1024 --report_gbits) || exit 1
     # --report_gbits: the same figure in decimal Gbit/s, from the run's own messages and seconds.
     python3 - "$out" <<'PY' || fail "--report_gbits: bw_average_Gbps is not messages x 1024 x 8 / seconds: $out"

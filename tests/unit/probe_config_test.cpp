@@ -581,7 +581,15 @@ TEST(ProbeConfigModesTest, AtomicTypeConnectionAndNoPeakReachTheSpec) {
                   "atomic_type must be FETCH_AND_ADD or CMP_AND_SWAP, not 'SWAP'");
   expect_error_at(one_module("    atomic_type: CMP_AND_SWAP\n"), 3,
                   "atomic_type CMP_AND_SWAP applies to atomic probes, not write");
-  expect_error_at(one_module("    connection: UD\n"), 4, "connection must be RC or UC, not 'UD'");
+  expect_error_at(one_module("    connection: XRC\n"), 4,
+                  "connection must be RC, UC or UD, not 'XRC'");
+  expect_error_at(one_module("    connection: UD\n"), 3, "connection UD carries send only");
+  // perftest's receive depth over UC and UD: one receive per message of an iteration run.
+  EXPECT_EQ(spec_of("send_bw", "    connection: UD\n").rx_depth, 1000u);
+  EXPECT_EQ(spec_of("send_bw", "    connection: UC\n    iterations: 20000\n").rx_depth, 8192u);
+  EXPECT_EQ(spec_of("send_bw", "    connection: UC\n    duration: 10s\n").rx_depth, 512u);
+  EXPECT_EQ(spec_of("send_bw", "    connection: UC\n    rx_depth: 64\n").rx_depth, 64u);
+  EXPECT_EQ(spec_of("send_bw", "").rx_depth, 512u);
   expect_error_at("modules:\n  m:\n    kind: read_bw\n    connection: UC\n", 3,
                   "connection UC cannot carry read");
   expect_error_at("modules:\n  m:\n    kind: atomic_bw\n    message_size: 64\n", 3,

@@ -29,9 +29,11 @@ enum class Operation { kWrite, kRead, kSend, kAtomic };
 enum class TestKind { kBandwidth, kLatency };
 // The atomic an atomic probe posts (perftest's -A): fetch-and-add of 1, or compare-and-swap.
 enum class AtomicType { kFetchAndAdd, kCompareAndSwap };
-// The transport of the probe's QPs (perftest's -c): reliable, or unreliable connected (no ACKs,
-// no retransmission: a lost packet loses its message).
-enum class Connection { kRc, kUc };
+// The transport of the probe's QPs (perftest's -c): reliable connected; unreliable connected (no
+// ACKs, no retransmission: a lost packet loses its message); unreliable datagram (send only,
+// one packet per message, addressed through an address handle, received behind a 40-byte GRH;
+// a larger message size is cut to the path MTU, as perftest cuts it).
+enum class Connection { kRc, kUc, kUd };
 enum class NumaPolicy {
   kAuto,  // bind CPU and memory to the HCA's node (device/numa_node)
   kNone,  // leave placement to the scheduler
@@ -44,7 +46,7 @@ std::string_view to_string(NumaPolicy policy);
 std::string_view to_string(AtomicType type);
 std::string_view to_string(Connection connection);
 std::optional<Operation> parse_operation(std::string_view text);
-// perftest's spellings: FETCH_AND_ADD, CMP_AND_SWAP; RC, UC.
+// perftest's spellings: FETCH_AND_ADD, CMP_AND_SWAP; RC, UC, UD.
 std::optional<AtomicType> parse_atomic_type(std::string_view text);
 std::optional<Connection> parse_connection(std::string_view text);
 std::optional<TestKind> parse_test_kind(std::string_view text);
@@ -203,15 +205,27 @@ ProbeSpec default_spec(Operation operation, TestKind test);
 inline constexpr std::uint64_t kAtomicMessageSize = 8;
 
 // perftest's CQ moderation (force_dependecies): the one given, else 100 (DEF_CQ_MOD), forced to
-// 1 above 8 KiB (MSG_SIZE_CQ_MOD_LIMIT), to the post list's size with a post list, and never
-// above the tx depth. Latency ping-pongs signal every message.
+// 1 above 8 KiB (MSG_SIZE_CQ_MOD_LIMIT) except over UD, to the post list's size with a post list,
+// and never above the tx depth. Latency ping-pongs signal every message.
 std::uint32_t effective_cq_moderation(const ProbeSpec& spec);
 
 // perftest's default inline size (ctx_set_max_inline): 0 on a device it does not recognise by
 // vendor and part id (rxe and siw among them), and for bandwidth and read; for write latency
 // 220 bytes, for send latency 236, with its per-vendor exceptions.
 std::uint32_t perftest_default_inline(std::uint32_t vendor_id, std::uint32_t vendor_part_id,
-                                      Operation operation, TestKind test);
+                                      Operation operation, TestKind test,
+                                      Connection connection = Connection::kRc);
+
+// perftest's receive depth over UC and UD (force_dependecies): a send run in iteration mode that
+// keeps the default 512 posts one receive per message instead, up to UC_MAX_RX (16000), so an
+// unreliable connection loses no message for want of a receive; here at most `max_depth`, the
+// responders' depth limit. Other runs keep `spec.rx_depth`.
+std::uint32_t perftest_unreliable_rx_depth(const ProbeSpec& spec, std::uint32_t max_depth);
+
+// The QP key of a UD probe's QPs and their peers' (perftest's DEF_QKEY).
+inline constexpr std::uint32_t kProbeQkey = 0x11111111;
+// Bytes a UD receive holds before the message: the GRH, present or not.
+inline constexpr std::uint32_t kUdGrhBytes = 40;
 
 // Why a spec (or a sweep, or a verify plan) cannot run: every rule it breaks, each message
 // saying why, in the order the rules are checked.

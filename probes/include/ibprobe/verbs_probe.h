@@ -56,8 +56,9 @@ struct ProbeOutcome {
   std::optional<BandwidthStats> bandwidth;
   std::optional<BandwidthStats> initiator_direction;
   std::optional<BandwidthStats> responder_direction;
-  // Send bandwidth over UC: messages this side posted and the responder's receive completions.
-  // An unreliable connection does not retransmit, so what the path lost is the difference.
+  // Send bandwidth over UC or UD: messages this side posted and the responder's receive
+  // completions. An unreliable transport does not retransmit, so what the path lost (or found
+  // no receive posted for) is the difference.
   struct Delivery {
     std::uint64_t sent = 0;
     std::uint64_t received = 0;

@@ -138,6 +138,49 @@ TEST(TransportRules, UcCarriesWriteAndSendOnly) {
   EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("apply to RC: a UC QP waits for")));
 }
 
+TEST(TransportRules, UdCarriesSendOnly) {
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    auto spec = default_spec(Operation::kSend, test);
+    spec.connection = Connection::kUd;
+    // 64 KiB is no error: the run cuts it to the path MTU, as perftest does.
+    EXPECT_THAT(problems(spec), IsEmpty());
+  }
+  for (auto operation : {Operation::kWrite, Operation::kRead, Operation::kAtomic}) {
+    auto spec = default_spec(operation, TestKind::kBandwidth);
+    spec.connection = Connection::kUd;
+    EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("connection UD carries send only")));
+  }
+  auto spec = default_spec(Operation::kSend, TestKind::kBandwidth);
+  spec.connection = Connection::kUd;
+  // perftest keeps DEF_CQ_MOD over UD: its 64 KiB become one MTU-sized datagram.
+  EXPECT_EQ(effective_cq_moderation(spec), 100u);
+  spec.rc.rnr_retry = 3;
+  EXPECT_THAT(problems(spec), ElementsAre(HasSubstr("a UD QP waits for no acknowledgement")));
+}
+
+// force_dependecies: over UC and UD a send run of N iterations with the default rx depth (512)
+// posts min(N, UC_MAX_RX) receives; here never above the responders' depth limit.
+TEST(TransportRules, UnreliableSendPostsAReceivePerMessage) {
+  auto spec = default_spec(Operation::kSend, TestKind::kBandwidth);
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 512u);  // RC keeps its depth
+  spec.connection = Connection::kUd;
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 1000u);
+  spec.iterations = 100;
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 100u);
+  spec.iterations = 50000;
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 20000), 16000u);
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 8192u);
+  spec.rx_depth = 64;  // given, not the default
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 64u);
+  spec.rx_depth = 512;
+  spec.iterations.reset();
+  spec.duration_seconds = 10;
+  EXPECT_EQ(perftest_unreliable_rx_depth(spec, 8192), 512u);
+  auto write = default_spec(Operation::kWrite, TestKind::kBandwidth);
+  write.connection = Connection::kUc;
+  EXPECT_EQ(perftest_unreliable_rx_depth(write, 8192), 1u);
+}
+
 TEST(DefaultSpec, RcKnobsMatchPerftest) {
   const RcKnobs rc = write_bw().rc;
   EXPECT_EQ(rc.timeout, 14u);
@@ -238,6 +281,10 @@ TEST(PerftestDefaultInline, FollowsPerftestsDeviceTable) {
   constexpr std::uint32_t kConnectX6 = 4123;
   EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kWrite, TestKind::kLatency),
             220u);
+  // DEF_INLINE_SEND_UD for send latency over UD.
+  EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kSend, TestKind::kLatency,
+                                    Connection::kUd),
+            188u);
   EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kSend, TestKind::kLatency),
             236u);
   EXPECT_EQ(perftest_default_inline(kMellanox, kConnectX6, Operation::kRead, TestKind::kLatency),
@@ -378,13 +425,13 @@ TEST(ParseEnums, RoundTripTheirNames) {
   for (auto type : {AtomicType::kFetchAndAdd, AtomicType::kCompareAndSwap}) {
     EXPECT_EQ(parse_atomic_type(to_string(type)), type);
   }
-  for (auto connection : {Connection::kRc, Connection::kUc}) {
+  for (auto connection : {Connection::kRc, Connection::kUc, Connection::kUd}) {
     EXPECT_EQ(parse_connection(to_string(connection)), connection);
   }
   // perftest's spellings only.
   EXPECT_EQ(parse_atomic_type("CMP_AND_SWAP"), AtomicType::kCompareAndSwap);
   EXPECT_FALSE(parse_atomic_type("fetch_and_add"));
-  EXPECT_FALSE(parse_connection("UD"));
+  EXPECT_FALSE(parse_connection("XRC"));
   EXPECT_FALSE(parse_operation("atomics"));
   EXPECT_FALSE(parse_test_kind("BW"));
   EXPECT_FALSE(parse_numa_policy(""));
