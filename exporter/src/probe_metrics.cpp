@@ -211,8 +211,8 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
   if (const auto& v = outcome.validation) add_validation(out, base, *v);
   if (const auto& d = outcome.delivery) {
     gauge(out, "rdma_probe_messages_lost",
-          "Messages of a UC send probe that never completed a receive at the peer: an "
-          "unreliable connection does not retransmit what the path drops.",
+          "Messages of a UC or UD send probe that never completed a receive at the peer: an "
+          "unreliable transport does not retransmit what the path drops.",
           base, static_cast<double>(d->lost()));
   }
   add_deltas(out, base, "local", outcome.local_deltas);

@@ -228,10 +228,18 @@ void RcResources::connect(const protocol::QpInfo& remote) {
                        FailureKind::kProtocol);
   }
   const auto local = local_endpoints();
-  // A datagram is one packet: perftest cuts a UD message larger than the path MTU to it.
+  // A datagram is one packet. perftest cuts its default message size to the path MTU and
+  // refuses a larger size asked for.
   if (spec_.connection == Connection::kUd) {
-    spec_.message_size = std::min<std::uint64_t>(
-        spec_.message_size, std::min(remote.qps.front().mtu, local.qps.front().mtu));
+    const std::uint64_t path_mtu = std::min(remote.qps.front().mtu, local.qps.front().mtu);
+    if (spec_.message_size > path_mtu &&
+        spec_.message_size != default_spec(spec_.operation, spec_.test).message_size) {
+      throw ProbeFailure("message_size " + std::to_string(spec_.message_size) +
+                             ": a UD message is one packet, at most the path MTU (" +
+                             std::to_string(path_mtu) + " bytes); perftest refuses it too",
+                         FailureKind::kRejected);
+    }
+    spec_.message_size = std::min(spec_.message_size, path_mtu);
   }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);

@@ -33,6 +33,8 @@ trap 'rm -f "$results"; "$lab" down >/dev/null 2>&1 || true' EXIT
 # top (tx depth 128, CQ moderation 1 above 8 KiB, inline 0 on rxe), which ibprobe prints.
 bw_size=65536 lat_size=2
 [[ $verb == atomic ]] && bw_size=8 lat_size=8
+# A UD message is one packet: the lab's path MTU, which perftest refuses to exceed when asked.
+[[ " $verb_extra " == *" -c UD "* ]] && bw_size=1024
 bw_options() { echo "-s $bw_size -n $1${verb_extra:+ $verb_extra}"; }
 lat_options="-s $lat_size -n 1000${latency_extra:+ $latency_extra}${verb_extra:+ $verb_extra}"
 

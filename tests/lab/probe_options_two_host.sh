@@ -308,6 +308,12 @@ check_transport() {
     (($(opcode_count "$counts" "$b" 100) == 200)) || fail "-c UD send_bw: not 200 UD SEND_ONLY datagrams from B: $counts"
     (($(packets_from "$counts" "$a") == 0)) || fail "-c UD: the responder answered datagrams: $counts"
     note "send_bw -c UD: $(tr '\n' ';' <<<"$counts"); $(grep '^delivery' <<<"$out")"
+    local rc=0
+    out=$(run_unreliable -t send_bw -n 200 -s 2048 -c UD 2>&1) || rc=$?
+    ((rc != 0)) || fail "-c UD -s 2048 over a 1024-byte path ran: $out"
+    grep -q 'message_size 2048: a UD message is one packet, at most the path MTU (1024 bytes)' <<<"$out" \
+        || fail "-c UD -s 2048 refused without the reason: $out"
+    note "-c UD -s 2048 refused: $(grep -o 'message_size 2048: [^;]*' <<<"$out" | head -n1)"
     out=$(captured_run "$dir/rc-send.pcap" -t send_bw -n 200 -s 1024 --report_gbits) || exit 1
     # --report_gbits: the same figure in decimal Gbit/s, from the run's own messages and seconds.
     python3 - "$out" <<'PY' || fail "--report_gbits: bw_average_Gbps is not messages x 1024 x 8 / seconds: $out"

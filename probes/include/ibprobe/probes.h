@@ -32,7 +32,8 @@ enum class AtomicType { kFetchAndAdd, kCompareAndSwap };
 // The transport of the probe's QPs (perftest's -c): reliable connected; unreliable connected (no
 // ACKs, no retransmission: a lost packet loses its message); unreliable datagram (send only,
 // one packet per message, addressed through an address handle, received behind a 40-byte GRH;
-// a larger message size is cut to the path MTU, as perftest cuts it).
+// perftest's default size is cut to the path MTU, a larger size asked for is refused, as
+// perftest does both).
 enum class Connection { kRc, kUc, kUd };
 enum class NumaPolicy {
   kAuto,  // bind CPU and memory to the HCA's node (device/numa_node)
