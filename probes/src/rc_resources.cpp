@@ -358,18 +358,24 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
   }
 }
 
-ibv_send_wr RcResources::atomic_request(std::size_t qp, ibv_sge& sge) {
-  // The n-th atomic of the QP goes to target n mod kAtomicTargets, and the value it fetches
-  // lands in the same line of our send area.
-  const std::uint64_t n = atomics_posted_[qp]++;
-  const std::size_t offset = (n % kAtomicTargets) * kAtomicTargetStride;
-  sge.addr = reinterpret_cast<std::uintptr_t>(send_area(qp) + offset);
-  sge.length = static_cast<std::uint32_t>(kAtomicMessageSize);
+ibv_send_wr RcResources::request_over(std::size_t qp, ibv_sge& sge, std::uint8_t* at,
+                                      std::size_t length) const {
+  sge.addr = reinterpret_cast<std::uintptr_t>(at);
+  sge.length = static_cast<std::uint32_t>(length);
   sge.lkey = buffer_.mr->lkey;
   ibv_send_wr wr{};
   wr.wr_id = qp;
   wr.sg_list = &sge;
   wr.num_sge = 1;
+  return wr;
+}
+
+ibv_send_wr RcResources::atomic_request(std::size_t qp, ibv_sge& sge) {
+  // The n-th atomic of the QP goes to target n mod kAtomicTargets, and the value it fetches
+  // lands in the same line of our send area.
+  const std::uint64_t n = atomics_posted_[qp]++;
+  const std::size_t offset = (n % kAtomicTargets) * kAtomicTargetStride;
+  ibv_send_wr wr = request_over(qp, sge, send_area(qp) + offset, kAtomicMessageSize);
   wr.wr.atomic.remote_addr = peers_[qp].addr + offset;
   wr.wr.atomic.rkey = peers_[qp].rkey;
   // The value the n-th atomic to a target finds there: the QP's earlier ones executed in order.
@@ -391,13 +397,7 @@ ibv_send_wr RcResources::atomic_request(std::size_t qp, ibv_sge& sge) {
 void RcResources::post_atomic_read_back(std::size_t qp) {
   // Into our own receive area, which this side's atomics leave alone.
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<std::uintptr_t>(receive_area(qp));
-  sge.length = static_cast<std::uint32_t>(slot_bytes_);
-  sge.lkey = buffer_.mr->lkey;
-  ibv_send_wr wr{};
-  wr.wr_id = qp;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_send_wr wr = request_over(qp, sge, receive_area(qp), slot_bytes_);
   wr.opcode = IBV_WR_RDMA_READ;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = peers_[qp].addr;

@@ -115,6 +115,10 @@ class RcResources {
   // Atomic probes: the peer's targets each QP cycles through, one per cache line of a page.
   static constexpr std::size_t kAtomicTargets = 64;
   static constexpr std::size_t kAtomicTargetStride = 64;
+  // A work request of `qp` (its wr_id) over `sge`, which is set to `length` bytes at `at` of our
+  // registered buffer; opcode, flags and remote side are the caller's.
+  ibv_send_wr request_over(std::size_t qp, ibv_sge& sge, std::uint8_t* at,
+                           std::size_t length) const;
   // The next atomic of `qp` as a work request over `sge` (its fetched value's place): target,
   // opcode and operands, unsignaled and unchained.
   ibv_send_wr atomic_request(std::size_t qp, ibv_sge& sge);

@@ -181,14 +181,25 @@ void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step) {
   }
 }
 
-void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
-                   std::uint16_t pkey_index) {
+namespace {
+
+// INIT's port and P_Key entry, common to every transport.
+constexpr int kInitMask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+ibv_qp_attr initialized(std::uint8_t port_number, std::uint16_t pkey_index) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = pkey_index;
   attr.port_num = port_number;
+  return attr;
+}
+
+}  // namespace
+
+void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
+                   std::uint16_t pkey_index) {
+  ibv_qp_attr attr = initialized(port_number, pkey_index);
   attr.qp_access_flags = access;
-  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+  modify_qp(qp, attr, kInitMask | IBV_QP_ACCESS_FLAGS, "INIT");
 }
 
 ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
@@ -211,12 +222,9 @@ ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, cons
 
 void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index,
                   std::uint32_t qkey, std::uint32_t sq_psn) {
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = pkey_index;
-  attr.port_num = port_number;
+  ibv_qp_attr attr = initialized(port_number, pkey_index);
   attr.qkey = qkey;
-  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, "INIT");
+  modify_qp(qp, attr, kInitMask | IBV_QP_QKEY, "INIT");
   attr = {};
   attr.qp_state = IBV_QPS_RTR;
   modify_qp(qp, attr, IBV_QP_STATE, "RTR");

@@ -207,13 +207,18 @@ packets_from() { # COUNTS SRC
     awk -v src="$2" '$1 == src { n += $3 } END { print n + 0 }' <<<"$1"
 }
 
-captured_run() { # PCAP ARGS...
-    local pcap=$1 out
-    shift
+# One run, by RUNNER (run_probe, run_unreliable) with ARGS, captured into PCAP.
+captured_by() { # PCAP RUNNER ARGS...
+    local pcap=$1 runner=$2 out
+    shift 2
     lab capture A start "$pcap" >/dev/null || fail "cannot start the capture on VM A's NIC"
-    out=$(run_probe "$@") || { lab capture A stop >/dev/null; fail "probe $* failed: $out"; }
+    out=$("$runner" "$@") || { lab capture A stop >/dev/null; fail "probe $* failed: $out"; }
     lab capture A stop >/dev/null || fail "cannot stop the capture on VM A's NIC"
     printf '%s\n' "$out"
+}
+
+captured_run() { # PCAP ARGS...
+    captured_by "$1" run_probe "${@:2}"
 }
 
 check_lane() {
@@ -258,12 +263,7 @@ run_unreliable() { # ARGS...
 }
 
 captured_unreliable_run() { # PCAP ARGS...
-    local pcap=$1 out
-    shift
-    lab capture A start "$pcap" >/dev/null || fail "cannot start the capture on VM A's NIC"
-    out=$(run_unreliable "$@") || { lab capture A stop >/dev/null; fail "probe $* failed: $out"; }
-    lab capture A stop >/dev/null || fail "cannot stop the capture on VM A's NIC"
-    printf '%s\n' "$out"
+    captured_by "$1" run_unreliable "${@:2}"
 }
 
 # IBA opcodes (RC 0x00.., UC 0x20..): SEND_ONLY 4, RDMA_WRITE_ONLY 10, RDMA_READ_REQUEST 12,
