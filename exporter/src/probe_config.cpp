@@ -46,6 +46,17 @@ constexpr Kind kKinds[] = {
     {"atomic_lat", Operation::kAtomic, TestKind::kLatency},
 };
 
+// A scalar naming one value of an enum, by the probes library's spelling of it; `choices` lists
+// them for the error.
+template <typename Enum>
+Enum enum_value(const YAML::Node& node, const std::string& key,
+                std::optional<Enum> (*parse)(std::string_view), const std::string& choices) {
+  const auto text = scalar(node, key);
+  const auto parsed = parse(text);
+  if (!parsed) fail(node, key + " must be " + choices + ", not '" + text + "'");
+  return *parsed;
+}
+
 probes::RateLimit parse_rate_limit(const YAML::Node& node) {
   require_map(node, "rate_limit");
   reject_unknown_keys(node, "rate_limit", {"value", "unit", "limiter"});
@@ -53,18 +64,11 @@ probes::RateLimit parse_rate_limit(const YAML::Node& node) {
   probes::RateLimit limit;
   limit.value = positive_number(node["value"], "rate_limit.value", 1e12);
   if (const auto unit = node["unit"]) {
-    const auto text = scalar(unit, "rate_limit.unit");
-    const auto parsed = probes::parse_rate_unit(text);
-    if (!parsed) fail(unit, "rate_limit.unit must be Gbps, MiBps or pps, not '" + text + "'");
-    limit.unit = *parsed;
+    limit.unit = enum_value(unit, "rate_limit.unit", probes::parse_rate_unit, "Gbps, MiBps or pps");
   }
   if (const auto limiter = node["limiter"]) {
-    const auto text = scalar(limiter, "rate_limit.limiter");
-    const auto parsed = probes::parse_rate_limiter(text);
-    if (!parsed) {
-      fail(limiter, "rate_limit.limiter must be software, hardware or auto, not '" + text + "'");
-    }
-    limit.limiter = *parsed;
+    limit.limiter = enum_value(limiter, "rate_limit.limiter", probes::parse_rate_limiter,
+                               "software, hardware or auto");
   }
   return limit;
 }
@@ -256,17 +260,12 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["cq_events"]) spec.cq_events = boolean(node["cq_events"], "cq_events");
   if (node["no_peak"]) spec.no_peak = boolean(node["no_peak"], "no_peak");
   if (const auto type = node["atomic_type"]) {
-    const auto text = scalar(type, "atomic_type");
-    const auto parsed = probes::parse_atomic_type(text);
-    if (!parsed)
-      fail(type, "atomic_type must be FETCH_AND_ADD or CMP_AND_SWAP, not '" + text + "'");
-    spec.atomic_type = *parsed;
+    spec.atomic_type =
+        enum_value(type, "atomic_type", probes::parse_atomic_type, "FETCH_AND_ADD or CMP_AND_SWAP");
   }
   if (const auto connection = node["connection"]) {
-    const auto text = scalar(connection, "connection");
-    const auto parsed = probes::parse_connection(text);
-    if (!parsed) fail(connection, "connection must be RC, UC or UD, not '" + text + "'");
-    spec.connection = *parsed;
+    spec.connection =
+        enum_value(connection, "connection", probes::parse_connection, "RC, UC or UD");
   }
   if (node["sl"]) spec.sl = u32(node["sl"], "sl");
   if (node["traffic_class"]) spec.traffic_class = u32(node["traffic_class"], "traffic_class");

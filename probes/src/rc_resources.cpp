@@ -157,16 +157,16 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     verbs::QueuePair qp(ibv_create_qp(pd_.get(), &init));
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
-    // A UC QP takes only writes from its peer.
-    unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    if (spec.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
-    if (atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
     // A UD QP needs no peer to be ready: it goes to RTS at once, and its sends name their
     // destination.
     if (ud) {
       verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
                           kProbeQkey, verbs::random_psn());
     } else {
+      // A UC QP takes only writes from its peer.
+      unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+      if (spec.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
+      if (atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
       verbs::rc_qp_to_init(qp.get(), port_number_, access,
                            static_cast<std::uint16_t>(spec.pkey_index));
     }
@@ -247,28 +247,22 @@ void RcResources::connect(const protocol::QpInfo& remote) {
     const auto& peer = remote.qps[q];
     const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                              verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
+    const auto sl = static_cast<std::uint8_t>(spec_.sl);
+    const auto traffic_class = static_cast<std::uint8_t>(spec_.traffic_class);
+    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
     if (spec_.connection == Connection::kUd) {
-      ibv_ah_attr attr =
-          verbs::address_vector(port_, port_number_, path, static_cast<std::uint8_t>(spec_.sl),
-                                static_cast<std::uint8_t>(spec_.traffic_class));
+      // The QP is in RTS already; its sends reach the peer through this handle.
+      ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, sl, traffic_class);
       verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &attr));
       if (!ah) throw verbs::VerbsError("ibv_create_ah", errno);
       address_handles_.push_back(std::move(ah));
-      peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
-      continue;
+    } else if (spec_.connection == Connection::kUc) {
+      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], sl, traffic_class);
+    } else {
+      verbs::rc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
+                          static_cast<std::uint8_t>(max_rd_atomic_),
+                          static_cast<std::uint8_t>(outstanding_reads_), sl, traffic_class);
     }
-    if (spec_.connection == Connection::kUc) {
-      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q],
-                          static_cast<std::uint8_t>(spec_.sl),
-                          static_cast<std::uint8_t>(spec_.traffic_class));
-      peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
-      continue;
-    }
-    verbs::rc_qp_to_rts(
-        qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
-        static_cast<std::uint8_t>(max_rd_atomic_), static_cast<std::uint8_t>(outstanding_reads_),
-        static_cast<std::uint8_t>(spec_.sl), static_cast<std::uint8_t>(spec_.traffic_class));
-    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
   }
   apply_rate_limit();
   // Receives must be in place before the peer is told we are ready, or its first sends meet
@@ -316,38 +310,26 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
   const bool atomic = spec_.operation == Operation::kAtomic;
   const bool inline_data = !read && !atomic && spec_.message_size <= inline_size_;
   for (std::uint32_t i = 0; i < count; ++i) {
-    if (atomic) {
-      chain_[i] = atomic_request(qp, chain_sges_[i]);
-      chain_[i].send_flags = 0;
-      const std::uint64_t number = posted_before + i + 1;
-      if (number % cq_moderation_ == 0 || number == last) {
-        chain_[i].send_flags = IBV_SEND_SIGNALED;
-      }
-      chain_[i].next = i + 1 < count ? &chain_[i + 1] : nullptr;
-      continue;
-    }
-    // A read lands in our receive area; a write or send leaves from the send area.
-    ibv_sge& sge = chain_sges_[i];
-    sge = message_at(read ? receive_area(qp) : send_area(qp));
     ibv_send_wr& wr = chain_[i];
-    wr = {};
-    wr.wr_id = qp;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = read ? IBV_WR_RDMA_READ : send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
-    const std::uint64_t number = posted_before + i + 1;
-    const bool signaled = number % cq_moderation_ == 0 || number == last;
-    wr.send_flags = 0;
-    if (signaled) wr.send_flags |= IBV_SEND_SIGNALED;
-    if (inline_data) wr.send_flags |= IBV_SEND_INLINE;
-    if (!send) {
-      wr.wr.rdma.remote_addr = peers_[qp].addr;
-      wr.wr.rdma.rkey = peers_[qp].rkey;
-    } else if (spec_.connection == Connection::kUd) {
-      wr.wr.ud.ah = address_handles_[qp].get();
-      wr.wr.ud.remote_qpn = peers_[qp].qpn;
-      wr.wr.ud.remote_qkey = kProbeQkey;
+    if (atomic) {
+      wr = atomic_request(qp, chain_sges_[i]);
+    } else {
+      // A read lands in our receive area; a write or send leaves from the send area.
+      wr = request_over(qp, chain_sges_[i], read ? receive_area(qp) : send_area(qp),
+                        spec_.message_size);
+      wr.opcode = read ? IBV_WR_RDMA_READ : send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+      if (inline_data) wr.send_flags |= IBV_SEND_INLINE;
+      if (!send) {
+        wr.wr.rdma.remote_addr = peers_[qp].addr;
+        wr.wr.rdma.rkey = peers_[qp].rkey;
+      } else if (spec_.connection == Connection::kUd) {
+        wr.wr.ud.ah = address_handles_[qp].get();
+        wr.wr.ud.remote_qpn = peers_[qp].qpn;
+        wr.wr.ud.remote_qkey = kProbeQkey;
+      }
     }
+    const std::uint64_t number = posted_before + i + 1;
+    if (number % cq_moderation_ == 0 || number == last) wr.send_flags |= IBV_SEND_SIGNALED;
     wr.next = i + 1 < count ? &chain_[i + 1] : nullptr;
   }
   ++post_calls_;

@@ -392,8 +392,8 @@ std::uint64_t RcSession::serve_send_bandwidth(const RunGuard& guard) {
     serve_send_validated(guard);
     return validation_.messages_received;
   }
-  // Iteration mode over RC: the count is known. Duration mode, and UC, which loses what the
-  // path drops: until the initiator says it is over.
+  // Iteration mode over RC: the count is known. Duration mode, and UC and UD, which lose what
+  // the path drops: until the initiator says it is over.
   const bool counted = spec_.iterations.has_value() && spec_.connection == Connection::kRc;
   const std::uint64_t expected = counted ? *spec_.iterations * qps_.size() : 0;
   std::uint64_t received = 0;
@@ -415,9 +415,6 @@ std::uint64_t RcSession::serve_send_bandwidth(const RunGuard& guard) {
     }
   }
   if (!counted) {
-    // The initiator's end-of-run message can overtake its last packets' receive completions
-    // here: reap until the CQ has been quiet for kDrainQuiet.
-    constexpr auto kDrainQuiet = std::chrono::milliseconds(20);
     auto quiet_since = Clock::now();
     while (Clock::now() - quiet_since < kDrainQuiet) {
       if (reap() > 0) quiet_since = Clock::now();

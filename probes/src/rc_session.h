@@ -25,6 +25,11 @@ struct RunGuard {
   std::chrono::seconds timeout{0};
 };
 
+// A receiving side that counts until the initiator says the run is over: the initiator's
+// end-of-run message can overtake the receive completions of its last messages, so the side
+// reaps on until its CQ has been quiet this long.
+inline constexpr auto kDrainQuiet = std::chrono::milliseconds(50);
+
 // perftest's duration-mode measurement: post for the whole duration, count what completes
 // between the end of the warm-up margin and the start of the cool-down margin.
 class DurationWindow {

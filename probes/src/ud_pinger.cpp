@@ -441,20 +441,9 @@ UdPinger::UdPinger(const LocalPort& local, std::uint32_t qkey) : impl_(std::make
   }
   if (!s.qp) throw verbs::VerbsError("ibv_create_qp(UD)", errno);
 
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
-  attr.port_num = local.port;
-  attr.qkey = qkey;
-  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
-                   "UD INIT");
+  verbs::ud_qp_to_rts(s.qp.get(), local.port, 0, qkey, 0);
+  // Before the endpoint below is published: no peer can address the QP yet.
   for (std::uint32_t i = 0; i < kRecvDepth; ++i) s.post_recv(i);
-  attr = {};
-  attr.qp_state = IBV_QPS_RTR;
-  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE, "UD RTR");
-  attr.qp_state = IBV_QPS_RTS;
-  attr.sq_psn = 0;
-  verbs::modify_qp(s.qp.get(), attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "UD RTS");
   if (const int rc = ibv_req_notify_cq(s.cq.get(), 0); rc != 0) {
     throw verbs::VerbsError("ibv_req_notify_cq", rc);
   }

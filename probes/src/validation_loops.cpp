@@ -29,7 +29,6 @@ constexpr unsigned kScansPerPeerCheck = 64;
 // Spins before a failed write check is looked at again: long enough for a message still being
 // placed to finish landing.
 constexpr unsigned kRecheckSpins = 20000;
-constexpr auto kDrainQuiet = std::chrono::milliseconds(50);
 
 void check_guard(const RunGuard& guard, const std::string& waiting_for) {
   if (guard.check_peer) guard.check_peer();
@@ -64,16 +63,8 @@ void RcSession::check_atomic_targets(const RunGuard& guard) {
     validation_.messages_sent += posted;
     post_atomic_read_back(q);
     for (unsigned spins = 1; poll(&wc, 1) == 0; ++spins) {
-      if (clock_check_due(spins)) {
-        if (guard.check_peer) guard.check_peer();
-        if (Clock::now() > guard.deadline) {
-          throw ProbeFailure(
-              "timed out: the run's deadline passed while reading back the "
-              "atomic targets of QP " +
-                  std::to_string(q),
-              FailureKind::kTimeout);
-        }
-      }
+      if (clock_check_due(spins))
+        check_guard(guard, "the atomic targets of QP " + std::to_string(q));
     }
     const auto values = atomic_targets_read_back(q);
     for (std::size_t t = 0; t < values.size(); ++t) {

@@ -224,13 +224,13 @@ void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index
                   std::uint32_t qkey, std::uint32_t sq_psn) {
   ibv_qp_attr attr = initialized(port_number, pkey_index);
   attr.qkey = qkey;
-  modify_qp(qp, attr, kInitMask | IBV_QP_QKEY, "INIT");
+  modify_qp(qp, attr, kInitMask | IBV_QP_QKEY, "UD INIT");
   attr = {};
   attr.qp_state = IBV_QPS_RTR;
-  modify_qp(qp, attr, IBV_QP_STATE, "RTR");
+  modify_qp(qp, attr, IBV_QP_STATE, "UD RTR");
   attr.qp_state = IBV_QPS_RTS;
   attr.sq_psn = sq_psn;
-  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "UD RTS");
 }
 
 namespace {
