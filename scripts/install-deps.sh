@@ -6,6 +6,8 @@ set -euo pipefail
 build_packages=(
   cmake g++ make pkg-config git
   libibverbs-dev libibumad-dev libnuma-dev rdma-core ibverbs-utils
+  # rdma_cm connections (the probe's rdma_cm: true, perftest's -R)
+  librdmacm-dev
   prometheus-cpp-dev libcivetweb-dev libcli11-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev nlohmann-json3-dev
   # Fabric discovery (libibnetdisc, ibnetdiscover's library) and its PortInfo decoding.

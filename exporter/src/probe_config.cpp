@@ -224,7 +224,8 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
                                    "receive_sges",  "peer_gid_index", "peer_numa",
                                    "bidirectional", "rate_limit",     "sl",
                                    "traffic_class", "pkey_index",     "sweep",
-                                   "atomic_type",   "connection",     "no_peak"});
+                                   "atomic_type",   "connection",     "no_peak",
+                                   "rdma_cm"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -259,6 +260,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["use_srq"]) spec.use_srq = boolean(node["use_srq"], "use_srq");
   if (node["cq_events"]) spec.cq_events = boolean(node["cq_events"], "cq_events");
   if (node["no_peak"]) spec.no_peak = boolean(node["no_peak"], "no_peak");
+  if (node["rdma_cm"]) spec.rdma_cm = boolean(node["rdma_cm"], "rdma_cm");
   if (const auto type = node["atomic_type"]) {
     spec.atomic_type =
         enum_value(type, "atomic_type", probes::parse_atomic_type, "FETCH_AND_ADD or CMP_AND_SWAP");

@@ -182,9 +182,9 @@ void add_outcome(MetricSet& out, const Labels& base, const probes::ProbeOutcome&
   gauge(out, "rdma_probe_lane_info",
         "1 with the lane both sides' QPs used: service level, traffic class (on RoCE v2 the IP "
         "TOS byte) and P_Key index.",
-        with(base, {{"sl", std::to_string(outcome.spec.sl)},
-                    {"traffic_class", std::to_string(outcome.spec.traffic_class)},
-                    {"pkey_index", std::to_string(outcome.spec.pkey_index)}}),
+        with(base, {{"sl", std::to_string(outcome.lane.sl)},
+                    {"traffic_class", std::to_string(outcome.lane.traffic_class)},
+                    {"pkey_index", std::to_string(outcome.lane.pkey_index)}}),
         1);
   if (outcome.link.link_bytes_per_second) {
     gauge(out, "rdma_probe_link_bytes_per_second",

@@ -153,6 +153,26 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
                      FailureKind::kUnreachable);
 }
 
+sockaddr_storage ControlChannel::peer_address() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw ProbeFailure("control connection to " + peer_ + ": getpeername: " + std::strerror(errno),
+                       FailureKind::kPeerLost);
+  }
+  return address;
+}
+
+sockaddr_storage ControlChannel::local_address() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw ProbeFailure("control connection to " + peer_ + ": getsockname: " + std::strerror(errno),
+                       FailureKind::kPeerLost);
+  }
+  return address;
+}
+
 ControlChannel::ControlChannel(int fd, const StopSignal* stop)
     : fd_(fd), peer_(describe_peer(fd)), stop_(stop) {
   const int one = 1;

@@ -2,6 +2,8 @@
 // every read and write bounded by a deadline, every frame bounded in size before it is read.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -44,6 +46,10 @@ class ControlChannel {
   }
 
   const std::string& peer() const { return peer_; }
+  // The connection's two ends as the kernel has them (getpeername, getsockname): where an
+  // rdma_cm connection to the same host is made.
+  sockaddr_storage peer_address() const;
+  sockaddr_storage local_address() const;
   // Throws ProbeFailure when the peer has closed the connection (or sent something unexpected)
   // while a run is in progress; returns at once otherwise.
   void check_still_open() const;

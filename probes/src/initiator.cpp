@@ -206,7 +206,16 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   RcSession session(local, spec, Side::kInitiator);
   session.corrupt_every(options.test_corrupt_every);
   channel.send(session.local_endpoints(), deadline);
-  session.connect(remote);
+  if (spec.rdma_cm) {
+    // The responder's failure to accept comes as its Error on the control channel.
+    session.connect_through_cm(remote, channel.peer_address(),
+                               cm::Wait{deadline, [&channel, &stop] {
+                                          throw_if_cancelled(stop);
+                                          channel.fail_if_peer_spoke();
+                                        }});
+  } else {
+    session.connect(remote);
+  }
   channel.expect<protocol::Ready>(deadline, "the responder to be ready");
 
   ProbeOutcome outcome;
@@ -215,7 +224,9 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   outcome.peer = channel.peer();
   outcome.gid_index = session.port().gid_index;
   outcome.numa_node = session.numa_node();
-  outcome.mtu = std::min(remote.qps.front().mtu, session.local_endpoints().qps.front().mtu);
+  outcome.mtu = session.path_mtu();
+  const auto& lane = session.lane();
+  outcome.lane = ProbeOutcome::Lane{lane.sl, lane.traffic_class, lane.pkey_index};
   outcome.cq_moderation = session.cq_moderation();
   outcome.inline_size = session.inline_size();
   outcome.relaxed_ordering = session.relaxed_ordering();

@@ -103,7 +103,9 @@ json body_of(const QpInfo& info) {
                    {"mtu", qp.mtu},
                    {"max_rd_atomic", qp.max_rd_atomic}});
   }
-  return {{"qps", qps}};
+  json out = {{"qps", qps}};
+  if (info.cm) out["rdma_cm"] = {{"port", info.cm->port}, {"token", info.cm->token}};
+  return out;
 }
 json body_of(const Ready&) {
   return json::object();
@@ -415,6 +417,7 @@ ProbeSpec spec_from(const Fields& in) {
   spec.use_srq = in.boolean("use_srq");
   spec.cq_events = in.has("cq_events") && in.boolean("cq_events");
   spec.no_peak = in.has("no_peak") && in.boolean("no_peak");
+  spec.rdma_cm = in.has("rdma_cm") && in.boolean("rdma_cm");
   spec.numa = enum_field(in, "numa", parse_numa_policy, "auto, none, node");
   spec.numa_node = in.optional_u32("numa_node");
   if (in.has("peer_numa")) {
@@ -517,6 +520,12 @@ QpInfo qp_info_from(const Fields& in) {
           static_cast<std::uint32_t>(qp.unsigned_number("max_rd_atomic", 255, 1));
     }
     info.qps.push_back(endpoint);
+  }
+  if (in.has("rdma_cm")) {
+    const Fields cm = in.object("rdma_cm");
+    // Port 0 is no listener: the kernel gives an ephemeral port to the one bound to it.
+    info.cm = CmListener{static_cast<std::uint16_t>(cm.unsigned_number("port", kMaxU16, 1)),
+                         cm.unsigned_number("token", kMaxU64)};
   }
   return info;
 }

@@ -95,8 +95,20 @@ struct QpEndpoint {
   bool operator==(const QpEndpoint&) const = default;
 };
 
+// The responder's rdma_cm listener for a run with spec.rdma_cm: the port it listens on (at the
+// address the control connection reached) and the token each connection request must carry in
+// its private data, so only this run's initiator connects to its QPs.
+struct CmListener {
+  std::uint16_t port = 0;
+  std::uint64_t token = 0;
+
+  bool operator==(const CmListener&) const = default;
+};
+
 struct QpInfo {
   std::vector<QpEndpoint> qps;
+  // The responder's, with spec.rdma_cm only.
+  std::optional<CmListener> cm;
 
   bool operator==(const QpInfo&) const = default;
 };

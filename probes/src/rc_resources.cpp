@@ -163,11 +163,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
                           kProbeQkey, verbs::random_psn());
     } else {
-      // A UC QP takes only writes from its peer.
-      unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-      if (spec.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
-      if (atomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
-      verbs::rc_qp_to_init(qp.get(), port_number_, access,
+      verbs::rc_qp_to_init(qp.get(), port_number_, remote_access(),
                            static_cast<std::uint16_t>(spec.pkey_index));
     }
     qps_.push_back(std::move(qp));
@@ -221,7 +217,15 @@ protocol::QpInfo RcResources::local_endpoints() const {
   return info;
 }
 
-void RcResources::connect(const protocol::QpInfo& remote) {
+unsigned RcResources::remote_access() const {
+  // A UC QP takes only writes from its peer.
+  unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (spec_.connection == Connection::kRc) access |= IBV_ACCESS_REMOTE_READ;
+  if (spec_.operation == Operation::kAtomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
+  return access;
+}
+
+void RcResources::learn_peer(const protocol::QpInfo& remote) {
   if (remote.qps.size() != qps_.size()) {
     throw ProbeFailure("peer offered " + std::to_string(remote.qps.size()) + " QPs, expected " +
                            std::to_string(qps_.size()),
@@ -243,13 +247,18 @@ void RcResources::connect(const protocol::QpInfo& remote) {
   }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
+  for (const auto& peer : remote.qps) peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
+  path_mtu_ = std::min(remote.qps.front().mtu, local.qps.front().mtu);
+  lane_ = protocol::Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
+}
+
+void RcResources::connect(const protocol::QpInfo& remote) {
+  learn_peer(remote);
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
-    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
-                             verbs::mtu_enum(std::min(peer.mtu, local.qps[q].mtu))};
+    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
     const auto sl = static_cast<std::uint8_t>(spec_.sl);
     const auto traffic_class = static_cast<std::uint8_t>(spec_.traffic_class);
-    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
     if (spec_.connection == Connection::kUd) {
       // The QP is in RTS already; its sends reach the peer through this handle.
       ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, sl, traffic_class);
@@ -264,6 +273,87 @@ void RcResources::connect(const protocol::QpInfo& remote) {
                           static_cast<std::uint8_t>(outstanding_reads_), sl, traffic_class);
     }
   }
+  finish_connect();
+}
+
+protocol::CmListener RcResources::listen_for_connections(const sockaddr_storage& local_address) {
+  acceptor_.emplace(local_address, cm::LocalDevice{ibv_get_device_name(context_->device),
+                                                   port_number_, !port_.is_ethernet});
+  return protocol::CmListener{acceptor_->port(), acceptor_->token()};
+}
+
+void RcResources::accept_connections(const protocol::QpInfo& remote, const cm::Wait& wait) {
+  learn_peer(remote);
+  acceptor_->accept(
+      qp_numbers(), cm_parameters(),
+      [this](std::size_t q, cm::QpAttributes& resolved) { to_rts_as_resolved(q, resolved); }, wait);
+  finish_connect();
+}
+
+void RcResources::connect_through_cm(const protocol::QpInfo& remote, const sockaddr_storage& peer,
+                                     const cm::Wait& wait) {
+  if (!remote.cm) {
+    throw ProbeFailure("the responder offered no rdma_cm listener (older software?)",
+                       FailureKind::kProtocol);
+  }
+  learn_peer(remote);
+  connector_.emplace(
+      cm::LocalDevice{ibv_get_device_name(context_->device), port_number_, !port_.is_ethernet});
+  connector_->connect(
+      peer, remote.cm->port, remote.cm->token, qp_numbers(), cm_parameters(),
+      [this](std::size_t q, cm::QpAttributes& resolved) { to_rts_as_resolved(q, resolved); }, wait);
+  finish_connect();
+}
+
+std::vector<std::uint32_t> RcResources::qp_numbers() const {
+  std::vector<std::uint32_t> numbers;
+  for (const auto& qp : qps_) numbers.push_back(qp->qp_num);
+  return numbers;
+}
+
+cm::ConnectParameters RcResources::cm_parameters() const {
+  cm::ConnectParameters parameters;
+  parameters.responder_resources = static_cast<std::uint8_t>(max_rd_atomic_);
+  parameters.initiator_depth = static_cast<std::uint8_t>(outstanding_reads_);
+  parameters.retry_count = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
+  parameters.rnr_retry_count = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
+  parameters.ack_timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
+  parameters.type_of_service = static_cast<std::uint8_t>(spec_.traffic_class);
+  parameters.srq = static_cast<bool>(srq_);
+  return parameters;
+}
+
+void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) {
+  ibv_qp* qp = qps_[q].get();
+  // INIT again, with the connection manager's P_Key entry and port; the access this side's
+  // operations need on top of what the negotiated reads allow.
+  resolved.init.qp_access_flags |= remote_access();
+  verbs::modify_qp(qp, resolved.init, resolved.init_mask | IBV_QP_ACCESS_FLAGS, "INIT (rdma_cm)");
+  ibv_qp_attr& rtr = resolved.rtr;
+  if (spec_.mtu) rtr.path_mtu = std::min(rtr.path_mtu, verbs::mtu_enum(*spec_.mtu));
+  rtr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic_);
+  rtr.min_rnr_timer = static_cast<std::uint8_t>(spec_.rc.min_rnr_timer);
+  verbs::modify_qp(
+      qp, rtr,
+      resolved.rtr_mask | IBV_QP_PATH_MTU | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+      "RTR (rdma_cm)");
+  ibv_qp_attr& rts = resolved.rts;
+  rts.timeout = static_cast<std::uint8_t>(spec_.rc.timeout);
+  rts.retry_cnt = static_cast<std::uint8_t>(spec_.rc.retry_cnt);
+  rts.rnr_retry = static_cast<std::uint8_t>(spec_.rc.rnr_retry);
+  rts.max_rd_atomic = static_cast<std::uint8_t>(outstanding_reads_);
+  verbs::modify_qp(qp, rts,
+                   resolved.rts_mask | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                       IBV_QP_MAX_QP_RD_ATOMIC,
+                   "RTS (rdma_cm)");
+  // What the connection manager chose, for the run's report: every QP's path is the same one.
+  path_mtu_ = verbs::mtu_bytes(rtr.path_mtu);
+  lane_ = protocol::Lane{rtr.ah_attr.sl, rtr.ah_attr.is_global ? rtr.ah_attr.grh.traffic_class : 0u,
+                         resolved.init.pkey_index};
+  if (rtr.ah_attr.is_global) port_.gid_index = rtr.ah_attr.grh.sgid_index;
+}
+
+void RcResources::finish_connect() {
   apply_rate_limit();
   // Receives must be in place before the peer is told we are ready, or its first sends meet
   // RNR NAKs.
@@ -439,7 +529,7 @@ protocol::SideFacts RcResources::facts() const {
   facts.inline_size = inline_size_;
   facts.relaxed_ordering = buffer_.relaxed_ordering;
   facts.rate_limiter = rate_limiter_;
-  facts.lane = protocol::Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
+  facts.lane = lane_;
   return facts;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cm_connection.h"
 #include "ibprobe/probes.h"
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
@@ -74,8 +75,34 @@ class RcResources {
   protocol::QpInfo local_endpoints() const;
   // INIT -> RTR -> RTS against the peer's endpoints (one per QP, same order).
   void connect(const protocol::QpInfo& remote);
+  // spec.rdma_cm, the responder: listens at `local_address` (where the control connection came
+  // in) for the initiator's connection requests, then accepts one per QP; `remote` carries the
+  // initiator's buffer, as over the exchange.
+  protocol::CmListener listen_for_connections(const sockaddr_storage& local_address);
+  void accept_connections(const protocol::QpInfo& remote, const cm::Wait& wait);
+  // spec.rdma_cm, the initiator: connects each QP to the listener `remote.cm` at `peer` (the
+  // responder's address as the control connection reached it).
+  void connect_through_cm(const protocol::QpInfo& remote, const sockaddr_storage& peer,
+                          const cm::Wait& wait);
+  // The path MTU the QPs were given, in bytes (after connecting).
+  std::uint32_t path_mtu() const { return path_mtu_; }
+  // The lane the QPs send in: the spec's, or with rdma_cm the path's the connection manager
+  // resolved (after connecting).
+  const protocol::Lane& lane() const { return lane_; }
 
  protected:
+  // What connect() and its rdma_cm variants share: the peer's buffers and limits before the
+  // transitions, the rate limit and the first receives after them.
+  void learn_peer(const protocol::QpInfo& remote);
+  void finish_connect();
+  // A QP from INIT to RTS as the connection manager resolved its path, with the spec's knobs
+  // (MTU, RC timers and retries, reads in flight) over it.
+  void to_rts_as_resolved(std::size_t qp, cm::QpAttributes& resolved);
+  cm::ConnectParameters cm_parameters() const;
+  std::vector<std::uint32_t> qp_numbers() const;
+  // What the peer may do to this side's QPs: RC takes reads, atomic probes atomics.
+  unsigned remote_access() const;
+
   // The spec's rate limit on the QPs in RTS: the hardware limiter where it is asked for (or
   // auto) and the device takes it, else the software one of the posting loops.
   void apply_rate_limit();
@@ -161,6 +188,12 @@ class RcResources {
   std::vector<verbs::AddressHandle> address_handles_;
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
+  std::uint32_t path_mtu_ = 0;
+  protocol::Lane lane_;
+  // spec.rdma_cm: the connections stay for the session, and go (with a DREQ to the peer)
+  // before the QPs.
+  std::optional<cm::Acceptor> acceptor_;
+  std::optional<cm::Connector> connector_;
   std::uint32_t max_rd_atomic_ = 1;
   std::uint32_t outstanding_reads_ = 1;
   std::uint32_t cq_moderation_ = 1;

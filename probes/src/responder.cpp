@@ -74,8 +74,17 @@ void serve_accepted(ControlChannel& channel, const ValidSpec& valid, const Local
   const auto deadline = Clock::now() + std::chrono::seconds(spec.timeout_seconds);
   RcSession session(local, spec, Side::kResponder);
   channel.send(protocol::ProbeAccept{}, deadline);
-  channel.send(session.local_endpoints(), deadline);
-  session.connect(channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs"));
+  auto endpoints = session.local_endpoints();
+  // rdma_cm: the initiator connects to the address it reached this host at.
+  if (spec.rdma_cm) endpoints.cm = session.listen_for_connections(channel.local_address());
+  channel.send(endpoints, deadline);
+  const auto remote = channel.expect<protocol::QpInfo>(deadline, "the initiator's QPs");
+  if (spec.rdma_cm) {
+    session.accept_connections(remote,
+                               cm::Wait{deadline, [&channel] { channel.check_still_open(); }});
+  } else {
+    session.connect(remote);
+  }
   protocol::Result result;
   result.before = snapshot_after_lifespan(local);
   channel.send(protocol::Ready{}, deadline);

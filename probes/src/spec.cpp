@@ -257,6 +257,38 @@ void check_transport(const ProbeSpec& spec, Violations& out) {
     out.push_back("rc timeout, retry_count, rnr_retry and min_rnr_timer apply to RC: a " + name +
                   " QP waits for no acknowledgement and retries nothing");
   }
+  if (spec.rdma_cm) {
+    out.push_back("rdma_cm over " + name +
+                  ": the connection manager connects RC QPs here; UC and UD exchange their QP "
+                  "numbers over the control channel");
+  }
+}
+
+// What the connection manager decides when it connects the QPs: the path's SL (InfiniBand: the
+// SA's path record, which the SM's QoS policy chose), the P_Key (the IP interface's partition)
+// and the GIDs (the addresses'). A value asked for here would not be the one the workload's own
+// rdma_cm connections get.
+void check_connection_manager(const ProbeSpec& spec, Violations& out) {
+  if (!spec.rdma_cm) return;
+  if (spec.sl != 0) {
+    out.push_back(field("sl", spec.sl) +
+                  " with rdma_cm: the SL is the path's the connection manager resolves (the SA's "
+                  "path record on InfiniBand); choose the lane by traffic_class, which it "
+                  "applies, as perftest -R does");
+  }
+  if (spec.pkey_index != 0) {
+    out.push_back(field("pkey_index", spec.pkey_index) +
+                  " with rdma_cm: the P_Key is the partition of the IP interface the peer's "
+                  "address is reached through (an IPoIB child interface per partition)");
+  }
+  for (const auto& [name, index] :
+       {std::pair{"gid_index", spec.gid_index}, std::pair{"peer_gid_index", spec.peer_gid_index}}) {
+    if (index) {
+      out.push_back(field(name, *index) +
+                    " with rdma_cm: each side's GID is the one of its address the connection "
+                    "manager resolves");
+    }
+  }
 }
 
 void check_link(const ProbeSpec& spec, Violations& out) {
@@ -561,6 +593,7 @@ std::expected<ValidSpec, SpecViolations> validate(ProbeSpec spec) {
   check_queues(spec, out);
   check_message(spec, out);
   check_transport(spec, out);
+  check_connection_manager(spec, out);
   check_link(spec, out);
   check_numa(spec, out);
   check_validation(spec, out);

@@ -37,7 +37,7 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
   const auto& spec = outcome.spec;
   std::printf(
       "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
-      "setup_seconds=%.6f connection=%s%s%s\n"
+      "setup_seconds=%.6f connection=%s%s%s connected_by=%s\n"
       "lane sl=%u traffic_class=%u pkey_index=%u\n",
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
@@ -45,7 +45,8 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
       std::string(to_string(spec.connection)).c_str(),
       spec.operation == Operation::kAtomic ? " atomic_type=" : "",
       spec.operation == Operation::kAtomic ? std::string(to_string(spec.atomic_type)).c_str() : "",
-      spec.sl, spec.traffic_class, spec.pkey_index);
+      spec.rdma_cm ? "rdma_cm" : "qp_exchange", outcome.lane.sl, outcome.lane.traffic_class,
+      outcome.lane.pkey_index);
   auto unless_unset = [](const auto& value) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
@@ -262,7 +263,7 @@ struct RunFlags {
   std::optional<double> rate_limit;
   std::string rate_units = "Gbps", rate_limiter = "software";
   std::string atomic_type, connection;
-  bool no_peak = false, report_gbits = false;
+  bool no_peak = false, report_gbits = false, rdma_cm = false;
 };
 
 void add_run_options(CLI::App& run, RunFlags& f) {
@@ -280,6 +281,9 @@ void add_run_options(CLI::App& run, RunFlags& f) {
                  "Transport of both sides' QPs: RC (default), UC (write and send: no ACKs, no "
                  "retransmission) or UD (send: datagrams of at most the path MTU)")
       ->check(CLI::IsMember({"RC", "UC", "UD"}));
+  run.add_flag("-R,--rdma_cm", f.rdma_cm,
+               "Connect the QPs through the RDMA connection manager (librdmacm), as perftest's -R: "
+               "the peer is then named by an address of its RDMA interface (RoCE netdev or IPoIB)");
   run.add_flag("-N,--noPeak", f.no_peak,
                "Bandwidth: do not compute or print the peak (perftest's -N)");
   run.add_flag("--report_gbits", f.report_gbits,
@@ -391,6 +395,7 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   spec.use_srq = f.use_srq;
   spec.cq_events = f.cq_events;
   spec.no_peak = f.no_peak;
+  spec.rdma_cm = f.rdma_cm;
   spec.validation = f.validate_payload;
   spec.posted_receives = f.posted_receives;
   if (f.receive_sges > 0) spec.receive_sges = f.receive_sges;
@@ -492,7 +497,7 @@ int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
   const auto valid = validate(spec);
   if (!valid) {
     std::cerr << "ibprobe_probe: invalid probe: " << valid.error().message() << "\n";
-    return 1;
+    return 2;
   }
   const auto outcome = run_probe(local, host, port, *valid, options);
   if (!outcome) {

@@ -11,7 +11,8 @@
 #   latency runs, e.g. "-e" with VERB send to compare completion events with ib_send_lat -e
 #   (perftest refuses -e with write); VERB is write, read, send or atomic, for both kinds (atomics
 #   are 8-byte messages); VERB_OPTIONS go to both tools' runs of both kinds, e.g.
-#   "-A CMP_AND_SWAP" with atomic or "-c UC" with write or send.
+#   "-A CMP_AND_SWAP" with atomic, "-c UC" with write or send, or "-R" (both connect through
+#   rdma_cm).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,12 +39,22 @@ bw_size=65536 lat_size=2
 bw_options() { echo "-s $bw_size -n $1${verb_extra:+ $verb_extra}"; }
 lat_options="-s $lat_size -n 1000${latency_extra:+ $latency_extra}${verb_extra:+ $verb_extra}"
 
+# perftest's server listens on TCP port 18515, or with -R on an rdma_cm id at that port, which
+# only the RDMA resource tracking shows.
+perftest_listening() { # SERVER
+  if [[ " $verb_extra " == *" -R "* ]]; then
+    "$lab" exec "$1" -- rdma resource show cm_id | grep -q 'state LISTEN .*:18515 *$'
+  else
+    "$lab" exec "$1" -- ss -Htln 'sport = :18515' | grep -q .
+  fi
+}
+
 perftest_run() { # SERVER CLIENT TOOL OPTIONS...
   local server=$1 client=$2 tool=$3 job out
   shift 3
   job=$("$lab" spawn --timeout 300 "$server" -- "$tool" -d rxe0 -x "$("$lab" gid "$server")" -F "$@")
   for _ in $(seq 100); do
-    "$lab" exec "$server" -- ss -Htln 'sport = :18515' | grep -q . && break
+    perftest_listening "$server" && break
     sleep 0.2
   done
   out=$("$lab" exec --timeout 300 "$client" -- "$tool" -d rxe0 -x "$("$lab" gid "$client")" -F "$@" \

@@ -20,6 +20,11 @@
 #   SEND_ONLY / RDMA_WRITE_ONLY packets that the responder acknowledges with nothing, where RC's
 #   are answered with ACKs; -c UD sends one UD SEND_ONLY datagram per message, its size cut to
 #   the path MTU as perftest cuts it.
+# - rdma_cm (-R): the connection manager's REQ, REP and RTU, one each per QP, counted by both
+#   ports' CM message counters (and none for a run without -R); its MADs on the link (RoCE v2
+#   packets to QP 1); the traffic class routed by: with --tclass 106 every data packet and ACK
+#   carries TOS 106; an address that is not on the RDMA device refused with the reason, where
+#   the QP exchange connects through it; the knobs the CM decides (-S) refused.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -257,6 +262,97 @@ check_lane() {
     note "refused: -S 16 and --pkey_index 5 ($out)"
 }
 
+# "SRC KIND TOS COUNT" of the RoCE v2 packets in a pcap file: KIND cm for the connection
+# manager's MADs (BTH destination QP 1), data for the rest.
+roce_cm_counts() { # PCAP
+    python3 - "$1" <<'PY'
+import collections, struct, sys
+data = open(sys.argv[1], "rb").read()
+order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+counts = collections.Counter()
+offset = 24
+while offset + 16 <= len(data):
+    caplen = struct.unpack_from(order + "IIII", data, offset)[2]
+    frame = data[offset + 16:offset + 16 + caplen]
+    offset += 16 + caplen
+    if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00":
+        continue
+    ip = frame[14:]
+    header = (ip[0] & 0x0F) * 4
+    if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
+        continue
+    bth = ip[header + 8:]
+    dest_qp = int.from_bytes(bth[5:8], "big")
+    counts[(".".join(map(str, ip[12:16])), "cm" if dest_qp == 1 else "data", ip[1])] += 1
+for (src, kind, tos), n in sorted(counts.items()):
+    print(src, kind, tos, n)
+PY
+}
+
+# "REQ REP RTU" messages a VM's rxe0 port sent (tx) or received (rx), by its CM counters.
+cm_messages() { # A|B tx|rx
+    lab exec --timeout 60 "$1" -- sh -c "cd /sys/class/infiniband/rxe0/ports/1/cm_$2_msgs && \
+        echo \$(cat req) \$(cat rep) \$(cat rtu)"
+}
+
+# The difference of two "REQ REP RTU" readings.
+cm_delta() { # BEFORE AFTER
+    local -a before after
+    read -ra before <<<"$1"
+    read -ra after <<<"$2"
+    echo "$((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2]))"
+}
+
+check_rdma_cm() {
+    local dir out counts a b a_rx b_tx a_tx b_rx rc=0
+    dir=$(mktemp -d)
+    a=$(lab addr A)
+    b=$(lab addr B)
+    a_rx=$(cm_messages A rx) a_tx=$(cm_messages A tx) b_rx=$(cm_messages B rx) b_tx=$(cm_messages B tx)
+    out=$(run_probe -t write_bw -n 200 -q 3) || fail "write_bw -q 3 failed: $out"
+    grep -q ' connected_by=qp_exchange$' <<<"$out" || fail "a plain run does not say it exchanged QP numbers: $out"
+    [[ $(cm_delta "$a_rx" "$(cm_messages A rx)") == "0 0 0" ]] || fail "a run without -R moved the responder's CM counters"
+    a_rx=$(cm_messages A rx)
+    out=$(captured_run "$dir/cm.pcap" -t write_bw -n 200 -q 3 -R --tclass 106) || exit 1
+    grep -q ' connected_by=rdma_cm$' <<<"$out" || fail "-R: the run does not say the CM connected it: $out"
+    grep -q '^lane sl=0 traffic_class=106 pkey_index=0$' <<<"$out" || fail "-R --tclass 106: lane not reported: $out"
+    expect_field "$out" messages 600 "-R -q 3 -n 200"
+    # The responder received a REQ and the RTU for each QP and answered each with a REP; the
+    # initiator's counters mirror it.
+    [[ $(cm_delta "$a_rx" "$(cm_messages A rx)") == "3 0 3" ]] || fail "-R -q 3: responder's CM rx (REQ REP RTU) moved by $(cm_delta "$a_rx" "$(cm_messages A rx)"), expected 3 0 3"
+    [[ $(cm_delta "$a_tx" "$(cm_messages A tx)") == "0 3 0" ]] || fail "-R -q 3: responder's CM tx moved by $(cm_delta "$a_tx" "$(cm_messages A tx)"), expected 0 3 0"
+    [[ $(cm_delta "$b_tx" "$(cm_messages B tx)") == "3 0 3" ]] || fail "-R -q 3: initiator's CM tx moved by $(cm_delta "$b_tx" "$(cm_messages B tx)"), expected 3 0 3"
+    [[ $(cm_delta "$b_rx" "$(cm_messages B rx)") == "0 3 0" ]] || fail "-R -q 3: initiator's CM rx moved by $(cm_delta "$b_rx" "$(cm_messages B rx)"), expected 0 3 0"
+    counts=$(roce_cm_counts "$dir/cm.pcap")
+    for src in "$b" "$a"; do
+        awk -v s="$src" '$1 == s && $2 == "cm" { n += $4 } END { exit !(n >= 3) }' <<<"$counts" \
+            || fail "-R: fewer than 3 CM MADs from $src on the link: $counts"
+        awk -v s="$src" '$1 == s && $2 == "data" && $3 == 106 { n += $4 } END { exit !(n > 0) }' <<<"$counts" \
+            || fail "-R --tclass 106: no data packet from $src with TOS 106: $counts"
+        awk -v s="$src" '$1 == s && $2 == "data" && $3 != 106 { n += $4 } END { exit !(n == 0) }' <<<"$counts" \
+            || fail "-R --tclass 106: data packets from $src with another TOS: $counts"
+    done
+    note "-R -q 3 --tclass 106: CM REQ/REP/RTU 3/3/3 on both ports; packets (source kind TOS count): $(tr '\n' ';' <<<"$counts")"
+    rm -rf "$dir"
+    # The responder's own management address is not on rxe0: the QP exchange connects through
+    # it, the connection manager cannot.
+    lab spawn --name mgmt-responder B -- "$PROBE" serve -d rxe0 --listen ":$((RESPONDER_PORT + 1))" >/dev/null
+    lab_wait_listen B "$((RESPONDER_PORT + 1))"
+    local mgmt
+    mgmt=$(lab exec B -- ip -4 -o addr show dev mgmt0 | awk '{ sub("/.*", "", $4); print $4 }')
+    out=$(lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -t write_bw -n 100 "$mgmt:$((RESPONDER_PORT + 1))") \
+        || fail "the QP exchange through the management address $mgmt failed: $out"
+    out=$(lab exec --timeout 120 B -- "$PROBE" run -d rxe0 -t write_bw -n 100 -R "$mgmt:$((RESPONDER_PORT + 1))" 2>&1) && fail "-R through $mgmt ran: $out"
+    grep -q "rdma_cm cannot listen at $mgmt:0: No such device (with rdma_cm the initiator must name this host by an address of its RDMA device" <<<"$out" \
+        || fail "-R through $mgmt refused without the reason: $out"
+    lab kill B mgmt-responder >/dev/null
+    [[ -z $(lab_probe_resources B) ]] || fail "the refused rdma_cm run left resources: $(lab_probe_resources B)"
+    out=$(run_probe -t write_bw -n 100 -R -S 3 2>&1) || rc=$?
+    ((rc == 2)) || fail "-R -S 3: exit $rc, expected 2: $out"
+    grep -q 'sl=3 with rdma_cm: the SL is the path' <<<"$out" || fail "-R -S 3 refused without the reason: $out"
+    note "-R refused through the management address ($mgmt) and with -S 3"
+}
+
 # A run over UC or UD (-c in ARGS), which take none of the RC knobs run_probe gives.
 run_unreliable() { # ARGS...
     lab exec --timeout 120 B -- "$PROBE" run -d rxe0 "$@" "$(lab addr A):$RESPONDER_PORT"
@@ -275,7 +371,7 @@ check_transport() {
     a=$(lab addr A)
     b=$(lab addr B)
     out=$(captured_run "$dir/faa.pcap" -t atomic_bw -n 200) || exit 1
-    grep -q '^probe atomic_bw .* size=8 .*atomic_type=FETCH_AND_ADD$' <<<"$out" || fail "atomic_bw does not report its type: $out"
+    grep -q '^probe atomic_bw .* size=8 .*atomic_type=FETCH_AND_ADD connected_by=qp_exchange$' <<<"$out" || fail "atomic_bw does not report its type: $out"
     counts=$(roce_opcode_counts "$dir/faa.pcap")
     (($(opcode_count "$counts" "$b" 20) == 200)) || fail "atomic_bw -n 200: not 200 FETCH_ADD requests from B: $counts"
     (($(packets_from "$counts" "$b") == 200)) || fail "atomic_bw -n 200: B sent more than its 200 atomics: $counts"
@@ -289,7 +385,7 @@ check_transport() {
     (($(opcode_count "$counts" "$b" 12) == 1)) || fail "the validating run did not read its targets back with one RDMA READ: $counts"
     note "atomic_bw CMP_AND_SWAP --validate: $(tr '\n' ';' <<<"$counts")"
     out=$(captured_unreliable_run "$dir/uc-send.pcap" -t send_bw -n 200 -s 1024 -c UC) || exit 1
-    grep -q '^probe send_bw .* connection=UC$' <<<"$out" || fail "the UC run does not report its connection: $out"
+    grep -q '^probe send_bw .* connection=UC connected_by=qp_exchange$' <<<"$out" || fail "the UC run does not report its connection: $out"
     grep -q '^delivery sent=200 ' <<<"$out" || fail "the UC send reports no delivery: $out"
     counts=$(roce_opcode_counts "$dir/uc-send.pcap")
     (($(opcode_count "$counts" "$b" 36) == 200)) || fail "-c UC send_bw: not 200 UC SEND_ONLY packets from B: $counts"
@@ -302,7 +398,7 @@ check_transport() {
     note "write_bw -c UC: $(tr '\n' ';' <<<"$counts")"
     # UD: perftest's 64 KiB default cut to the path MTU (1024 here), one datagram each.
     out=$(captured_unreliable_run "$dir/ud-send.pcap" -t send_bw -n 200 -c UD) || exit 1
-    grep -q '^probe send_bw .* size=1024 .* connection=UD$' <<<"$out" || fail "-c UD: the message is not cut to the path MTU: $out"
+    grep -q '^probe send_bw .* size=1024 .* connection=UD connected_by=qp_exchange$' <<<"$out" || fail "-c UD: the message is not cut to the path MTU: $out"
     grep -q '^delivery sent=200 ' <<<"$out" || fail "the UD send reports no delivery: $out"
     counts=$(roce_opcode_counts "$dir/ud-send.pcap")
     (($(opcode_count "$counts" "$b" 100) == 200)) || fail "-c UD send_bw: not 200 UD SEND_ONLY datagrams from B: $counts"
@@ -344,6 +440,7 @@ main() {
     check_latency_duration
     check_lane
     check_transport
+    check_rdma_cm
 }
 
 main "$@"

@@ -565,6 +565,19 @@ TEST(ProbeConfigModesTest, CqEventsReachTheSpec) {
   expect_error_at(one_module("    cq_events: true\n"), 3, "cq_events applies to read and send");
 }
 
+TEST(ProbeConfigModesTest, RdmaCmReachesTheSpec) {
+  const auto spec_of = [](const std::string& field) {
+    return probe_config_ok(one_module(field)).modules.at("m").spec;
+  };
+  EXPECT_TRUE(spec_of("    rdma_cm: true\n").rdma_cm);
+  EXPECT_FALSE(spec_of("    rdma_cm: false\n").rdma_cm);
+  EXPECT_FALSE(spec_of("").rdma_cm);
+  expect_error_at(one_module("    rdma_cm: maybe\n"), 4, "rdma_cm");
+  expect_error_at(one_module("    rdma_cm: true\n    sl: 2\n"), 3,
+                  "sl=2 with rdma_cm: the SL is the path's");
+  expect_error_at(one_module("    rdma_cm: true\n    connection: UC\n"), 3, "rdma_cm over UC");
+}
+
 TEST(ProbeConfigModesTest, AtomicTypeConnectionAndNoPeakReachTheSpec) {
   const auto spec_of = [](const std::string& kind, const std::string& field) {
     return probe_config_ok("modules:\n  m:\n    kind: " + kind + "\n" + field).modules.at("m").spec;

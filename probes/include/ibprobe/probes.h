@@ -137,6 +137,14 @@ struct ProbeSpec {
   std::uint32_t sl = 0;
   std::uint32_t traffic_class = 0;
   std::uint32_t pkey_index = 0;
+  // perftest's -R: the QPs are connected through the RDMA connection manager (librdmacm), as the
+  // workloads that connect by IP address are (NVMe-oF, iSER, SMB Direct, MPI over rdma_cm): it
+  // resolves the peer's address to a path (ARP and the GID table on RoCE, the SA's path record
+  // on InfiniBand) and carries QP numbers and PSNs in its own REQ, REP and RTU. The control
+  // channel still carries the spec, the buffers' keys and the results. RC only; the path's SL,
+  // P_Key and GID are then the connection manager's, so sl, pkey_index and the GID indexes are
+  // refused with it.
+  bool rdma_cm = false;
   RcKnobs rc;
   bool use_srq = false;
   // perftest's -e: each side sleeps on its CQ's completion channel whenever the CQ is empty,

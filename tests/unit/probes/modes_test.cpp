@@ -104,6 +104,56 @@ TEST(ModesOnTheWire, CqEventsTravelOnlyWhenAsked) {
   EXPECT_EQ(decoded, request);
 }
 
+// perftest -R: every RC operation and test connects through the CM; what the CM decides (the
+// path's SL, the P_Key of the address's interface, the GIDs of the addresses) cannot also be
+// asked for, and UC and UD keep the QP exchange.
+TEST(RdmaCmSpec, RcOnlyAndNothingTheConnectionManagerDecides) {
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    for (auto operation :
+         {Operation::kWrite, Operation::kRead, Operation::kSend, Operation::kAtomic}) {
+      auto spec = default_spec(operation, test);
+      spec.rdma_cm = true;
+      spec.traffic_class = 106;
+      EXPECT_THAT(violations_of(validate(spec)), IsEmpty());
+    }
+  }
+  const auto refused = [](auto change) {
+    auto spec = default_spec(Operation::kSend, TestKind::kBandwidth);
+    spec.rdma_cm = true;
+    change(spec);
+    return violations_of(validate(spec));
+  };
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.connection = Connection::kUc; }),
+              Contains(HasSubstr("rdma_cm over UC: the connection manager connects RC QPs")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.connection = Connection::kUd; }),
+              Contains(HasSubstr("rdma_cm over UD")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.sl = 3; }),
+              Contains(HasSubstr("sl=3 with rdma_cm: the SL is the path's")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.pkey_index = 1; }),
+              Contains(HasSubstr("pkey_index=1 with rdma_cm: the P_Key is the partition")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.gid_index = 0; }),
+              Contains(HasSubstr("gid_index=0 with rdma_cm")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.peer_gid_index = 3; }),
+              Contains(HasSubstr("peer_gid_index=3 with rdma_cm")));
+  // Without rdma_cm the same lane and GIDs are the QP exchange's to apply.
+  auto exchanged = default_spec(Operation::kSend, TestKind::kBandwidth);
+  exchanged.sl = 3;
+  exchanged.pkey_index = 1;
+  exchanged.gid_index = 0;
+  EXPECT_THAT(violations_of(validate(exchanged)), IsEmpty());
+}
+
+TEST(ModesOnTheWire, RdmaCmTravelsOnlyWhenAsked) {
+  auto spec = default_spec(Operation::kRead, TestKind::kBandwidth);
+  EXPECT_FALSE(spec_to_json(spec).contains("rdma_cm"));
+  spec.rdma_cm = true;
+  EXPECT_EQ(spec_to_json(spec).at("rdma_cm"), true);
+  const protocol::ProbeRequest request{spec};
+  const auto decoded = std::get<protocol::ProbeRequest>(protocol::round_trip(request));
+  EXPECT_TRUE(decoded.spec.rdma_cm);
+  EXPECT_EQ(decoded, request);
+}
+
 TEST(ModesOnTheWire, ARateLimitWithAnUnknownUnitIsRefused) {
   auto spec = default_spec(Operation::kWrite, TestKind::kBandwidth);
   spec.rate_limit = RateLimit{1, RateUnit::kGbps, RateLimiter::kSoftware};

@@ -178,7 +178,7 @@ TEST(ProtocolRoundTrip, VerifyRequestCarriesCaseParametersAndSpec) {
 TEST(ProtocolRoundTrip, VerifyStepWithAndWithoutEndpoints) {
   const VerifyStep loss{"qp_destroyed", 59, std::nullopt};
   EXPECT_EQ(std::get<VerifyStep>(round_trip(loss)), loss);
-  const VerifyStep rebuilt{"rebuilt", 59, QpInfo{{endpoint(7)}}};
+  const VerifyStep rebuilt{"rebuilt", 59, QpInfo{{endpoint(7)}, std::nullopt}};
   EXPECT_EQ(std::get<VerifyStep>(round_trip(rebuilt)), rebuilt);
 }
 
@@ -191,9 +191,26 @@ TEST(ProtocolDecode, VerifyRequestFieldsAreRequiredAndBounded) {
 }
 
 TEST(ProtocolRoundTrip, QpInfoAtTheEdgesOfEveryField) {
-  const QpInfo info{{endpoint(0xFFFFFF), endpoint(0)}};
+  const QpInfo info{{endpoint(0xFFFFFF), endpoint(0)}, std::nullopt};
   EXPECT_EQ(std::get<QpInfo>(round_trip(info)), info);
   EXPECT_EQ(std::get<QpInfo>(round_trip(QpInfo{})), QpInfo{});
+  const QpInfo listening{{endpoint(1)}, CmListener{65535, ~std::uint64_t{0}}};
+  EXPECT_EQ(std::get<QpInfo>(round_trip(listening)), listening);
+}
+
+// The listener's port is where the initiator connects: port 0 is no listener, a port beyond 16
+// bits no port at all.
+TEST(ProtocolDecode, CmListenerPortIsARealPort) {
+  for (const char* port : {"0", "65536"}) {
+    const auto error =
+        decode_error(frame(MessageType::kQpInfo,
+                           std::string(R"({"qps":[],"rdma_cm":{"token":1,"port":)") + port + "}}"));
+    EXPECT_EQ(error.kind, DecodeErrorKind::kOutOfRange) << port;
+    EXPECT_THAT(error.message, HasSubstr("rdma_cm.port")) << port;
+  }
+  const auto missing =
+      decode_error(frame(MessageType::kQpInfo, R"({"qps":[],"rdma_cm":{"port":4791}})"));
+  EXPECT_EQ(missing.kind, DecodeErrorKind::kMissingField);
 }
 
 TEST(ProtocolRoundTrip, Result) {
