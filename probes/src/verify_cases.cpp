@@ -22,6 +22,9 @@ constexpr std::uint32_t kDelayedPostedReceives = 2;
 constexpr std::uint32_t kInlineMessagesMax = 100;
 // atomics: one at a time, each waiting for its completion.
 constexpr std::uint32_t kAtomicsMax = 200;
+constexpr std::uint32_t kUdDatagramsMax = 1000;
+// How long a window of datagrams may be quiet before the receiver counts the rest as lost.
+constexpr auto kWindowQuiet = std::chrono::milliseconds(200);
 constexpr std::uint32_t kSoakDepth = 32;
 constexpr unsigned kSpinsPerCheck = 1024;
 // How long a device gets to raise an async event after a failed completion.
@@ -236,6 +239,91 @@ std::vector<InOrderChecker> receive_checked(Endpoint& ep, const ReceivePlan& pla
   return checkers;
 }
 
+// ud_datagrams' size: one packet of the path MTU, as both ends compute it from their own port and
+// the other's endpoint.
+std::uint64_t datagram_bytes(const Endpoint& ep, const protocol::QpEndpoint& other) {
+  return std::min<std::uint64_t>(
+      {verbs::mtu_bytes(ep.port().attr.active_mtu), other.mtu, ep.slot_bytes() - kUdGrhBytes});
+}
+
+// Whether the 40 bytes ahead of a datagram name `gid` as its source: the GRH's SGID, or for
+// RoCE v2 over IPv4 (an IPv4-mapped GID) the IPv4 header the device places in the last 20 bytes.
+bool grh_names(const std::uint8_t* grh, const std::array<std::uint8_t, 16>& gid) {
+  constexpr std::array<std::uint8_t, 12> kV4Mapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  constexpr std::size_t kIpv4HeaderAt = 20, kIpv4SourceAt = kIpv4HeaderAt + 12, kSgidAt = 8;
+  if (std::equal(kV4Mapped.begin(), kV4Mapped.end(), gid.begin())) {
+    return std::memcmp(grh + kIpv4SourceAt, gid.data() + kV4Mapped.size(), 4) == 0;
+  }
+  return std::memcmp(grh + kSgidAt, gid.data(), gid.size()) == 0;
+}
+
+// One received datagram: from the sender's QP, whole behind a GRH that names the sender, its
+// payload intact and next in order.
+void check_datagram(const Endpoint& ep, InOrderChecker& checker, const ibv_wc& wc,
+                    const protocol::QpEndpoint& sender, std::uint64_t size) {
+  const auto sequence = payload::decode_wr_id(wc.wr_id).sequence;
+  const std::uint8_t* slot = ep.recv_slot(0, sequence);
+  std::string wrong;
+  if (wc.status != IBV_WC_SUCCESS) {
+    wrong = ep.evidence(0, &wc);
+  } else if (!(wc.wc_flags & IBV_WC_GRH)) {
+    wrong = "the completion does not flag the GRH ahead of the payload";
+  } else if (wc.src_qp != sender.qpn) {
+    wrong = fmt::format("source QP {}, the sender's is {}", wc.src_qp, sender.qpn);
+  } else if (wc.byte_len < kUdGrhBytes) {
+    wrong = fmt::format("byte_len {} leaves no room for the GRH", wc.byte_len);
+  } else if (!grh_names(slot, sender.gid)) {
+    wrong = "the GRH does not name the sender's address";
+  }
+  if (!wrong.empty()) {
+    ++checker.report.messages_received;
+    checker.error("datagram: " + wrong);
+    return;
+  }
+  checker.check({slot + kUdGrhBytes, ep.slot_bytes() - kUdGrhBytes}, wc.byte_len - kUdGrhBytes,
+                size, "datagram");
+}
+
+// The receiving end of ud_datagrams. UD has no flow control (a datagram that finds no receive
+// posted is dropped), so the initiator sends a window of as many datagrams as there are
+// receives here, announces it, and sends the next only once these are checked and their
+// receives posted again. A datagram lost on the way shows as the sequence gap it leaves, or as
+// the window's shortfall once it has been quiet for kWindowQuiet.
+ValidationReport receive_datagrams(Endpoint& ep, ControlChannel& channel,
+                                   const protocol::QpEndpoint& sender, const Guard& guard) {
+  InOrderChecker checker;
+  const std::uint64_t size = datagram_bytes(ep, sender);
+  std::uint64_t stale = 0;
+  ibv_wc wcs[kPollBatch];
+  for (;;) {
+    const auto window =
+        channel.expect<protocol::VerifyStep>(guard.deadline(), "the initiator's next window");
+    auto quiet_since = std::chrono::steady_clock::now();
+    for (unsigned spins = 1; checker.report.messages_received < window.value &&
+                             std::chrono::steady_clock::now() - quiet_since < kWindowQuiet;
+         ++spins) {
+      const int n = ep.poll(wcs, kPollBatch);
+      if (n > 0) quiet_since = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) {
+        const auto id = payload::decode_wr_id(wcs[i].wr_id);
+        if (id.generation != ep.generation(0)) {
+          ++stale;
+          continue;
+        }
+        check_datagram(ep, checker, wcs[i], sender, size);
+        ep.post_recv(0, id.sequence, wcs[i].wr_id);
+      }
+      if (n == 0 && spins % kSpinsPerCheck == 0) guard.check("datagrams of the window");
+    }
+    channel.send(
+        protocol::VerifyStep{"window_received", checker.report.messages_received, std::nullopt},
+        guard.deadline());
+    if (window.step == "last_window_sent") break;
+  }
+  checker.report.stale_completions = stale;
+  return checker.report;
+}
+
 ValidationReport merged(const std::vector<InOrderChecker>& checkers,
                         const std::vector<std::size_t>& queues, std::uint64_t stale) {
   ValidationReport out;
@@ -448,6 +536,11 @@ protocol::VerifyRequest request_for(Case id, const Options& o) {
     case Case::kAtomics:
       spec.iterations = std::min(o.messages, kAtomicsMax);
       break;
+    case Case::kUdDatagrams:
+      // Room for the largest path MTU; the datagrams are of the path's.
+      spec.connection = Connection::kUd;
+      spec.iterations = std::min(o.messages, kUdDatagramsMax);
+      break;
     case Case::kRandomSizes:
       spec.message_size = o.max_message_size;
       request.seed = o.seed;
@@ -479,6 +572,7 @@ Layout layout_for(Case id, const protocol::VerifyRequest& request, bool initiato
   // Room for one more SGE than the QP is given, for the max_sge injection's list.
   if (id == Case::kLocalErrorMaxSge && initiator) layout.max_send_sge = 1;
   layout.remote_atomics = id == Case::kAtomics;
+  if (spec.connection == Connection::kUd) layout.slot_bytes += kUdGrhBytes;
   return layout;
 }
 
@@ -835,6 +929,42 @@ struct Initiator {
   // RC executes a QP's atomics in order, so the i-th fetch-and-add of 1 to a zeroed target
   // fetches i. The fetched value's place is filled with ones before each operation: an atomic
   // that completes without writing it shows.
+  // Datagrams in windows of the responder's receives (receive_datagrams says why); the last
+  // window is announced as such, also after a failed send, so both ends end together.
+  CaseResult ud_datagrams() {
+    const std::uint64_t n = messages();
+    const std::uint64_t size = datagram_bytes(ep, peer.qps.at(0));
+    const std::uint64_t window = request.spec.rx_depth;
+    std::uint64_t stale = 0, received = 0;
+    std::optional<SendFailure> failure;
+    for (std::uint64_t from = 0; from < n; from += window) {
+      const auto to = std::min(n, from + window);
+      failure = send_all(ep, 0, from, to, request.spec.tx_depth, guard, stale,
+                         [&](std::uint8_t* slot, std::uint64_t sequence) {
+                           return fill_checked(slot, size, 0, ep.generation(0), sequence);
+                         });
+      const bool last = to == n || failure;
+      channel.send(
+          protocol::VerifyStep{last ? "last_window_sent" : "window_sent", to, std::nullopt},
+          guard.deadline());
+      received =
+          channel
+              .expect<protocol::VerifyStep>(guard.deadline(), "the responder's check of the window")
+              .value;
+      if (last) break;
+    }
+    const auto result = finish(channel, guard);
+    const auto v = result.validation.value_or(ValidationReport{});
+    std::vector<std::string> details{
+        fmt::format("{} datagrams of {} bytes (the path MTU) sent in windows of {}: {} received, "
+                    "{} checked whole behind a GRH naming the sender, {} lost",
+                    n, size, window, received, v.checked, n > received ? n - received : 0),
+        peer_summary(v)};
+    if (failure) details.push_back("send failed: " + failure->evidence);
+    const bool passed = !failure && result.validation && v.errors == 0 && v.checked == n;
+    return verdict(id, passed, details);
+  }
+
   CaseResult atomics() {
     const auto& target = peer.qps.at(0);
     std::uint8_t* fetched_at = ep.send_slot(0, 0);
@@ -1052,6 +1182,8 @@ CaseResult run_case(Case id, const LocalPort& local, ControlChannel& channel,
       return initiator.bidirectional();
     case Case::kAtomics:
       return initiator.atomics();
+    case Case::kUdDatagrams:
+      return initiator.ud_datagrams();
     case Case::kRandomSizes:
       return initiator.random_sizes();
     case Case::kSoak:
@@ -1069,7 +1201,9 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
   Endpoint ep(local, spec, false, layout_for(id, request, false));
   channel.send(protocol::ProbeAccept{}, guard.deadline());
   channel.send(ep.endpoints(), guard.deadline());
-  ep.connect_all(channel.expect<protocol::QpInfo>(guard.deadline(), "the initiator's QPs"));
+  const auto initiator_qps =
+      channel.expect<protocol::QpInfo>(guard.deadline(), "the initiator's QPs");
+  ep.connect_all(initiator_qps);
   protocol::Result result;
   result.before = ep.counters();
   if (id != Case::kRnrRetryExceeded) {
@@ -1114,6 +1248,9 @@ void serve_case(Case id, const LocalPort& local, ControlChannel& channel,
     }
     case Case::kRnrRetryExceeded:
     case Case::kAtomics:
+      break;
+    case Case::kUdDatagrams:
+      result.validation = receive_datagrams(ep, channel, initiator_qps.qps.at(0), guard);
       break;
     case Case::kQpRebuild: {
       ReceivePlan plan{{0}, request.rebuild_after};

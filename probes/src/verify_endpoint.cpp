@@ -89,7 +89,7 @@ Endpoint::Qp Endpoint::create_qp() {
   ibv_qp_init_attr init{};
   init.send_cq = cq_.get();
   init.recv_cq = cq_.get();
-  init.qp_type = IBV_QPT_RC;
+  init.qp_type = datagrams() ? IBV_QPT_UD : IBV_QPT_RC;
   init.cap.max_send_wr = layout_.send_slots;
   init.cap.max_recv_wr = layout_.recv_slots;
   init.cap.max_send_sge = layout_.max_send_sge;
@@ -107,6 +107,10 @@ Endpoint::Qp Endpoint::create_qp() {
   qp.send_sge_granted = init.cap.max_send_sge;
   qp.psn = verbs::random_psn();
   qp.generation = payload::next_generation();
+  if (datagrams()) {
+    verbs::ud_qp_to_rts(qp.qp.get(), local_.port, 0, kProbeQkey, qp.psn);
+    return qp;
+  }
   unsigned access = IBV_ACCESS_LOCAL_WRITE;
   if (layout_.remote_atomics) access |= IBV_ACCESS_REMOTE_READ;
   if (layout_.remote_atomics && atomics_supported_) access |= IBV_ACCESS_REMOTE_ATOMIC;
@@ -135,6 +139,13 @@ void Endpoint::connect(std::size_t q, const protocol::QpEndpoint& peer) {
   const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
   const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                            verbs::mtu_enum(std::min(peer.mtu, spec_.mtu ? *spec_.mtu : port_mtu))};
+  if (datagrams()) {
+    ibv_ah_attr attr = verbs::address_vector(port_, local_.port, path, 0, 0);
+    qps_[q].ah.reset(ibv_create_ah(pd_.get(), &attr));
+    if (!qps_[q].ah) throw verbs::VerbsError("ibv_create_ah", errno);
+    qps_[q].remote_qpn = peer.qpn;
+    return;
+  }
   verbs::rc_qp_to_rts(qps_[q].qp.get(), port_, local_.port, path, qps_[q].psn, spec_.rc, 1, 1);
 }
 
@@ -191,6 +202,11 @@ void Endpoint::send(std::size_t q, std::size_t slot, std::uint32_t length, std::
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED | (inline_data ? IBV_SEND_INLINE : 0);
+  if (datagrams()) {
+    wr.wr.ud.ah = qps_[q].ah.get();
+    wr.wr.ud.remote_qpn = qps_[q].remote_qpn;
+    wr.wr.ud.remote_qkey = kProbeQkey;
+  }
   if (const int rc = try_post_send(q, wr); rc != 0) throw verbs::VerbsError("ibv_post_send", rc);
 }
 

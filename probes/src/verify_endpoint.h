@@ -78,6 +78,9 @@ class Endpoint {
   std::uint32_t send_sge_granted(std::size_t q) const { return qps_[q].send_sge_granted; }
   // The device's atomic_cap is not IBV_ATOMIC_NONE.
   bool atomics_supported() const { return atomics_supported_; }
+  const verbs::PortFacts& port() const { return port_; }
+  // spec.connection UD: QPs of datagrams, each sending to its peer QP through an address handle.
+  bool datagrams() const { return spec_.connection == Connection::kUd; }
 
   // ibv_post_send's return code (0: posted); the wr_id is remembered for the evidence.
   int try_post_send(std::size_t q, ibv_send_wr& wr);
@@ -107,6 +110,9 @@ class Endpoint {
     std::uint16_t generation = 0;
     std::uint32_t inline_granted = 0;
     std::uint32_t send_sge_granted = 0;
+    // UD: the peer QP's number and the handle of the path to it (set by connect()).
+    std::uint32_t remote_qpn = 0;
+    verbs::AddressHandle ah;
   };
   Qp create_qp();
 

@@ -66,6 +66,10 @@ const std::vector<CaseInfo>& catalogue() {
        "fetch-and-adds to one target fetch 0, 1, 2, ... in order; a compare-and-swap with a "
        "stale compare fetches the current value and swaps nothing, with the current one it "
        "swaps; the target read back holds what the swap wrote"},
+      {Case::kUdDatagrams, "ud_datagrams",
+       "path-MTU UD datagrams, a window of posted receives at a time: each arrives whole behind "
+       "its 40-byte GRH (the GRH flag set, byte_len = size + 40, the sender's address in it, the "
+       "sender's QP number), every byte and the order checked, none lost"},
       {Case::kSoak, "soak",
        "validating send/recv for the soak time: no error, completions/s per interval, CQE batch "
        "distribution, CQ backlog not growing"},

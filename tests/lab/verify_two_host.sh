@@ -12,6 +12,8 @@
 #   - qp_rebuild: transport retries exhausted, a new generation, old-generation CQEs dropped,
 #     every message delivered once in order;
 #   - inline_reuse, bidirectional, random_sizes (seeded, reproducible; fixed sequence), soak;
+#   - ud_datagrams: datagrams of the lab's 1024-byte path MTU, every one received and checked
+#     behind a GRH naming the sender;
 #   - a soak past the 120 s cap is refused by a responder whose limits do not allow it;
 #   - a `kind: verify` module through VM B's exporter's async API returns the same table as JSON.
 #
@@ -87,12 +89,18 @@ check_full_suite() {
     ((rc == 0)) || fail "the suite exited $rc"
     for c in delayed_recv rnr_retry_exceeded local_error_mr_length local_error_lkey \
         local_error_unmapped local_error_max_sge qp_rebuild inline_reuse bidirectional \
-        random_sizes atomics soak; do
+        random_sizes atomics ud_datagrams soak; do
         row=$(row_of "$out" "$c")
         [[ -n $row ]] || fail "no row for $c"
         [[ $(awk 'NR == 1 { print $2 }' <<<"$row") == pass ]] || fail "$c did not pass: $row"
     done
-    expect_in "$out" "verify: 12 cases, 12 passed, 0 failed, 0 skipped" "summary"
+    expect_in "$out" "verify: 13 cases, 13 passed, 0 failed, 0 skipped" "summary"
+
+    # The lab's path MTU is 1024 (rxe over a 1500-byte Ethernet MTU): every datagram one packet of
+    # it, each received and checked.
+    row=$(row_of "$out" ud_datagrams)
+    grep -Eq '([0-9]+) datagrams of 1024 bytes \(the path MTU\) sent in windows of [0-9]+: \1 received, \1 checked whole behind a GRH naming the sender, 0 lost' <<<"$row" \
+        || fail "ud_datagrams: not every MTU datagram arrived whole: $row"
 
     row=$(row_of "$out" atomics)
     grep -Eq '([0-9]+) of \1 fetch-and-adds fetched 0, 1, 2, \.\.\. in order' <<<"$row" \

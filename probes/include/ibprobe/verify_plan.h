@@ -28,6 +28,7 @@ enum class Case {
   kBidirectional,
   kRandomSizes,
   kAtomics,
+  kUdDatagrams,
   kSoak,
 };
 

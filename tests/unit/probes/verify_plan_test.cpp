@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 
 TEST(VerifySelection, NoNameMeansEveryCaseInCatalogueOrder) {
   const auto cases = select_cases({});
-  ASSERT_EQ(cases.size(), 12u);
+  ASSERT_EQ(cases.size(), 13u);
   EXPECT_EQ(cases.front(), Case::kDelayedRecv);
   EXPECT_EQ(cases.back(), Case::kSoak);
   EXPECT_EQ(info(Case::kQpRebuild).name, "qp_rebuild");
