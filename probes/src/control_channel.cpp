@@ -153,24 +153,28 @@ ControlChannel ControlChannel::connect(const std::string& host, const std::strin
                      FailureKind::kUnreachable);
 }
 
-sockaddr_storage ControlChannel::peer_address() const {
+namespace {
+
+// One end of a connected socket: getpeername's or getsockname's.
+sockaddr_storage end_of(int fd, int (*query)(int, sockaddr*, socklen_t*), const char* call,
+                        const std::string& peer) {
   sockaddr_storage address{};
   socklen_t length = sizeof(address);
-  if (::getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw ProbeFailure("control connection to " + peer_ + ": getpeername: " + std::strerror(errno),
+  if (query(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw ProbeFailure("control connection to " + peer + ": " + call + ": " + std::strerror(errno),
                        FailureKind::kPeerLost);
   }
   return address;
 }
 
+}  // namespace
+
+sockaddr_storage ControlChannel::peer_address() const {
+  return end_of(fd_.get(), ::getpeername, "getpeername", peer_);
+}
+
 sockaddr_storage ControlChannel::local_address() const {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw ProbeFailure("control connection to " + peer_ + ": getsockname: " + std::strerror(errno),
-                       FailureKind::kPeerLost);
-  }
-  return address;
+  return end_of(fd_.get(), ::getsockname, "getsockname", peer_);
 }
 
 ControlChannel::ControlChannel(int fd, const StopSignal* stop)

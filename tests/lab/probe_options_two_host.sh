@@ -143,43 +143,10 @@ check_latency_duration() {
     note "write_lat -D 5: t_avg $avg us, $tps round trips/s"
 }
 
-# "SRC TOS COUNT" for each source address and TOS byte of the IPv4 UDP packets to port 4791
-# (RoCE v2) in a pcap file (Ethernet frames, as QEMU's filter-dump writes them).
-roce_tos_counts() { # PCAP
-    python3 - "$1" <<'PY'
-import collections, struct, sys
-data = open(sys.argv[1], "rb").read()
-magic = struct.unpack_from("<I", data)[0]
-order = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-counts = collections.Counter()
-offset = 24
-while offset + 16 <= len(data):
-    _, _, caplen, _ = struct.unpack_from(order + "IIII", data, offset)
-    frame = data[offset + 16:offset + 16 + caplen]
-    offset += 16 + caplen
-    if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
-        continue
-    ip = frame[14:]
-    header = (ip[0] & 0x0F) * 4
-    if ip[9] != 17 or len(ip) < header + 8:
-        continue
-    if struct.unpack_from(">H", ip, header + 2)[0] != 4791:
-        continue
-    counts[(".".join(map(str, ip[12:16])), ip[1])] += 1
-for (src, tos), n in sorted(counts.items()):
-    print(src, tos, n)
-PY
-}
-
-# Packets from SRC in COUNTS (roce_tos_counts' output) whose TOS is (==) or is not (!=) TOS; 0
-# when none.
-tos_count() { # COUNTS SRC ==|!= TOS
-    awk -v src="$2" -v op="$3" -v tos="$4" '$1 == src && (($2 == tos) == (op == "==")) { n += $3 } END { print n + 0 }' <<<"$1"
-}
-
-# "SRC OPCODE COUNT" for each source address and BTH opcode (the first byte after the UDP
-# header) of the RoCE v2 packets in a pcap file.
-roce_opcode_counts() { # PCAP
+# "SRC TOS DEST_QP OPCODE COUNT" for each source address, IPv4 TOS byte, BTH destination QP and
+# BTH opcode of the IPv4 UDP packets to port 4791 (RoCE v2) in a pcap file (Ethernet frames, as
+# QEMU's filter-dump writes them).
+roce_packets() { # PCAP
     python3 - "$1" <<'PY'
 import collections, struct, sys
 data = open(sys.argv[1], "rb").read()
@@ -196,10 +163,32 @@ while offset + 16 <= len(data):
     header = (ip[0] & 0x0F) * 4
     if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
         continue
-    counts[(".".join(map(str, ip[12:16])), ip[header + 8])] += 1
-for (src, opcode), n in sorted(counts.items()):
-    print(src, opcode, n)
+    bth = ip[header + 8:]
+    counts[(".".join(map(str, ip[12:16])), ip[1], int.from_bytes(bth[5:8], "big"), bth[0])] += 1
+for (src, tos, dest_qp, opcode), n in sorted(counts.items()):
+    print(src, tos, dest_qp, opcode, n)
 PY
+}
+
+# roce_packets' counts by SRC and one other column (2: TOS, 4: opcode), summed over the rest.
+roce_counts_by() { # PCAP COLUMN
+    roce_packets "$1" | awk -v c="$2" '{ n[$1 " " $c] += $5 } END { for (k in n) print k, n[k] }' | sort
+}
+
+# "SRC TOS COUNT" of the RoCE v2 packets in a pcap file.
+roce_tos_counts() { # PCAP
+    roce_counts_by "$1" 2
+}
+
+# Packets from SRC in COUNTS (roce_tos_counts' output) whose TOS is (==) or is not (!=) TOS; 0
+# when none.
+tos_count() { # COUNTS SRC ==|!= TOS
+    awk -v src="$2" -v op="$3" -v tos="$4" '$1 == src && (($2 == tos) == (op == "==")) { n += $3 } END { print n + 0 }' <<<"$1"
+}
+
+# "SRC OPCODE COUNT" of the RoCE v2 packets in a pcap file.
+roce_opcode_counts() { # PCAP
+    roce_counts_by "$1" 4
 }
 
 # Packets from SRC with OPCODE in COUNTS (roce_opcode_counts' output), 0 when none.
@@ -265,28 +254,7 @@ check_lane() {
 # "SRC KIND TOS COUNT" of the RoCE v2 packets in a pcap file: KIND cm for the connection
 # manager's MADs (BTH destination QP 1), data for the rest.
 roce_cm_counts() { # PCAP
-    python3 - "$1" <<'PY'
-import collections, struct, sys
-data = open(sys.argv[1], "rb").read()
-order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-counts = collections.Counter()
-offset = 24
-while offset + 16 <= len(data):
-    caplen = struct.unpack_from(order + "IIII", data, offset)[2]
-    frame = data[offset + 16:offset + 16 + caplen]
-    offset += 16 + caplen
-    if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00":
-        continue
-    ip = frame[14:]
-    header = (ip[0] & 0x0F) * 4
-    if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
-        continue
-    bth = ip[header + 8:]
-    dest_qp = int.from_bytes(bth[5:8], "big")
-    counts[(".".join(map(str, ip[12:16])), "cm" if dest_qp == 1 else "data", ip[1])] += 1
-for (src, kind, tos), n in sorted(counts.items()):
-    print(src, kind, tos, n)
-PY
+    roce_packets "$1" | awk '{ n[$1 " " ($3 == 1 ? "cm" : "data") " " $2] += $5 } END { for (k in n) print k, n[k] }' | sort
 }
 
 # "REQ REP RTU" messages a VM's rxe0 port sent (tx) or received (rx), by its CM counters.
