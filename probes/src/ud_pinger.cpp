@@ -88,23 +88,6 @@ std::string handle_key(const std::uint8_t* gid, std::uint16_t lid) {
   return key;
 }
 
-// The sender's GID from the 40 bytes ahead of a UD payload. An InfiniBand or RoCE v2/IPv6 GRH
-// (IP version 6) has it at bytes 8..23; for RoCE v2 over IPv4 the device leaves bytes 0..19
-// zero and puts the IPv4 header at 20..39, so the sender is its source address (bytes 32..35)
-// as an IPv4-mapped GID. Reading bytes 8..23 there would give every IPv4 sender one key.
-std::array<std::uint8_t, 16> source_gid(const std::uint8_t* grh) {
-  std::array<std::uint8_t, 16> gid{};
-  const bool ipv6 = (grh[0] >> 4) == 6;
-  if (!ipv6 && (grh[20] >> 4) == 4) {
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    std::memcpy(gid.data() + 12, grh + 32, 4);
-  } else {
-    std::memcpy(gid.data(), grh + 8, gid.size());
-  }
-  return gid;
-}
-
 }  // namespace
 
 struct UdPinger::Impl {
@@ -188,10 +171,11 @@ struct UdPinger::Impl {
   }
 
   std::shared_ptr<verbs::AddressHandle> handle_back(ibv_wc& wc, const ibv_grh* grh) {
-    // The source GID sits at bytes 8..23 of the GRH; without a GRH (IB, same subnet) the LID.
+    // Keyed by the sender's GID, each RoCE v2/IPv4 sender its own (bytes 8..23 would give them
+    // all one key); without a GRH (IB, same subnet) by the LID.
     const bool global = (wc.wc_flags & IBV_WC_GRH) != 0;
     const std::array<std::uint8_t, 16> sender =
-        global ? source_gid(reinterpret_cast<const std::uint8_t*>(grh))
+        global ? verbs::grh_source_gid(reinterpret_cast<const std::uint8_t*>(grh))
                : std::array<std::uint8_t, 16>{};
     const auto key = handle_key(sender.data(), global ? 0 : wc.slid);
     if (const auto it = handles.find(key); it != handles.end()) return it->second;

@@ -220,6 +220,19 @@ ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, cons
   return ah;
 }
 
+std::array<std::uint8_t, 16> grh_source_gid(const std::uint8_t* grh) {
+  std::array<std::uint8_t, 16> gid{};
+  const bool ipv6 = (grh[0] >> 4) == 6;
+  if (!ipv6 && (grh[20] >> 4) == 4) {
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    std::memcpy(gid.data() + 12, grh + 32, 4);
+  } else {
+    std::memcpy(gid.data(), grh + 8, gid.size());
+  }
+  return gid;
+}
+
 void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index,
                   std::uint32_t qkey, std::uint32_t sq_psn) {
   ibv_qp_attr attr = initialized(port_number, pkey_index);

@@ -112,6 +112,12 @@ void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
 ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
                            std::uint8_t sl, std::uint8_t traffic_class);
 
+// The sender's GID from the 40 bytes ahead of a UD payload (a receive with IBV_WC_GRH). An
+// InfiniBand or RoCE v2/IPv6 GRH (IP version 6) has it at bytes 8..23; for RoCE v2 over IPv4 the
+// device leaves bytes 0..19 zero and puts the IPv4 header at 20..39, so the sender is its source
+// address (bytes 32..35) as an IPv4-mapped GID.
+std::array<std::uint8_t, 16> grh_source_gid(const std::uint8_t* grh);
+
 // A UD QP from RESET through INIT (with `qkey`, the key datagrams to it must carry) to RTS.
 void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index,
                   std::uint32_t qkey, std::uint32_t sq_psn);

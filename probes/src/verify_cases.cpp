@@ -246,17 +246,6 @@ std::uint64_t datagram_bytes(const Endpoint& ep, const protocol::QpEndpoint& oth
       {verbs::mtu_bytes(ep.port().attr.active_mtu), other.mtu, ep.slot_bytes() - kUdGrhBytes});
 }
 
-// Whether the 40 bytes ahead of a datagram name `gid` as its source: the GRH's SGID, or for
-// RoCE v2 over IPv4 (an IPv4-mapped GID) the IPv4 header the device places in the last 20 bytes.
-bool grh_names(const std::uint8_t* grh, const std::array<std::uint8_t, 16>& gid) {
-  constexpr std::array<std::uint8_t, 12> kV4Mapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  constexpr std::size_t kIpv4HeaderAt = 20, kIpv4SourceAt = kIpv4HeaderAt + 12, kSgidAt = 8;
-  if (std::equal(kV4Mapped.begin(), kV4Mapped.end(), gid.begin())) {
-    return std::memcmp(grh + kIpv4SourceAt, gid.data() + kV4Mapped.size(), 4) == 0;
-  }
-  return std::memcmp(grh + kSgidAt, gid.data(), gid.size()) == 0;
-}
-
 // One received datagram: from the sender's QP, whole behind a GRH that names the sender, its
 // payload intact and next in order.
 void check_datagram(const Endpoint& ep, InOrderChecker& checker, const ibv_wc& wc,
@@ -272,7 +261,7 @@ void check_datagram(const Endpoint& ep, InOrderChecker& checker, const ibv_wc& w
     wrong = fmt::format("source QP {}, the sender's is {}", wc.src_qp, sender.qpn);
   } else if (wc.byte_len < kUdGrhBytes) {
     wrong = fmt::format("byte_len {} leaves no room for the GRH", wc.byte_len);
-  } else if (!grh_names(slot, sender.gid)) {
+  } else if (verbs::grh_source_gid(slot) != sender.gid) {
     wrong = "the GRH does not name the sender's address";
   }
   if (!wrong.empty()) {
