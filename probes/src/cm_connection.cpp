@@ -55,6 +55,14 @@ std::string device_of(const rdma_cm_id* id) {
   return id->verbs ? ibv_get_device_name(id->verbs->device) : "no device";
 }
 
+// Empty when `id` is bound to the probe's device and port; else where it is bound instead,
+// against the probe's ("mlx5_1 port 1, not the probe's mlx5_0 port 1").
+std::string bound_elsewhere(const rdma_cm_id* id, const LocalDevice& device) {
+  if (device_of(id) == device.name && id->port_num == device.port) return "";
+  return device_of(id) + " port " + std::to_string(id->port_num) + ", not the probe's " +
+         device.name + " port " + std::to_string(device.port);
+}
+
 // The IB CM's reject reasons (IBTA 12.6.7.2) a probe meets; librdmacm 44 has no text for them.
 std::string reject_reason(int status) {
   switch (status) {
@@ -184,6 +192,19 @@ sockaddr_storage with_port(const sockaddr_storage& address, std::uint16_t port) 
   return out;
 }
 
+// "192.0.2.1:4791" or "[2001:db8::1]:4791".
+std::string address_text(const sockaddr* address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
+  }
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+  inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6->sin6_port));
+}
+
 int resolve_timeout_ms(const Wait& wait) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(wait.deadline - Clock::now());
@@ -203,18 +224,6 @@ rdma_conn_param connect_param(const ConnectParameters& ours, std::uint32_t qp_nu
 
 }  // namespace
 
-std::string address_text(const sockaddr* address) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (address->sa_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
-    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
-  }
-  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
-  inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-  return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6->sin6_port));
-}
-
 Acceptor::Acceptor(const sockaddr_storage& address, LocalDevice device)
     : device_(std::move(device)), channel_(open_channel()), listener_(create_id(channel_.get())) {
   auto bind_to = with_port(address, 0);
@@ -225,11 +234,8 @@ Acceptor::Acceptor(const sockaddr_storage& address, LocalDevice device)
                            "its RDMA device's network interface: the RoCE netdev or IPoIB)",
                        FailureKind::kRejected);
   }
-  if (device_of(listener_.get()) != device_.name || listener_->port_num != device_.port) {
-    throw ProbeFailure("rdma_cm: the address " + where + " belongs to " +
-                           device_of(listener_.get()) + " port " +
-                           std::to_string(listener_->port_num) + ", not to the probe's " +
-                           device_.name + " port " + std::to_string(device_.port),
+  if (const auto elsewhere = bound_elsewhere(listener_.get(), device_); !elsewhere.empty()) {
+    throw ProbeFailure("rdma_cm: the address " + where + " belongs to " + elsewhere,
                        FailureKind::kRejected);
   }
   if (rdma_listen(listener_.get(), kListenBacklog) != 0) {
@@ -277,11 +283,9 @@ void Acceptor::accept(const std::vector<std::uint32_t>& qp_numbers, const Connec
       rdma_reject(id, nullptr, 0);
       continue;
     }
-    if (device_of(id) != device_.name || id->port_num != device_.port) {
+    if (const auto elsewhere = bound_elsewhere(id, device_); !elsewhere.empty()) {
       rdma_reject(id, nullptr, 0);
-      throw ProbeFailure("rdma_cm: the connection request came in through " + device_of(id) +
-                             " port " + std::to_string(id->port_num) + ", not " + device_.name +
-                             " port " + std::to_string(device_.port),
+      throw ProbeFailure("rdma_cm: the connection request came in through " + elsewhere,
                          FailureKind::kRejected);
     }
     auto attributes = resolved(id, device_.infiniband);
@@ -309,10 +313,8 @@ void Connector::connect(const sockaddr_storage& peer, std::uint16_t port, std::u
     }
     expect(channel_.get(), id, RDMA_CM_EVENT_ADDR_RESOLVED, wait,
            "the resolution of the address " + where);
-    if (device_of(id) != device_.name || id->port_num != device_.port) {
-      throw ProbeFailure("rdma_cm routes " + where + " through " + device_of(id) + " port " +
-                             std::to_string(id->port_num) + ", not the probe's " + device_.name +
-                             " port " + std::to_string(device_.port) +
+    if (const auto elsewhere = bound_elsewhere(id, device_); !elsewhere.empty()) {
+      throw ProbeFailure("rdma_cm routes " + where + " through " + elsewhere +
                              " (the route to the peer's address leaves through another device)",
                          FailureKind::kRejected);
     }

@@ -98,7 +98,4 @@ class Connector {
   std::vector<Id> connections_;
 };
 
-// "192.0.2.1:4791" or "[2001:db8::1]:4791".
-std::string address_text(const sockaddr* address);
-
 }  // namespace ibprobe::probes::cm
