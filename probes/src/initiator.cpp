@@ -225,8 +225,7 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   outcome.gid_index = session.port().gid_index;
   outcome.numa_node = session.numa_node();
   outcome.mtu = session.path_mtu();
-  const auto& lane = session.lane();
-  outcome.lane = ProbeOutcome::Lane{lane.sl, lane.traffic_class, lane.pkey_index};
+  outcome.lane = session.lane();
   outcome.cq_moderation = session.cq_moderation();
   outcome.inline_size = session.inline_size();
   outcome.relaxed_ordering = session.relaxed_ordering();

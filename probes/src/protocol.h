@@ -127,15 +127,6 @@ struct PreflightCheck {
   bool operator==(const PreflightCheck&) const = default;
 };
 
-// The lane a side's QPs used (the spec's sl, traffic_class and pkey_index, as applied).
-struct Lane {
-  std::uint32_t sl = 0;
-  std::uint32_t traffic_class = 0;
-  std::uint32_t pkey_index = 0;
-
-  bool operator==(const Lane&) const = default;
-};
-
 // What one side's session really used, where it decided for itself (device defaults, per-side
 // choices).
 struct SideFacts {

@@ -249,7 +249,7 @@ void RcResources::learn_peer(const protocol::QpInfo& remote) {
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
   for (const auto& peer : remote.qps) peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
   path_mtu_ = std::min(remote.qps.front().mtu, local.qps.front().mtu);
-  lane_ = protocol::Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
+  lane_ = Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
 }
 
 void RcResources::connect(const protocol::QpInfo& remote) {
@@ -348,8 +348,8 @@ void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) 
                    "RTS (rdma_cm)");
   // What the connection manager chose, for the run's report: every QP's path is the same one.
   path_mtu_ = verbs::mtu_bytes(rtr.path_mtu);
-  lane_ = protocol::Lane{rtr.ah_attr.sl, rtr.ah_attr.is_global ? rtr.ah_attr.grh.traffic_class : 0u,
-                         resolved.init.pkey_index};
+  lane_ = Lane{rtr.ah_attr.sl, rtr.ah_attr.is_global ? rtr.ah_attr.grh.traffic_class : 0u,
+               resolved.init.pkey_index};
   if (rtr.ah_attr.is_global) port_.gid_index = rtr.ah_attr.grh.sgid_index;
 }
 

@@ -88,7 +88,7 @@ class RcResources {
   std::uint32_t path_mtu() const { return path_mtu_; }
   // The lane the QPs send in: the spec's, or with rdma_cm the path's the connection manager
   // resolved (after connecting).
-  const protocol::Lane& lane() const { return lane_; }
+  const Lane& lane() const { return lane_; }
 
  protected:
   // What connect() and its rdma_cm variants share: the peer's buffers and limits before the
@@ -189,7 +189,7 @@ class RcResources {
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
   std::uint32_t path_mtu_ = 0;
-  protocol::Lane lane_;
+  Lane lane_;
   // spec.rdma_cm: the connections stay for the session, and go (with a DREQ to the peer)
   // before the QPs.
   std::optional<cm::Acceptor> acceptor_;

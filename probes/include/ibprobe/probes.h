@@ -61,6 +61,17 @@ struct NumaChoice {
 };
 std::optional<NumaChoice> parse_numa_choice(std::string_view text);
 
+// The lane a side's QPs used: the spec's sl, traffic_class and pkey_index as applied, or with
+// rdma_cm the path's the connection manager resolved (its SL, the traffic class it routed by,
+// its P_Key entry).
+struct Lane {
+  std::uint32_t sl = 0;
+  std::uint32_t traffic_class = 0;
+  std::uint32_t pkey_index = 0;
+
+  bool operator==(const Lane&) const = default;
+};
+
 // Reliable Connection QP attributes set on the INIT -> RTR -> RTS path.
 struct RcKnobs {
   std::uint32_t timeout = 14;  // local ACK timeout exponent: 4.096 us * 2^timeout (14 ~ 67 ms)

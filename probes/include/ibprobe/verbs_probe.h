@@ -34,14 +34,7 @@ struct ProbeOutcome {
   int gid_index = 0;
   int numa_node = -1;  // the node CPU and buffers were bound to; -1: not bound
   std::uint32_t mtu = 0;
-  // The lane this side's QPs sent in: the spec's, or with rdma_cm the path's the connection
-  // manager resolved (its SL, the traffic class it routed by, its P_Key entry).
-  struct Lane {
-    std::uint32_t sl = 0;
-    std::uint32_t traffic_class = 0;
-    std::uint32_t pkey_index = 0;
-  };
-  Lane lane;
+  Lane lane;  // the lane this side's QPs sent in
   // What was really used where perftest derives a value from its rules or the device: this
   // side's, and the responder's as it reported them (-1 / unset from peers that predate it).
   std::uint32_t cq_moderation = 0;
