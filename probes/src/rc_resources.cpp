@@ -199,9 +199,13 @@ std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
   return checks;
 }
 
+std::uint32_t RcResources::offered_mtu() const {
+  const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
+  return spec_.mtu ? std::min(*spec_.mtu, port_mtu) : port_mtu;
+}
+
 protocol::QpInfo RcResources::local_endpoints() const {
   protocol::QpInfo info;
-  const std::uint32_t port_mtu = verbs::mtu_bytes(port_.attr.active_mtu);
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     protocol::QpEndpoint endpoint;
     endpoint.qpn = qps_[q]->qp_num;
@@ -210,7 +214,7 @@ protocol::QpInfo RcResources::local_endpoints() const {
     endpoint.gid = port_.gid;
     endpoint.rkey = buffer_.mr->rkey;
     endpoint.addr = reinterpret_cast<std::uintptr_t>(receive_area(q));
-    endpoint.mtu = spec_.mtu ? std::min(*spec_.mtu, port_mtu) : port_mtu;
+    endpoint.mtu = offered_mtu();
     endpoint.max_rd_atomic = max_rd_atomic_;
     info.qps.push_back(endpoint);
   }
@@ -231,24 +235,22 @@ void RcResources::learn_peer(const protocol::QpInfo& remote) {
                            std::to_string(qps_.size()),
                        FailureKind::kProtocol);
   }
-  const auto local = local_endpoints();
+  path_mtu_ = std::min(remote.qps.front().mtu, offered_mtu());
   // A datagram is one packet. perftest cuts its default message size to the path MTU and
   // refuses a larger size asked for.
   if (spec_.connection == Connection::kUd) {
-    const std::uint64_t path_mtu = std::min(remote.qps.front().mtu, local.qps.front().mtu);
-    if (spec_.message_size > path_mtu &&
+    if (spec_.message_size > path_mtu_ &&
         spec_.message_size != default_spec(spec_.operation, spec_.test).message_size) {
       throw ProbeFailure("message_size " + std::to_string(spec_.message_size) +
                              ": a UD message is one packet, at most the path MTU (" +
-                             std::to_string(path_mtu) + " bytes); perftest refuses it too",
+                             std::to_string(path_mtu_) + " bytes); perftest refuses it too",
                          FailureKind::kRejected);
     }
-    spec_.message_size = std::min(spec_.message_size, path_mtu);
+    spec_.message_size = std::min<std::uint64_t>(spec_.message_size, path_mtu_);
   }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
   for (const auto& peer : remote.qps) peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
-  path_mtu_ = std::min(remote.qps.front().mtu, local.qps.front().mtu);
   lane_ = Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
 }
 

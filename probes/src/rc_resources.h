@@ -102,6 +102,8 @@ class RcResources {
   std::vector<std::uint32_t> qp_numbers() const;
   // What the peer may do to this side's QPs: RC takes reads, atomic probes atomics.
   unsigned remote_access() const;
+  // The MTU this side offers the peer: the port's active MTU, or the spec's where lower.
+  std::uint32_t offered_mtu() const;
 
   // The spec's rate limit on the QPs in RTS: the hardware limiter where it is asked for (or
   // auto) and the device takes it, else the software one of the posting loops.
