@@ -81,7 +81,7 @@ json outcome_json(const probes::ProbeOutcome& outcome) {
               {"numa_node", outcome.numa_node},
               {"mtu", outcome.mtu},
               {"connection", probes::to_string(outcome.spec.connection)},
-              {"connected_by", outcome.spec.rdma_cm ? "rdma_cm" : "qp_exchange"},
+              {"connected_by", probes::connected_by(outcome.spec)},
               {"lane",
                {{"sl", outcome.lane.sl},
                 {"traffic_class", outcome.lane.traffic_class},

@@ -447,6 +447,10 @@ std::string_view to_string(Connection connection) {
   return name_of(kConnectionNames, connection);
 }
 
+std::string_view connected_by(const ProbeSpec& spec) {
+  return spec.rdma_cm ? "rdma_cm" : "qp_exchange";
+}
+
 std::optional<AtomicType> parse_atomic_type(std::string_view text) {
   return value_named(kAtomicTypeNames, text);
 }

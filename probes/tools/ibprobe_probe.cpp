@@ -45,7 +45,7 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
       std::string(to_string(spec.connection)).c_str(),
       spec.operation == Operation::kAtomic ? " atomic_type=" : "",
       spec.operation == Operation::kAtomic ? std::string(to_string(spec.atomic_type)).c_str() : "",
-      spec.rdma_cm ? "rdma_cm" : "qp_exchange", outcome.lane.sl, outcome.lane.traffic_class,
+      std::string(connected_by(spec)).c_str(), outcome.lane.sl, outcome.lane.traffic_class,
       outcome.lane.pkey_index);
   auto unless_unset = [](const auto& value) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");

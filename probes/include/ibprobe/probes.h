@@ -192,6 +192,9 @@ struct ProbeSpec {
   bool operator==(const ProbeSpec&) const = default;
 };
 
+// How the spec's QPs are connected, as a run reports it: "rdma_cm" or "qp_exchange".
+std::string_view connected_by(const ProbeSpec& spec);
+
 // What the validating side(s) of a run found. The coverage figures are reported next to the
 // verdict so that a pass over a fraction of the messages is visible as such.
 struct ValidationReport {
