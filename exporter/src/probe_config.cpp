@@ -214,18 +214,42 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["kind"] && node["kind"].IsScalar() && node["kind"].Scalar() == "verify") {
     return parse_verify_module(what, node, limits);
   }
-  reject_unknown_keys(node, what, {"kind",          "message_size",   "iterations",
-                                   "duration",      "margin",         "qps",
-                                   "tx_depth",      "rx_depth",       "cq_moderation",
-                                   "post_list",     "inline_size",    "mtu",
-                                   "gid_index",     "use_srq",        "cq_events",
-                                   "numa",          "timeout",        "rc",
-                                   "fabric_ports",  "validation",     "posted_receives",
-                                   "receive_sges",  "peer_gid_index", "peer_numa",
-                                   "bidirectional", "rate_limit",     "sl",
-                                   "traffic_class", "pkey_index",     "sweep",
-                                   "atomic_type",   "connection",     "no_peak",
-                                   "rdma_cm"});
+  reject_unknown_keys(node, what,
+                      {"kind",
+                       "message_size",
+                       "iterations",
+                       "duration",
+                       "margin",
+                       "qps",
+                       "tx_depth",
+                       "rx_depth",
+                       "cq_moderation",
+                       "post_list",
+                       "inline_size",
+                       "mtu",
+                       "gid_index",
+                       "use_srq",
+                       "cq_events",
+                       "numa",
+                       "timeout",
+                       "rc",
+                       "fabric_ports",
+                       "validation",
+                       "posted_receives",
+                       "receive_sges",
+                       "peer_gid_index",
+                       "peer_numa",
+                       "bidirectional",
+                       "rate_limit",
+                       "sl",
+                       "traffic_class",
+                       "pkey_index",
+                       "sweep",
+                       "atomic_type",
+                       "connection",
+                       "no_peak",
+                       "rdma_cm",
+                       "dlid"});
   if (!node["kind"]) fail(node, what + " has no kind (write_bw, write_lat, read_bw, ...)");
   const auto kind_text = scalar(node["kind"], "kind");
   const Kind* kind = nullptr;
@@ -272,6 +296,7 @@ ProbeModule parse_module(const std::string& name, const YAML::Node& node,
   if (node["sl"]) spec.sl = u32(node["sl"], "sl");
   if (node["traffic_class"]) spec.traffic_class = u32(node["traffic_class"], "traffic_class");
   if (node["pkey_index"]) spec.pkey_index = u32(node["pkey_index"], "pkey_index");
+  if (node["dlid"]) spec.dlid = u32(node["dlid"], "dlid");
   if (const auto v = node["validation"]) {
     const auto text = scalar(v, "validation");
     if (text != "on" && text != "off") fail(v, "validation must be on or off, not '" + text + "'");

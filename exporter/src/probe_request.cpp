@@ -53,6 +53,7 @@ std::optional<std::uint32_t>* lane_field(ProbeParams& params, std::string_view n
   if (name == "sl") return &params.sl;
   if (name == "traffic_class") return &params.traffic_class;
   if (name == "pkey_index") return &params.pkey_index;
+  if (name == "dlid") return &params.dlid;
   return nullptr;
 }
 
@@ -144,7 +145,7 @@ std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query
     } else {
       return std::unexpected("unknown parameter '" + name +
                              "' (known: target, module, debug, timeout, sl, traffic_class, "
-                             "pkey_index)");
+                             "pkey_index, dlid)");
     }
   }
   return check(std::move(params));
@@ -188,7 +189,7 @@ std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body) 
     } else {
       return std::unexpected("unknown field '" + name +
                              "' (known: target, module, timeout_seconds, sl, traffic_class, "
-                             "pkey_index)");
+                             "pkey_index, dlid)");
     }
   }
   return check(std::move(params));

@@ -17,14 +17,15 @@ struct ProbeParams {
   std::string module;
   bool debug = false;
   // The lane of this run, overriding the module's (probes::ProbeSpec::sl, traffic_class,
-  // pkey_index); ranges are checked with the rest of the spec.
+  // pkey_index, dlid); ranges are checked with the rest of the spec.
   std::optional<std::uint32_t> sl = std::nullopt;
   std::optional<std::uint32_t> traffic_class = std::nullopt;
   std::optional<std::uint32_t> pkey_index = std::nullopt;
+  std::optional<std::uint32_t> dlid = std::nullopt;
 
   std::optional<double> timeout_seconds;  // the client's bound on the whole run
 
-  bool has_lane() const { return sl || traffic_class || pkey_index; }
+  bool has_lane() const { return sl || traffic_class || pkey_index || dlid; }
 };
 
 // application/x-www-form-urlencoded pairs, %XX and '+' decoded. Refuses malformed escapes,
@@ -32,11 +33,11 @@ struct ProbeParams {
 std::expected<std::map<std::string, std::string>, std::string> parse_query(std::string_view query);
 
 // /probe?target=HOST:PORT&module=NAME[&debug=true][&timeout=SECONDS][&sl=N][&traffic_class=N]
-// [&pkey_index=N]
+// [&pkey_index=N][&dlid=N]
 std::expected<ProbeParams, std::string> parse_probe_query(std::string_view query);
 
 // {"target": "HOST:PORT", "module": "NAME", "timeout_seconds": 30, "sl": 0, "traffic_class": 0,
-//  "pkey_index": 0}
+//  "pkey_index": 0, "dlid": 1}
 std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body);
 
 // A wait bound such as "30s", "500ms" or "2" (seconds) as the API's ?wait= takes it.

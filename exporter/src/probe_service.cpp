@@ -128,13 +128,14 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(
       return refuse(400, "bad_lane",
                     "module '" + module_name +
                         "' is a verification suite, whose cases run in the default lane: sl, "
-                        "traffic_class and pkey_index apply to probe modules");
+                        "traffic_class, pkey_index and dlid apply to probe modules");
     }
     for (auto* spec : {&resolved.spec, resolved.sweep ? &resolved.sweep->base : nullptr}) {
       if (!spec) continue;
       if (request.sl) spec->sl = *request.sl;
       if (request.traffic_class) spec->traffic_class = *request.traffic_class;
       if (request.pkey_index) spec->pkey_index = *request.pkey_index;
+      if (request.dlid) spec->dlid = request.dlid;
     }
   }
   // The spec the run gets: the module's as loaded, or with this request's timeout or lane a new
@@ -144,11 +145,11 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(
     return refuse(400, "bad_lane",
                   "the lane does not fit module '" + module_name + "': " + spec.error().message());
   }
-  // The P_Key index against this host's port before the run is queued (the responder checks its
-  // own before it allocates).
-  if (local_ && resolved.spec.pkey_index != 0) {
-    if (const auto fits = probes::check_pkey_index(local_->sysfs_root, local_->device, local_->port,
-                                                   resolved.spec.pkey_index);
+  // The P_Key index and the destination LID against this host's port before the run is queued
+  // (the responder checks its own P_Key index before it allocates).
+  if (local_) {
+    if (const auto fits = probes::check_lane_on_port(local_->sysfs_root, local_->device,
+                                                     local_->port, resolved.spec);
         !fits) {
       return refuse(400, "bad_lane", fits.error());
     }

@@ -53,4 +53,34 @@ std::expected<void, std::string> check_pkey_index(const std::filesystem::path& s
   return {};
 }
 
+std::expected<void, std::string> check_dlid(const std::filesystem::path& sysfs_root,
+                                            const std::string& device, std::uint8_t port,
+                                            std::optional<std::uint32_t> dlid) {
+  if (!dlid) return {};
+  const auto file =
+      sysfs_root / "class" / "infiniband" / device / "ports" / std::to_string(port) / "link_layer";
+  std::ifstream in(file);
+  std::string link_layer;
+  std::getline(in, link_layer);
+  const std::string where =
+      device + " port " + std::to_string(port) + ": dlid=" + std::to_string(*dlid) + ": ";
+  if (!in && link_layer.empty()) {
+    return std::unexpected(where + "cannot read " + file.string() +
+                           " to tell whether the port routes by LID");
+  }
+  if (link_layer != "InfiniBand") {
+    return std::unexpected(where + "the port's link layer is " + link_layer +
+                           " (RoCE): packets are routed by GID and a destination LID is never "
+                           "used");
+  }
+  return {};
+}
+
+std::expected<void, std::string> check_lane_on_port(const std::filesystem::path& sysfs_root,
+                                                    const std::string& device, std::uint8_t port,
+                                                    const ProbeSpec& spec) {
+  if (auto fits = check_pkey_index(sysfs_root, device, port, spec.pkey_index); !fits) return fits;
+  return check_dlid(sysfs_root, device, port, spec.dlid);
+}
+
 }  // namespace ibprobe::probes

@@ -432,6 +432,7 @@ ProbeSpec spec_from(const Fields& in) {
   spec.sl = in.optional_u32("sl").value_or(0);
   spec.traffic_class = in.optional_u32("traffic_class").value_or(0);
   spec.pkey_index = in.optional_u32("pkey_index").value_or(0);
+  spec.dlid = in.optional_u32("dlid");
   if (in.has("rate_limit")) {
     const Fields limit = in.object("rate_limit");
     spec.rate_limit = RateLimit{

@@ -98,6 +98,17 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     }
   }
 
+  if (side == Side::kInitiator && spec.dlid) {
+    if (port_.is_ethernet) {
+      throw ProbeFailure(local.device + " port " + std::to_string(local.port) +
+                             ": dlid=" + std::to_string(*spec.dlid) +
+                             ": the port is RoCE: packets are routed by GID and a destination LID "
+                             "is never used",
+                         FailureKind::kRejected);
+    }
+    destination_lid_ = spec.dlid;
+  }
+
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
   const bool send = spec.operation == Operation::kSend;
@@ -258,7 +269,8 @@ void RcResources::connect(const protocol::QpInfo& remote) {
   learn_peer(remote);
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
-    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
+    const auto lid = static_cast<std::uint16_t>(destination_lid_.value_or(peer.lid));
+    const verbs::RcPeer path{peer.qpn, peer.psn, lid, peer.gid, verbs::mtu_enum(path_mtu_)};
     const auto sl = static_cast<std::uint8_t>(spec_.sl);
     const auto traffic_class = static_cast<std::uint8_t>(spec_.traffic_class);
     if (spec_.connection == Connection::kUd) {

@@ -192,6 +192,8 @@ class RcResources {
   std::vector<Peer> peers_;
   std::uint32_t path_mtu_ = 0;
   Lane lane_;
+  // The initiator's --dlid, which replaces the LID the responder announced.
+  std::optional<std::uint32_t> destination_lid_;
   // spec.rdma_cm: the connections stay for the session, and go (with a DREQ to the peer)
   // before the QPs.
   std::optional<cm::Acceptor> acceptor_;

@@ -21,6 +21,8 @@ constexpr std::uint32_t kMaxGidIndex = 255;
 constexpr std::uint32_t kMaxServiceLevel = 15;
 constexpr std::uint32_t kMaxTrafficClass = 255;
 constexpr std::uint32_t kMaxPkeyIndex = 65535;
+// Unicast LIDs; 0xC000..0xFFFE are multicast and 0xFFFF the permissive LID (IBA 4.1.3).
+constexpr std::uint32_t kMaxUnicastLid = 0xBFFF;
 // ibv_qp_attr: timeout and min_rnr_timer are 5-bit fields, retry_cnt and rnr_retry 3-bit.
 constexpr std::uint32_t kMaxFiveBit = 31;
 constexpr std::uint32_t kMaxThreeBit = 7;
@@ -276,6 +278,11 @@ void check_connection_manager(const ProbeSpec& spec, Violations& out) {
                   "path record on InfiniBand); choose the lane by traffic_class, which it "
                   "applies, as perftest -R does");
   }
+  if (spec.dlid) {
+    out.push_back(field("dlid", *spec.dlid) +
+                  " with rdma_cm: the destination LID is the path record's the connection "
+                  "manager resolves");
+  }
   if (spec.pkey_index != 0) {
     out.push_back(field("pkey_index", spec.pkey_index) +
                   " with rdma_cm: the P_Key is the partition of the IP interface the peer's "
@@ -427,6 +434,11 @@ std::vector<std::string> lane_problems(const ProbeSpec& spec) {
   }
   if (spec.pkey_index > kMaxPkeyIndex) {
     out.push_back(field("pkey_index", spec.pkey_index) + ": a P_Key index is 0..65535");
+  }
+  if (spec.dlid && (*spec.dlid == 0 || *spec.dlid > kMaxUnicastLid)) {
+    out.push_back(field("dlid", *spec.dlid) +
+                  ": a destination LID is a unicast LID, 1..49151 (0xBFFF); 0xC000 and above "
+                  "are multicast and permissive LIDs");
   }
   return out;
 }

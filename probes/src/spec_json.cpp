@@ -52,6 +52,7 @@ nlohmann::json spec_to_json(const ProbeSpec& spec) {
   if (spec.sl != 0) out["sl"] = spec.sl;
   if (spec.traffic_class != 0) out["traffic_class"] = spec.traffic_class;
   if (spec.pkey_index != 0) out["pkey_index"] = spec.pkey_index;
+  put_optional(out, "dlid", spec.dlid);
   if (spec.rdma_cm) out["rdma_cm"] = true;
   if (const auto& limit = spec.rate_limit) {
     out["rate_limit"] = {{"value", limit->value},

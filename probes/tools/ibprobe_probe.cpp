@@ -38,7 +38,7 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
   std::printf(
       "probe %s_%s peer=%s size=%llu qps=%u mtu=%u gid_index=%d numa_node=%d "
       "setup_seconds=%.6f connection=%s%s%s connected_by=%s\n"
-      "lane sl=%u traffic_class=%u pkey_index=%u\n",
+      "lane sl=%u traffic_class=%u pkey_index=%u%s\n",
       std::string(to_string(spec.operation)).c_str(), std::string(to_string(spec.test)).c_str(),
       outcome.peer.c_str(), static_cast<unsigned long long>(spec.message_size), spec.qps,
       outcome.mtu, outcome.gid_index, outcome.numa_node, outcome.setup_seconds,
@@ -46,7 +46,7 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
       spec.operation == Operation::kAtomic ? " atomic_type=" : "",
       spec.operation == Operation::kAtomic ? std::string(to_string(spec.atomic_type)).c_str() : "",
       std::string(connected_by(spec)).c_str(), outcome.lane.sl, outcome.lane.traffic_class,
-      outcome.lane.pkey_index);
+      outcome.lane.pkey_index, spec.dlid ? (" dlid=" + std::to_string(*spec.dlid)).c_str() : "");
   auto unless_unset = [](const auto& value) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
@@ -253,7 +253,7 @@ struct RunFlags {
   std::vector<std::string> fabric_ports;
   std::string numa = "auto", peer_numa = "auto";
   std::optional<std::uint32_t> cq_mod, inline_size, mtu, gid_index, peer_gid_index;
-  std::optional<std::uint32_t> sl, traffic_class, pkey_index;
+  std::optional<std::uint32_t> sl, traffic_class, pkey_index, dlid;
   std::uint32_t posted_receives = 0, receive_sges = 0, rnr_retry = 0, tx_depth = 0, rx_depth = 0,
                 min_rnr_timer = 0;
   std::uint64_t corrupt_every = 0;
@@ -325,6 +325,9 @@ void add_run_options(CLI::App& run, RunFlags& f) {
   run.add_option("--pkey_index", f.pkey_index,
                  "P_Key table index of both sides' QPs; must hold a P_Key on each port "
                  "(default 0)");
+  run.add_option("--dlid", f.dlid,
+                 "InfiniBand: the LID to send to instead of the one the responder announces "
+                 "(1..0xBFFF; refused on RoCE)");
   add_with_default(run, "-l,--post-list", f.post_list,
                    "Chain this many work requests into one ibv_post_send (bandwidth)");
   run.add_option("-s,--size", f.size, "Message size (default: perftest's)");
@@ -422,6 +425,7 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
   spec.sl = f.sl.value_or(0);
   spec.traffic_class = f.traffic_class.value_or(0);
   spec.pkey_index = f.pkey_index.value_or(0);
+  spec.dlid = f.dlid;
   spec.post_list = f.post_list;
   spec.bidirectional = f.bidirectional;
   if (!f.atomic_type.empty()) spec.atomic_type = *parse_atomic_type(f.atomic_type);
@@ -442,11 +446,10 @@ ProbeSpec spec_of(RunFlags f, const CLI::App& run) {
 int run_command(const RunFlags& f, const CLI::App& run, const LocalPort& local,
                 const std::string& secret) {
   const auto spec = spec_of(f, run);
-  // The lane before anything else: a value out of range, or a P_Key index this port lacks, is a
-  // flag that cannot run.
+  // The lane before anything else: a value out of range, a P_Key index this port lacks or a
+  // destination LID on a port that does not route by LID, is a flag that cannot run.
   auto lane = lane_problems(spec);
-  if (const auto fits =
-          check_pkey_index(local.sysfs_root, local.device, local.port, spec.pkey_index);
+  if (const auto fits = check_lane_on_port(local.sysfs_root, local.device, local.port, spec);
       lane.empty() && !fits) {
     lane.push_back(fits.error());
   }

@@ -247,8 +247,14 @@ check_lane() {
     ((rc == 2)) || fail "--pkey_index 5: exit $rc, expected 2: $out"
     grep -q "rxe0 port 1: pkey_index=5: the port's P_Key table has" <<<"$out" \
         || fail "--pkey_index 5 refused without the reason: $out"
+    local pkey_refusal=$out
+    rc=0
+    out=$(run_probe -t write_bw -n 200 --dlid 5 2>&1) || rc=$?
+    ((rc == 2)) || fail "--dlid 5: exit $rc, expected 2: $out"
+    grep -q "rxe0 port 1: dlid=5: the port's link layer is Ethernet (RoCE)" <<<"$out" \
+        || fail "--dlid 5 refused without the reason: $out"
     [[ -z $(lab_probe_resources B) ]] || fail "refused lanes left resources: $(lab_probe_resources B)"
-    note "refused: -S 16 and --pkey_index 5 ($out)"
+    note "refused: -S 16, --pkey_index 5 ($pkey_refusal) and --dlid 5 ($out)"
 }
 
 # "SRC KIND TOS COUNT" of the RoCE v2 packets in a pcap file: KIND cm for the connection

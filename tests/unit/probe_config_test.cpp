@@ -202,7 +202,9 @@ TEST(ProbeConfigTest, EveryFieldReachesTheSpec) {
 }
 
 TEST(ProbeConfigTest, TheLaneReachesTheSpec) {
-  const auto spec = module_spec("    sl: 5\n    traffic_class: 106\n    pkey_index: 1\n");
+  const auto spec =
+      module_spec("    sl: 5\n    traffic_class: 106\n    pkey_index: 1\n    dlid: 31\n");
+  EXPECT_EQ(spec.dlid, std::optional<std::uint32_t>(31));
   EXPECT_EQ(spec.sl, 5u);
   EXPECT_EQ(spec.traffic_class, 106u);
   EXPECT_EQ(spec.pkey_index, 1u);
@@ -210,6 +212,7 @@ TEST(ProbeConfigTest, TheLaneReachesTheSpec) {
   EXPECT_EQ(plain.sl, 0u);
   EXPECT_EQ(plain.traffic_class, 0u);
   EXPECT_EQ(plain.pkey_index, 0u);
+  EXPECT_EQ(plain.dlid, std::nullopt);
 }
 
 TEST(ProbeConfigTest, SendBandwidthWithSharedReceiveQueue) {
@@ -376,6 +379,9 @@ TEST(ProbeConfigTest, ProbeRulesApplyToModules) {
        "traffic_class=256: a traffic class is one byte, 0..255"},
       {"    kind: write_bw\n    pkey_index: 65536\n",
        "pkey_index=65536: a P_Key index is 0..65535"},
+      {"    kind: write_bw\n    dlid: 49152\n",
+       "dlid=49152: a destination LID is a unicast LID, 1..49151 (0xBFFF); 0xC000 and above are "
+       "multicast and permissive LIDs"},
       {"    kind: write_bw\n    cq_moderation: 200\n", "cq_moderation=200"},
       {"    kind: write_bw\n    post_list: 3\n    cq_moderation: 2\n", "multiple of CQ"},
       {"    kind: write_bw\n    rc:\n      timeout: 0\n", "timeout exponent 0"},

@@ -117,7 +117,8 @@ TEST(ProbeRequestTest, ProbeQuery) {
 }
 
 TEST(ProbeRequestTest, TheLaneInTheQueryAndTheBody) {
-  const auto params = probe_ok("target=h&module=m&sl=3&traffic_class=106&pkey_index=1");
+  const auto params = probe_ok("target=h&module=m&sl=3&traffic_class=106&pkey_index=1&dlid=4660");
+  EXPECT_EQ(params.dlid, std::optional<std::uint32_t>(4660));
   EXPECT_EQ(params.sl, std::optional<std::uint32_t>(3));
   EXPECT_EQ(params.traffic_class, std::optional<std::uint32_t>(106));
   EXPECT_EQ(params.pkey_index, std::optional<std::uint32_t>(1));
@@ -133,11 +134,13 @@ TEST(ProbeRequestTest, TheLaneInTheQueryAndTheBody) {
   EXPECT_EQ(probe_error("target=h&module=m&traffic_class=0x6a"),
             "traffic_class '0x6a' is not a whole number");
   const auto body = exporter::parse_probe_json(
-      R"({"target":"h","module":"m","sl":2,"traffic_class":106,"pkey_index":0})");
+      R"({"target":"h","module":"m","sl":2,"traffic_class":106,"pkey_index":0,"dlid":18})");
   ASSERT_TRUE(body.has_value()) << body.error();
   EXPECT_EQ(body->sl, std::optional<std::uint32_t>(2));
   EXPECT_EQ(body->traffic_class, std::optional<std::uint32_t>(106));
   EXPECT_EQ(body->pkey_index, std::optional<std::uint32_t>(0));
+  EXPECT_EQ(body->dlid, std::optional<std::uint32_t>(18));
+  EXPECT_TRUE(probe_ok("target=h&module=m&dlid=1").has_lane());
   for (const auto* bad : {"-1", "1.5", "\"3\"", "null", "4294967296"}) {
     EXPECT_EQ(json_error(std::string(R"({"target":"h","module":"m","pkey_index":)") + bad + "}"),
               "pkey_index must be a whole number")

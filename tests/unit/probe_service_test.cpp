@@ -1,5 +1,6 @@
 #include "probe_service.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@ using probes::FailureKind;
 using probes::ProbeFailure;
 using probes::ProbeOutcome;
 using probes::RunOptions;
+using ::testing::HasSubstr;
 
 // Polls `done` until it holds or a generous bound passes (sanitizer builds are slow).
 template <typename Predicate>
@@ -320,6 +322,10 @@ TEST_F(ProbeServiceTest, TheRequestsLaneOverridesTheModulesAndIsCheckedFirst) {
   EXPECT_EQ(pkey.code, "bad_lane");
   EXPECT_EQ(pkey.message,
             "mlx5_0 port 1: pkey_index=1: the port's P_Key table has 0 entries, no index 1");
+  // Nor can a link layer be read there: a destination LID is refused before queueing.
+  const auto dlid = refusal([](ProbeParams& p) { p.dlid = 3; });
+  EXPECT_EQ(dlid.code, "bad_lane");
+  EXPECT_THAT(dlid.message, HasSubstr("mlx5_0 port 1: dlid=3: cannot read "));
   EXPECT_EQ(stand_in_.call_count(), 1u);
 }
 

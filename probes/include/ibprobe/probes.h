@@ -148,6 +148,11 @@ struct ProbeSpec {
   std::uint32_t sl = 0;
   std::uint32_t traffic_class = 0;
   std::uint32_t pkey_index = 0;
+  // perftest's --dlid: the LID the initiator's QPs send to instead of the one the responder
+  // announced (InfiniBand: a LID of the peer's LMC range picks one of the paths the subnet
+  // manager routed to it). A unicast LID, 1..0xBFFF; refused on RoCE, which routes by GID and
+  // never looks at a LID, and with rdma_cm, whose path record gives the LID.
+  std::optional<std::uint32_t> dlid;
   // perftest's -R: the QPs are connected through the RDMA connection manager (librdmacm), as the
   // workloads that connect by IP address are (NVMe-oF, iSER, SMB Direct, MPI over rdma_cm): it
   // resolves the peer's address to a path (ARP and the GID table on RoCE, the SA's path record
@@ -300,7 +305,7 @@ std::expected<void, SpecViolations> check_limits(const ProbeSpec& spec, const Li
 std::expected<ValidSpec, SpecViolations> validate_within(ProbeSpec spec, const Limits& limits);
 
 // The spec's lane fields out of their range (sl 0..15, traffic_class 0..255, pkey_index
-// 0..65535), one message each; validate() includes them.
+// 0..65535, dlid 1..0xBFFF), one message each; validate() includes them.
 std::vector<std::string> lane_problems(const ProbeSpec& spec);
 
 // Why entry `pkey_index` of a P_Key table of `table_entries` entries cannot be used (absent, or
@@ -314,6 +319,19 @@ std::string lane_pkey_problem(std::uint32_t pkey_index, int table_entries);
 std::expected<void, std::string> check_pkey_index(const std::filesystem::path& sysfs_root,
                                                   const std::string& device, std::uint8_t port,
                                                   std::uint32_t pkey_index);
+
+// A destination LID only where LIDs route: the port's link layer
+// (<sysfs_root>/class/infiniband/<device>/ports/<port>/link_layer) must be InfiniBand. No dlid
+// is not checked.
+std::expected<void, std::string> check_dlid(const std::filesystem::path& sysfs_root,
+                                            const std::string& device, std::uint8_t port,
+                                            std::optional<std::uint32_t> dlid);
+
+// Both port checks of the spec's lane (P_Key index, then destination LID), as the CLI and the
+// API apply them before a run is queued: the first problem found.
+std::expected<void, std::string> check_lane_on_port(const std::filesystem::path& sysfs_root,
+                                                    const std::string& device, std::uint8_t port,
+                                                    const ProbeSpec& spec);
 
 // ---------------------------------------------------------------------------------------------
 // Statistics (perftest semantics; see stats.cpp for the exact formulas and their source)
@@ -416,7 +434,7 @@ struct CounterDelta {
   DeltaStatus status = DeltaStatus::kValid;
   std::optional<double> delta;  // scaled (bytes for the data counters); only when kValid
   bool error_class = false;
-  std::string counter_class;  // as in CounterSample
+  std::string counter_class;                             // as in CounterSample
 
   bool operator==(const CounterDelta&) const = default;
 };

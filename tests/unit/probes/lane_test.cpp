@@ -1,5 +1,5 @@
-// The lane (sl, traffic_class, pkey_index): its ranges, the P_Key table check against sysfs,
-// and how it travels to the responder.
+// The lane (sl, traffic_class, pkey_index, dlid): its ranges, the P_Key table and link layer
+// checks against sysfs, and how it travels to the responder.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -130,6 +130,71 @@ TEST(LanePkeyProblem, OneEntryTable) {
   // rxe's table: one entry.
   EXPECT_EQ(lane_pkey_problem(1, 1),
             "pkey_index=1: the port's P_Key table has 1 entry, no index 1");
+}
+
+TEST(Lane, ADestinationLidIsAUnicastLid) {
+  // IBA 4.1.3: 0x0001..0xBFFF unicast, 0xC000..0xFFFE multicast, 0xFFFF permissive, 0 reserved.
+  ProbeSpec spec = lane_spec();
+  for (const std::uint32_t lid : {1u, 0xBFFFu}) {
+    spec.dlid = lid;
+    EXPECT_THAT(lane_problems(spec), IsEmpty()) << lid;
+  }
+  const char* why =
+      ": a destination LID is a unicast LID, 1..49151 (0xBFFF); 0xC000 and above are multicast "
+      "and permissive LIDs";
+  for (const std::uint32_t lid : {0u, 0xC000u, 0xFFFFu, 70000u}) {
+    spec.dlid = lid;
+    EXPECT_THAT(violations_of(validate(spec)), ElementsAre("dlid=" + std::to_string(lid) + why))
+        << lid;
+  }
+}
+
+TEST(Lane, ADestinationLidTravelsOnlyWhenSet) {
+  ProbeSpec spec = lane_spec();
+  EXPECT_FALSE(spec_to_json(spec).contains("dlid"));
+  spec.dlid = 0x12;
+  EXPECT_EQ(spec_to_json(spec).at("dlid"), 0x12);
+  const protocol::ProbeRequest request{spec};
+  EXPECT_EQ(std::get<protocol::ProbeRequest>(protocol::round_trip(request)), request);
+}
+
+class LinkLayer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tree_.write("class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand");
+    tree_.write("class/infiniband/rxe0/ports/1/link_layer", "Ethernet");
+  }
+  ibprobe::testing::SysfsTree tree_;
+  const std::filesystem::path& root_ = tree_.root();
+};
+
+TEST_F(LinkLayer, ADestinationLidOnAnInfiniBandPortPasses) {
+  EXPECT_TRUE(check_dlid(root_, "mlx5_0", 1, 0x12).has_value());
+  EXPECT_TRUE(check_dlid(root_, "rxe0", 1, std::nullopt).has_value());
+}
+
+TEST_F(LinkLayer, ADestinationLidOnRoceIsRefused) {
+  EXPECT_EQ(check_dlid(root_, "rxe0", 1, 5).error(),
+            "rxe0 port 1: dlid=5: the port's link layer is Ethernet (RoCE): packets are routed by "
+            "GID and a destination LID is never used");
+}
+
+TEST_F(LinkLayer, APortWhoseLinkLayerCannotBeReadIsRefused) {
+  EXPECT_EQ(check_dlid(root_, "mlx5_0", 2, 5).error(),
+            "mlx5_0 port 2: dlid=5: cannot read " +
+                (root_ / "class/infiniband/mlx5_0/ports/2/link_layer").string() +
+                " to tell whether the port routes by LID");
+}
+
+TEST_F(LinkLayer, TheLaneCheckAppliesBothPortChecks) {
+  ProbeSpec spec = lane_spec();
+  spec.dlid = 7;
+  EXPECT_TRUE(check_lane_on_port(root_, "mlx5_0", 1, spec).has_value());
+  EXPECT_FALSE(check_lane_on_port(root_, "rxe0", 1, spec).has_value());
+  spec.dlid.reset();
+  spec.pkey_index = 1;
+  EXPECT_EQ(check_lane_on_port(root_, "mlx5_0", 1, spec).error(),
+            "mlx5_0 port 1: pkey_index=1: the port's P_Key table has 0 entries, no index 1");
 }
 
 }  // namespace

@@ -131,6 +131,8 @@ TEST(RdmaCmSpec, RcOnlyAndNothingTheConnectionManagerDecides) {
               Contains(HasSubstr("sl=3 with rdma_cm: the SL is the path's")));
   EXPECT_THAT(refused([](ProbeSpec& s) { s.pkey_index = 1; }),
               Contains(HasSubstr("pkey_index=1 with rdma_cm: the P_Key is the partition")));
+  EXPECT_THAT(refused([](ProbeSpec& s) { s.dlid = 9; }),
+              Contains(HasSubstr("dlid=9 with rdma_cm: the destination LID is the path record's")));
   EXPECT_THAT(refused([](ProbeSpec& s) { s.gid_index = 0; }),
               Contains(HasSubstr("gid_index=0 with rdma_cm")));
   EXPECT_THAT(refused([](ProbeSpec& s) { s.peer_gid_index = 3; }),
