@@ -13,6 +13,7 @@ class IgnoredErrors final : public ErrorSink {
 };
 
 constexpr std::string_view kHwPrefix = "hw_counters/";
+constexpr std::string_view kEthtoolPrefix = "ethtool/";
 
 std::string_view port_counter_class(const CounterSpec* spec) {
   return spec && spec->counter_class == CounterClass::kError ? "error" : "informative";
@@ -20,9 +21,17 @@ std::string_view port_counter_class(const CounterSpec* spec) {
 
 }  // namespace
 
+std::optional<std::uint32_t> priority_of(std::string_view snapshot_name) {
+  if (!snapshot_name.starts_with(kEthtoolPrefix)) return std::nullopt;
+  return ethtool_priority(snapshot_name.substr(kEthtoolPrefix.size()));
+}
+
 std::string_view counter_class_of(std::string_view snapshot_name) {
   if (snapshot_name.starts_with(kHwPrefix)) {
     return to_string(classify_hw_counter(snapshot_name.substr(kHwPrefix.size())));
+  }
+  if (snapshot_name.starts_with(kEthtoolPrefix)) {
+    return ethtool_priority_class(snapshot_name.substr(kEthtoolPrefix.size()));
   }
   return port_counter_class(find_port_counter(snapshot_name, false));
 }
@@ -40,7 +49,7 @@ CounterSample describe_port_counter(std::string_view name, std::uint64_t value,
 }
 
 PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::string& device,
-                           unsigned port) {
+                           unsigned port, const std::shared_ptr<const EthtoolSource>& ethtool) {
   PortSnapshot snapshot;
   IgnoredErrors ignored;
   const SysfsDir port_dir(sysfs_root / "class" / "infiniband" / device / "ports" /
@@ -69,6 +78,19 @@ PortSnapshot snapshot_port(const std::filesystem::path& sysfs_root, const std::s
     snapshot.counters.emplace(
         std::string(kHwPrefix) + name,
         CounterSample{*value, 64, 1, is_error_class(hw_class), std::string(to_string(hw_class))});
+  }
+  // The netdev behind GID 0; InfiniBand ports have none.
+  const auto netdev = SysfsDir(port_dir, "gid_attrs/ndevs").read_text("0");
+  if (!netdev || netdev->empty() || !ethtool) return snapshot;
+  const auto statistics = ethtool->statistics(*netdev);
+  if (!statistics) return snapshot;
+  for (const auto& [name, value] : *statistics) {
+    const auto priority = ethtool_priority(name);
+    if (!priority) continue;
+    const auto counter_class = ethtool_priority_class(name);
+    snapshot.counters.emplace(std::string(kEthtoolPrefix) + name,
+                              CounterSample{value, 64, 1, counter_class == "error",
+                                            std::string(counter_class), priority});
   }
   return snapshot;
 }

@@ -145,6 +145,33 @@ bool is_roce_ethtool_statistic(std::string_view name) {
   return false;
 }
 
+std::optional<std::uint32_t> ethtool_priority(std::string_view name) {
+  // Longest spelling first: "priority_3" must not read as "prio" followed by "r".
+  static constexpr std::array<std::string_view, 3> kSpellings = {"priority_", "prio", "pri"};
+  for (std::size_t at = 0; at < name.size(); ++at) {
+    // A word of its own: the start, or after '_' or '.' (i40e's "port." prefix).
+    if (at > 0 && name[at - 1] != '_' && name[at - 1] != '.') continue;
+    for (const auto spelling : kSpellings) {
+      if (!name.substr(at).starts_with(spelling)) continue;
+      const std::size_t digit = at + spelling.size();
+      if (digit >= name.size() || name[digit] < '0' || name[digit] > '7') continue;
+      if (digit + 1 < name.size() && name[digit + 1] != '_') continue;
+      return static_cast<std::uint32_t>(name[digit] - '0');
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view ethtool_priority_class(std::string_view name) {
+  for (std::string_view part : {"pause", "pfc", "xon", "xoff"}) {
+    if (contains(name, part)) return "congestion";
+  }
+  for (std::string_view part : {"discard", "drop"}) {
+    if (contains(name, part)) return "error";
+  }
+  return "informative";
+}
+
 std::unique_ptr<Collector> make_ethtool_collector(bool all_statistics,
                                                   std::shared_ptr<const EthtoolSource> source) {
   return std::make_unique<EthtoolCollector>(all_statistics, std::move(source));

@@ -70,6 +70,7 @@ json deltas_json(const std::vector<probes::CounterDelta>& deltas) {
                   {"error_class", d.error_class},
                   {"class", d.counter_class}};
     entry["delta"] = d.delta ? json(*d.delta) : json(nullptr);
+    if (d.priority) entry["priority"] = *d.priority;
     out.push_back(std::move(entry));
   }
   return out;

@@ -32,11 +32,12 @@ void add_deltas(MetricSet& out, const Labels& base, const std::string& side,
     const std::string counter_class =
         delta.counter_class.empty() ? "informative" : delta.counter_class;
     if (delta.delta) {
+      Labels labels{{"side", side}, {"counter", delta.counter}, {"class", counter_class}};
+      if (delta.priority) labels.emplace_back("priority", std::to_string(*delta.priority));
       gauge(out, "rdma_probe_counter_delta",
             "Increase of a port counter during the probe (bytes for the data counters), with "
-            "the counter's class.",
-            with(base, {{"side", side}, {"counter", delta.counter}, {"class", counter_class}}),
-            *delta.delta);
+            "the counter's class, and for a netdev's per-priority statistic its priority.",
+            with(base, labels), *delta.delta);
     } else {
       gauge(out, "rdma_probe_counter_delta_unknown",
             "1 for a counter whose increase during the probe is unknown (reset, saturated, "

@@ -29,6 +29,7 @@ CounterDelta delta_of(std::string name, const CounterSample* before, const Count
   delta.counter = std::move(name);
   delta.error_class = (before && before->error_class) || (after && after->error_class);
   delta.counter_class = after ? after->counter_class : before ? before->counter_class : "";
+  delta.priority = after ? after->priority : before ? before->priority : std::nullopt;
   if (!before || !after) {
     delta.status = DeltaStatus::kMissing;
   } else if (after->value < before->value) {

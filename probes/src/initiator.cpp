@@ -29,6 +29,8 @@ CounterSnapshot classified(CounterSnapshot snapshot) {
   constexpr std::string_view kHwPrefix = "hw_counters/";
   for (auto& [name, sample] : snapshot) {
     sample.counter_class = std::string(collectors::counter_class_of(name));
+    sample.priority = collectors::priority_of(name);
+    if (sample.priority) sample.error_class = sample.counter_class == "error";
     if (name.starts_with(kHwPrefix)) {
       sample.error_class = collectors::is_error_class(
           collectors::classify_hw_counter(std::string_view(name).substr(kHwPrefix.size())));

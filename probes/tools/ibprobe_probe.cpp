@@ -75,9 +75,10 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
     const auto& deltas = std::string(side) == "local" ? outcome.local_deltas : outcome.peer_deltas;
     for (const auto& d : deltas) {
       if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;
-      std::printf("delta side=%s counter=%s status=%s value=%.0f class=%s\n", side,
+      std::printf("delta side=%s counter=%s status=%s value=%.0f class=%s%s\n", side,
                   d.counter.c_str(), std::string(to_string(d.status)).c_str(), d.delta.value_or(0),
-                  d.counter_class.c_str());
+                  d.counter_class.c_str(),
+                  d.priority ? (" priority=" + std::to_string(*d.priority)).c_str() : "");
     }
   }
   for (const auto& fabric_port : outcome.fabric_deltas) {

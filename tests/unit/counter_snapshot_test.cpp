@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <map>
+#include <memory>
+
 #include "sysfs_fixture.h"
 
 namespace ibprobe::testing {
@@ -45,6 +49,66 @@ TEST(CounterSnapshot, RxeHasOnlyHwCounters) {
   const auto snapshot = collectors::snapshot_port(tree.root(), "rxe0", 1);
   EXPECT_FALSE(snapshot.counters.contains("port_xmit_data"));
   EXPECT_TRUE(snapshot.counters.contains("hw_counters/sent_pkts"));
+}
+
+// An ethtool source answering for one netdev, as a driver's ethtool -S would.
+class OneNetdev final : public collectors::EthtoolSource {
+ public:
+  OneNetdev(std::string netdev, collectors::EthtoolStatistics statistics)
+      : netdev_(std::move(netdev)), statistics_(std::move(statistics)) {}
+  collectors::EthtoolRead statistics(const std::string& netdev) const override {
+    ++asked_;
+    if (netdev != netdev_) return std::unexpected(std::error_code(ENODEV, std::system_category()));
+    return statistics_;
+  }
+  mutable int asked_ = 0;
+
+ private:
+  std::string netdev_;
+  collectors::EthtoolStatistics statistics_;
+};
+
+TEST(CounterSnapshot, ARocePortHoldsItsNetdevsPerPriorityStatistics) {
+  SysfsTree tree;
+  tree.add(rxe_device("rxe0", "eth0", 3));
+  // mlx5's names: traffic, pause and discards of priority 3, and statistics of no priority.
+  const auto ethtool = std::make_shared<OneNetdev>(
+      "eth0", collectors::EthtoolStatistics{{"rx_bytes", 900},
+                                            {"tx_prio3_bytes", 123456},
+                                            {"tx_prio3_pause", 2},
+                                            {"rx_prio3_discards", 1},
+                                            {"rx_queue_0_packets", 40}});
+  const auto snapshot = collectors::snapshot_port(tree.root(), "rxe0", 1, ethtool);
+  EXPECT_EQ(snapshot.counters.at("ethtool/tx_prio3_bytes"),
+            (CounterSample{123456, 64, 1, false, "informative", 3}));
+  EXPECT_EQ(snapshot.counters.at("ethtool/tx_prio3_pause"),
+            (CounterSample{2, 64, 1, false, "congestion", 3}));
+  EXPECT_EQ(snapshot.counters.at("ethtool/rx_prio3_discards"),
+            (CounterSample{1, 64, 1, true, "error", 3}));
+  EXPECT_FALSE(snapshot.counters.contains("ethtool/rx_bytes"));
+  EXPECT_FALSE(snapshot.counters.contains("ethtool/rx_queue_0_packets"));
+  EXPECT_TRUE(snapshot.counters.contains("hw_counters/sent_pkts"));
+  EXPECT_EQ(collectors::counter_class_of("ethtool/tx_prio3_pause"), "congestion");
+  EXPECT_EQ(collectors::priority_of("ethtool/tx_prio3_pause"), 3u);
+  EXPECT_EQ(collectors::priority_of("hw_counters/tx_prio3_pause"), std::nullopt);
+}
+
+TEST(CounterSnapshot, ANetdevWithoutStatisticsCostsNothingElse) {
+  SysfsTree tree;
+  tree.add(rxe_device("rxe0", "eth0", 3));
+  const auto absent = std::make_shared<OneNetdev>("eth9", collectors::EthtoolStatistics{});
+  const auto snapshot = collectors::snapshot_port(tree.root(), "rxe0", 1, absent);
+  EXPECT_EQ(absent->asked_, 1);
+  EXPECT_TRUE(snapshot.counters.contains("hw_counters/sent_pkts"));
+  for (const auto& [name, sample] : snapshot.counters) EXPECT_FALSE(name.starts_with("ethtool/"));
+}
+
+TEST(CounterSnapshot, AnInfiniBandPortHasNoNetdevToAsk) {
+  SysfsTree tree;
+  tree.add(mlx5_ib_device("mlx5_0", 2, 0));
+  const auto ethtool = std::make_shared<OneNetdev>("eth0", collectors::EthtoolStatistics{});
+  collectors::snapshot_port(tree.root(), "mlx5_0", 2, ethtool);
+  EXPECT_EQ(ethtool->asked_, 0);
 }
 
 TEST(CounterSnapshot, MissingPortIsEmpty) {

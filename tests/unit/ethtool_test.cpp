@@ -30,6 +30,38 @@ TEST(EthtoolNames, RoceStatisticsAcrossDrivers) {
   }
 }
 
+// The priority each driver's per-priority statistics count for, as the drivers print the names:
+// mlx5 en_stats.c (rx_prio%d_bytes, tx_prio%d_pause, rx_prio%d_buf_discard), bnxt_en
+// bnxt_ethtool.c (rx_bytes_pri%d, rx_pfc_ena_frames_pri%d), ice ice_ethtool.c
+// (tx_priority_%u_xon.nic), i40e i40e_ethtool.c (port.rx_priority_%u_xon_rx).
+TEST(EthtoolNames, ThePriorityOfAPerPriorityStatistic) {
+  const std::map<std::string, std::uint32_t> named = {
+      {"rx_prio0_bytes", 0},         {"tx_prio3_bytes", 3},
+      {"tx_prio7_packets", 7},       {"rx_prio3_pause_duration", 3},
+      {"rx_prio5_buf_discard", 5},   {"rx_bytes_pri4", 4},
+      {"rx_pfc_ena_frames_pri3", 3}, {"tx_priority_3_xon.nic", 3},
+      {"rx_priority_6_xoff", 6},     {"port.rx_priority_2_xon_rx", 2},
+  };
+  for (const auto& [name, priority] : named) {
+    EXPECT_EQ(collectors::ethtool_priority(name), priority) << name;
+  }
+  for (const auto* name :
+       {"rx_bytes", "tx_queue_3_packets", "rx_pause_ctrl_phy", "tx_prio8_bytes", "rx_prio31_bytes",
+        "rx_priority", "rx_prio_bytes", "ch3_poll", "rx_vport_rdma_unicast_bytes", "spring3",
+        "tx_xprio3_bytes", "rx_pri3x"}) {
+    EXPECT_EQ(collectors::ethtool_priority(name), std::nullopt) << name;
+  }
+}
+
+TEST(EthtoolNames, ThePriorityStatisticsClass) {
+  EXPECT_EQ(collectors::ethtool_priority_class("tx_prio3_pause"), "congestion");
+  EXPECT_EQ(collectors::ethtool_priority_class("rx_pfc_ena_frames_pri3"), "congestion");
+  EXPECT_EQ(collectors::ethtool_priority_class("tx_priority_3_xoff.nic"), "congestion");
+  EXPECT_EQ(collectors::ethtool_priority_class("rx_prio3_discards"), "error");
+  EXPECT_EQ(collectors::ethtool_priority_class("rx_prio3_buf_discard"), "error");
+  EXPECT_EQ(collectors::ethtool_priority_class("tx_prio3_bytes"), "informative");
+}
+
 collectors::EthtoolRead failure(int errno_value) {
   return std::unexpected(std::error_code(errno_value, std::system_category()));
 }

@@ -93,6 +93,8 @@ ProbeRun run_of(std::string target, std::string module, double seconds) {
 
 // A bidirectional write_bw under a software MiB/s cap, with every reading a run can carry.
 ProbeOutcome bandwidth_outcome() {
+  CounterDelta tx_priority_3 = valid("ethtool/tx_prio3_bytes", 2.62144e9, "informative");
+  tx_priority_3.priority = 3;
   ProbeOutcome o;
   o.spec.message_size = 65536;
   o.spec.bidirectional = true;
@@ -115,7 +117,7 @@ ProbeOutcome bandwidth_outcome() {
   o.local_deltas = {valid("port_xmit_data", 2.62144e9, "informative"),
                     valid("symbol_error", 3, "error"),
                     unknown("port_rcv_errors", DeltaStatus::kReset, "error"),
-                    valid("hw_counters/out_of_sequence", 12)};
+                    valid("hw_counters/out_of_sequence", 12), tx_priority_3};
   o.peer_deltas = {unknown("port_xmit_wait", DeltaStatus::kSaturated, "congestion"),
                    unknown("hw_counters/rnr_nak_retry_err", DeltaStatus::kMissing, "error")};
   o.fabric_deltas = {{"12:3", {valid("port_xmit_discards", 0, "error")}},

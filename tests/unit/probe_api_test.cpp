@@ -117,6 +117,7 @@ ProbeOutcome bandwidth_outcome(const probes::ProbeSpec& spec) {
   outcome.local_deltas = {
       {"port_xmit_data", probes::DeltaStatus::kValid, 335544320, false, "informative"},
       {"symbol_error", probes::DeltaStatus::kValid, 0, true, "error"},
+      {"ethtool/rx_prio3_pause", probes::DeltaStatus::kValid, 4, false, "congestion", 3},
   };
   outcome.peer_deltas = {
       {"port_rcv_data", probes::DeltaStatus::kReset, std::nullopt, false, "informative"},
@@ -571,6 +572,9 @@ TEST_F(ProbeApiTest, AsyncApiStartAndWait) {
   EXPECT_TRUE(result["deltas"]["peer"][0]["delta"].is_null());
   EXPECT_EQ(result["deltas"]["peer"][0]["status"], "reset");
   EXPECT_EQ(result["deltas"]["fabric"]["0x1a:3"][0]["counter"], "port_xmit_wait");
+  // A netdev's per-priority statistic says which priority it counts; the others say none.
+  EXPECT_EQ(result["deltas"]["local"][2]["priority"], 3);
+  EXPECT_FALSE(result["deltas"]["local"][0].contains("priority"));
   ASSERT_EQ(result["checks"].size(), 4u);
   EXPECT_EQ(result["checks"][2], json({{"side", "local"},
                                        {"name", "cpu_frequency"},

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -36,6 +37,15 @@ std::shared_ptr<const EthtoolSource> make_ioctl_ethtool_source();
 // per priority (mlx5 rx_prio3_pause, bnxt_en rx_pfc_ena_frames_pri3, ice rx_priority_3_xoff),
 // PFC storm and watchdog counters, discards, drops and out-of-buffer.
 bool is_roce_ethtool_statistic(std::string_view name);
+
+// The IEEE 802.1p priority (0..7) a statistic counts for, from its name across drivers: mlx5
+// rx_prio3_bytes and tx_prio3_pause, bnxt_en rx_bytes_pri3 and rx_pfc_ena_frames_pri3, ice and
+// i40e rx_priority_3_xoff and port.tx_priority_3_xon_tx. None for a statistic of no priority.
+std::optional<std::uint32_t> ethtool_priority(std::string_view name);
+
+// The class of a per-priority statistic as a probe's counter deltas name it: pause and PFC
+// frames "congestion", discards and drops "error", traffic "informative".
+std::string_view ethtool_priority_class(std::string_view name);
 
 // One series per statistic of each RoCE port's netdev (ports without one are skipped):
 // rdma_port_ethtool_stat_total{device,port,netdev,stat}. `all_statistics` exports every

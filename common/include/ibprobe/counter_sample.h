@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace ibprobe {
@@ -18,6 +19,8 @@ struct CounterSample {
   // "error"/"informative" for PortCounters, the driver table's class for hw_counters
   // ("retransmission", "rnr_nak", "congestion", ...); empty when not known.
   std::string counter_class;
+  // The 802.1p priority of a netdev's per-priority statistic; none for every other counter.
+  std::optional<std::uint32_t> priority = std::nullopt;
 
   bool operator==(const CounterSample&) const = default;
 };

@@ -435,6 +435,7 @@ struct CounterDelta {
   std::optional<double> delta;  // scaled (bytes for the data counters); only when kValid
   bool error_class = false;
   std::string counter_class;                             // as in CounterSample
+  std::optional<std::uint32_t> priority = std::nullopt;  // as in CounterSample
 
   bool operator==(const CounterDelta&) const = default;
 };

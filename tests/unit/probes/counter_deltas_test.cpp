@@ -32,6 +32,20 @@ const CounterDelta& only(const std::vector<CounterDelta>& deltas) {
   return deltas.front();
 }
 
+TEST(CounterDeltas, APerPriorityStatisticKeepsItsPriority) {
+  CounterSample before = plain(1000, 64), after = plain(5096, 64);
+  before.priority = after.priority = 3;
+  const auto traffic = only(
+      counter_deltas({{"ethtool/tx_prio3_bytes", before}}, {{"ethtool/tx_prio3_bytes", after}}));
+  EXPECT_EQ(traffic.delta, 4096.0);
+  EXPECT_EQ(traffic.priority, 3u);
+  // Read on one side only: still that priority's.
+  EXPECT_EQ(only(counter_deltas({}, {{"ethtool/tx_prio3_bytes", after}})).priority, 3u);
+  EXPECT_EQ(
+      only(counter_deltas({{"port_xmit_data", data(1)}}, {{"port_xmit_data", data(2)}})).priority,
+      std::nullopt);
+}
+
 TEST(CounterDeltas, DataCountersAreScaledToBytes) {
   const auto delta =
       only(counter_deltas({{"port_xmit_data", data(1000)}}, {{"port_xmit_data", data(1250)}}));
