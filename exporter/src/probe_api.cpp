@@ -1,7 +1,11 @@
 #include "probe_api.h"
 
+#include <unistd.h>
+
+#include <array>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <sstream>
 
@@ -280,6 +284,12 @@ nlohmann::json run_to_json(const ProbeRun& run) {
   if (run.state == RunState::kFailed) {
     out["failure"] = {{"reason", run.failure_reason}, {"message", run.failure}};
   }
+  if (const auto& trigger = run.trigger) {
+    out["trigger"] = {{"alertname", trigger->alertname},
+                      {"fingerprint", trigger->fingerprint},
+                      {"starts_at", trigger->starts_at},
+                      {"labels", trigger->labels}};
+  }
   return out;
 }
 
@@ -397,6 +407,43 @@ HttpResponse ProbeApi::reload() const {
 
 collectors::MetricSet ProbeApi::metrics() const {
   return last_result_metrics(service_.last_results(), service_.totals());
+}
+
+collectors::MetricSet ProbeApi::alert_metrics() const {
+  return alert_receiver_.metrics();
+}
+
+std::string ProbeApi::this_host_name() {
+  std::array<char, HOST_NAME_MAX + 1> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return {};
+  return name.data();
+}
+
+HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
+  const auto message = parse_alertmanager_webhook(request.body);
+  if (!message) {
+    alert_receiver_.malformed();
+    return json_error(400, "bad_webhook", message.error());
+  }
+  const auto answer = alert_receiver_.receive(*message);
+  json started = json::array();
+  for (const auto& run : answer.started) {
+    const auto id = std::to_string(run.run_id);
+    started.push_back({{"alertname", run.alertname},
+                       {"fingerprint", run.fingerprint},
+                       {"id", id},
+                       {"href", "/api/v1/probes/" + id}});
+  }
+  json dropped = json::array();
+  for (const auto& drop : answer.dropped) {
+    dropped.push_back({{"alertname", drop.alertname},
+                       {"fingerprint", drop.fingerprint},
+                       {"reason", drop.reason},
+                       {"message", drop.detail}});
+  }
+  return json_response(200, {{"started", std::move(started)},
+                             {"dropped", std::move(dropped)},
+                             {"resolved", answer.resolved}});
 }
 
 }  // namespace ibprobe::exporter

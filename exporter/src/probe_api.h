@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <semaphore>
+#include <string>
 
+#include "alert_receiver.h"
 #include "ibprobe/exporter.h"
 #include "probe_service.h"
 
@@ -23,8 +25,15 @@ class ProbeApi {
  public:
   static constexpr std::size_t kDefaultMaxWaiting = 64;
 
-  explicit ProbeApi(ProbeService& service, std::size_t max_waiting = kDefaultMaxWaiting)
-      : service_(service), waiting_slots_(static_cast<std::ptrdiff_t>(max_waiting)) {}
+  // `host_name`: this exporter's host, as the alerts' `instance` label names it (unless the
+  // configuration's alerts.instance says otherwise).
+  explicit ProbeApi(ProbeService& service, std::size_t max_waiting = kDefaultMaxWaiting,
+                    std::string host_name = this_host_name())
+      : service_(service),
+        waiting_slots_(static_cast<std::ptrdiff_t>(max_waiting)),
+        alert_receiver_(service, std::move(host_name)) {}
+
+  static std::string this_host_name();
 
   // GET /probe?target=HOST:PORT&module=NAME[&debug=true]
   HttpResponse probe(const HttpRequest& request) const;
@@ -36,9 +45,14 @@ class ProbeApi {
   HttpResponse get(const HttpRequest& request, std::string_view id) const;
   // POST /-/reload
   HttpResponse reload() const;
+  // POST /api/v1/alerts: Alertmanager's webhook (version 4). 200 with what was started and what
+  // was dropped and why; 400 for a message that is not one.
+  HttpResponse alerts(const HttpRequest& request) const;
 
   // Every probe family for /metrics: the last result per (target, module) and the run counts.
   collectors::MetricSet metrics() const;
+  // The alert receiver's families (AlertReceiver::metrics).
+  collectors::MetricSet alert_metrics() const;
   // Requests waiting right now.
   std::size_t waiting() const { return waiting_; }
 
@@ -66,6 +80,8 @@ class ProbeApi {
   ProbeService& service_;
   mutable std::counting_semaphore<> waiting_slots_;
   mutable std::atomic<std::size_t> waiting_ = 0;
+  // Synchronized within; the HTTP handlers are const.
+  mutable AlertReceiver alert_receiver_;
 };
 
 }  // namespace ibprobe::exporter

@@ -414,6 +414,55 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
   }
 }
 
+AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
+  require_map(node, "alerts.rules[]");
+  reject_unknown_keys(node, "an alert rule",
+                      {"alertname", "match", "module", "module_label", "peer", "peer_label"});
+  AlertRule rule;
+  if (!node["alertname"]) fail(node, "an alert rule needs an alertname");
+  rule.alertname = scalar(node["alertname"], "alertname");
+  if (const auto match = node["match"]) {
+    require_map(match, "match");
+    for (const auto& entry : match) {
+      rule.match.emplace(entry.first.as<std::string>(), scalar(entry.second, "match"));
+    }
+  }
+  const std::string what = "alert rule " + rule.alertname;
+  if (node["module"]) rule.module = scalar(node["module"], "module");
+  if (node["module_label"]) rule.module_label = scalar(node["module_label"], "module_label");
+  if (rule.module.empty() == rule.module_label.empty()) {
+    fail(node, what + " needs one of module and module_label");
+  }
+  if (!rule.module.empty() && !config.modules.contains(rule.module)) {
+    fail(node["module"], what + ": no module named " + rule.module);
+  }
+  if (node["peer"]) rule.peer = scalar(node["peer"], "peer");
+  if (node["peer_label"]) rule.peer_label = scalar(node["peer_label"], "peer_label");
+  if (rule.peer.empty() == rule.peer_label.empty()) {
+    fail(node, what + " needs one of peer and peer_label");
+  }
+  return rule;
+}
+
+void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
+  require_map(node, "alerts");
+  reject_unknown_keys(node, "alerts", {"rules", "repeat", "max_in_flight", "instance"});
+  if (node["repeat"])
+    config.alerts.repeat = std::chrono::seconds(seconds(node["repeat"], "repeat"));
+  if (node["max_in_flight"]) {
+    config.alerts.max_in_flight = unsigned_value(node["max_in_flight"], "max_in_flight", 64);
+    if (config.alerts.max_in_flight == 0) {
+      fail(node["max_in_flight"], "max_in_flight must be >= 1 (leave out rules to answer none)");
+    }
+  }
+  if (node["instance"]) config.alerts.instance = scalar(node["instance"], "instance");
+  if (const auto rules = node["rules"]) {
+    if (!rules.IsSequence()) fail(rules, "alerts.rules must be a list");
+    config.alerts.rules.clear();
+    for (const auto& rule : rules) config.alerts.rules.push_back(parse_alert_rule(rule, config));
+  }
+}
+
 void parse_mesh(const YAML::Node& node, mesh::MeshConfig& mesh) {
   require_map(node, "mesh");
   reject_unknown_keys(
@@ -484,6 +533,17 @@ void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
 
 }  // namespace
 
+std::vector<AlertRule> default_alert_rules() {
+  std::vector<AlertRule> rules;
+  for (const char* alert : {"IbprobeProbeFailing", "IbprobeProbeBandwidthRegressed",
+                            "IbprobeProbeLatencyRegressed", "IbprobeProbeErrorsDuringRun"}) {
+    rules.push_back({.alertname = alert, .module_label = "module", .peer_label = "target"});
+  }
+  rules.push_back(
+      {.alertname = "IbprobeMeshPathLoss", .module = "send_lat", .peer_label = "peer_instance"});
+  return rules;
+}
+
 ProbeConfig default_probe_config() {
   ProbeConfig config;
   for (const auto& kind : kKinds) {
@@ -500,7 +560,7 @@ std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text
       return std::unexpected(std::string("the file is empty: it needs a modules section"));
     require_map(root, "the file");
     reject_unknown_keys(root, "the file",
-                        {"modules", "allowed_targets", "scheduler", "limits", "mesh"});
+                        {"modules", "allowed_targets", "scheduler", "limits", "mesh", "alerts"});
     ProbeConfig config;
     if (root["limits"]) config.limits = parse_limits(root["limits"]);
     if (root["scheduler"]) parse_scheduler(root["scheduler"], config);
@@ -515,6 +575,8 @@ std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text
       if (entry.second.IsNull()) fail(entry.first, "module " + name + " has no fields");
       config.modules.emplace(name, parse_module(name, entry.second, config.limits));
     }
+    // After the modules: a rule's module must be one of them.
+    if (root["alerts"]) parse_alerts(root["alerts"], config);
     if (const auto targets = root["allowed_targets"]) {
       if (!targets.IsSequence()) fail(targets, "allowed_targets must be a list");
       for (const auto& target : targets) {

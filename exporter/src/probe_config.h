@@ -35,6 +35,40 @@ struct ProbeModule {
   probes::verify::Options verify_options = {};
 };
 
+// How the alert receiver (POST /api/v1/alerts) answers a firing alert with a probe: the first
+// rule whose alertname and label matchers hold names the module and the peer.
+struct AlertRule {
+  std::string alertname = {};
+  std::map<std::string, std::string> match = {};  // label = value, every one must hold
+  // The module: this name, or the value of the alert's label `module_label` (probe alerts carry
+  // the module that failed).
+  std::string module = {};
+  std::string module_label = {};
+  // The peer (HOST or HOST:PORT): this target, or the value of the alert's label `peer_label`
+  // (probe alerts carry `target`, mesh alerts `peer_instance`).
+  std::string peer = {};
+  std::string peer_label = {};
+};
+
+struct AlertResponse {
+  // First match wins. Unset in the file: default_alert_rules(), one per shipped alert whose
+  // runbook probe names its peer in the alert's labels.
+  std::vector<AlertRule> rules;
+  // One run per alert (its fingerprint) per window: Alertmanager repeats a firing alert every
+  // repeat_interval and on every group change.
+  std::chrono::seconds repeat{std::chrono::hours(1)};
+  // Runs the receiver has queued or running at once; more alerts are dropped, counted.
+  std::size_t max_in_flight = 2;
+  // The value of the alerts' `instance` label that names this exporter's host: an alert about
+  // another host is not this exporter's to probe from. Empty: the host name.
+  std::string instance = {};
+};
+
+// The shipped alerts (dashboards/prometheus/*.rules.yml) whose runbook runs a probe against a
+// peer the alert names: the probe alerts (module and target from their labels) and
+// IbprobeMeshPathLoss (send_lat to peer_instance).
+std::vector<AlertRule> default_alert_rules();
+
 struct ProbeConfig {
   std::map<std::string, ProbeModule, std::less<>> modules;
   // CIDRs and host names (exact or "*.suffix") a probe may target; empty: any target.
@@ -47,6 +81,7 @@ struct ProbeConfig {
   // Bounds of every module, and of what a peer's responder is asked to do.
   probes::Limits limits;
   mesh::MeshConfig mesh;
+  AlertResponse alerts = {default_alert_rules()};
 };
 
 // The six modules a fresh install has: write_bw, write_lat, read_bw, read_lat, send_bw, send_lat,

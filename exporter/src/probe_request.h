@@ -12,6 +12,16 @@
 
 namespace ibprobe::exporter {
 
+// The alert a run answers (the alert receiver's runs): kept with the run in the history.
+struct AlertTrigger {
+  std::string alertname;
+  std::string fingerprint;
+  std::string starts_at;
+  std::map<std::string, std::string> labels;
+
+  bool operator==(const AlertTrigger&) const = default;
+};
+
 struct ProbeParams {
   std::string target;
   std::string module;
@@ -23,7 +33,8 @@ struct ProbeParams {
   std::optional<std::uint32_t> pkey_index = std::nullopt;
   std::optional<std::uint32_t> dlid = std::nullopt;
 
-  std::optional<double> timeout_seconds;  // the client's bound on the whole run
+  std::optional<double> timeout_seconds;               // the client's bound on the whole run
+  std::optional<AlertTrigger> trigger = std::nullopt;  // set by the alert receiver only
 
   bool has_lane() const { return sl || traffic_class || pkey_index || dlid; }
 };

@@ -11,6 +11,7 @@
 #include "ibprobe/sweep_run.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_config.h"
+#include "probe_request.h"
 
 namespace ibprobe::exporter {
 
@@ -33,6 +34,7 @@ struct ProbeRun {
   std::optional<probes::SweepOutcome> sweep;
   std::string failure_reason;  // a FailureKind name, "queue_timeout" or "bad_target"
   std::string failure;         // what went wrong, in words
+  std::optional<AlertTrigger> trigger = std::nullopt;  // the alert this run answers
 
   bool succeeded() const { return sweep ? sweep->complete() : outcome.has_value(); }
   bool done() const { return state == RunState::kSucceeded || state == RunState::kFailed; }

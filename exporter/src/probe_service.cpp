@@ -170,7 +170,8 @@ std::expected<RunQueue::Job, Refusal> ProbeService::job(
                        .addresses = std::move(addresses),
                        .allowance = allowance(module->second, timeout_seconds),
                        .waited_from = waited_from,
-                       .queue_length = config->queue_length};
+                       .queue_length = config->queue_length,
+                       .trigger = request.trigger};
 }
 
 std::expected<std::uint64_t, Refusal> ProbeService::submit(const ProbeParams& request) {

@@ -19,6 +19,7 @@ HttpResponse method_not_allowed(const HttpRequest& request, const std::string& a
 }
 
 constexpr std::string_view kApiRuns = "/api/v1/probes";
+constexpr std::string_view kApiAlerts = "/api/v1/alerts";
 
 }  // namespace
 
@@ -40,6 +41,10 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
                               "probes are off on this exporter (no --probe.responder-address or no "
                               "ACTIVE RDMA port)\n");
   }
+  if (request.path == kApiAlerts) {
+    return request.method == "POST" ? probes_->alerts(request)
+                                    : method_not_allowed(request, "POST");
+  }
   if (request.path == "/probe") {
     // Not HEAD: a HEAD request would start a probe whose result nobody reads.
     return request.method == "GET" ? probes_->probe(request) : method_not_allowed(request, "GET");
@@ -54,6 +59,7 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
 
 HttpResponse Routes::handle(const HttpRequest& request) const {
   if (request.path == "/probe" || request.path == "/-/reload" || request.path == kApiRuns ||
+      request.path == kApiAlerts ||
       (request.path.starts_with(kApiRuns) && request.path[kApiRuns.size()] == '/' &&
        request.path.size() > kApiRuns.size() + 1)) {
     return probe_route(request);
@@ -87,8 +93,11 @@ HttpResponse Routes::metrics() const {
   std::vector<const collectors::MetricSet*> sets{&info};
   std::optional<collectors::MetricSet> extra;
   if (extra_metrics_) sets.push_back(&extra.emplace(extra_metrics_()));
-  std::optional<collectors::MetricSet> probe_results;
-  if (probes_) sets.push_back(&probe_results.emplace(probes_->metrics()));
+  std::optional<collectors::MetricSet> probe_results, alert_results;
+  if (probes_) {
+    sets.push_back(&probe_results.emplace(probes_->metrics()));
+    sets.push_back(&alert_results.emplace(probes_->alert_metrics()));
+  }
   collectors::MetricSet::append_text(sets, response.body);
   return response;
 }

@@ -50,6 +50,7 @@ std::expected<std::shared_ptr<RunQueue::Entry>, Refusal> RunQueue::queue(Job job
   entry->run.id = next_id_++;
   entry->run.target = entry->job.target;
   entry->run.module = entry->job.module;
+  entry->run.trigger = entry->job.trigger;
   entry->run.resolved = entry->job.resolved;
   entry->run.submitted = std::chrono::system_clock::now();
   active_.emplace(entry->run.id, entry);

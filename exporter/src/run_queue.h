@@ -21,6 +21,7 @@
 #include "ibprobe/sweep.h"
 #include "ibprobe/verbs_probe.h"
 #include "probe_history.h"
+#include "probe_request.h"
 #include "probe_run.h"
 
 namespace ibprobe::exporter {
@@ -59,6 +60,7 @@ class RunQueue {
     // then, queueing included. Unset for the asynchronous API: it counts from the run's start.
     std::optional<std::chrono::steady_clock::time_point> waited_from;
     std::size_t queue_length = 0;  // runs that may wait behind the running one
+    std::optional<AlertTrigger> trigger = std::nullopt;
 
     // The run's deadline, for a run that starts at `start`: every wait of the run, of the port
     // gate before it and of its waiting client ends by then. The one place it is computed.

@@ -1,0 +1,341 @@
+// The alert receiver: Alertmanager's webhook message, the alert rules, and the runs a storm of
+// alerts may and may not start. The scheduler is the real one; the probe run is a stand-in.
+#include "alert_receiver.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "hold.h"
+#include "probe_api.h"
+
+namespace ibprobe::testing {
+namespace {
+
+using exporter::AlertReceiver;
+using exporter::parse_alertmanager_webhook;
+using exporter::ProbeService;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+// One alert as Alertmanager's notify/webhook/webhook.go sends it (template.Alert: status,
+// labels, annotations, startsAt, endsAt, generatorURL, fingerprint).
+json alert(const std::string& alertname, std::map<std::string, std::string> labels,
+           const std::string& fingerprint, const std::string& status = "firing") {
+  labels["alertname"] = alertname;
+  return {{"status", status},
+          {"labels", labels},
+          {"annotations", {{"summary", "s"}, {"runbook", "r"}}},
+          {"startsAt", "2026-12-05T06:00:00.000Z"},
+          {"endsAt", "0001-01-01T00:00:00Z"},
+          {"generatorURL", "http://prometheus:9090/graph"},
+          {"fingerprint", fingerprint}};
+}
+
+// The message around them (webhook.go Message: version 4, groupKey, truncatedAlerts, status,
+// receiver, groupLabels, commonLabels, commonAnnotations, externalURL, alerts).
+std::string message(const std::vector<json>& alerts) {
+  return json{{"version", "4"},
+              {"groupKey", "{}:{alertname=\"x\"}"},
+              {"truncatedAlerts", 0},
+              {"status", "firing"},
+              {"receiver", "ibprobe"},
+              {"groupLabels", json::object()},
+              {"commonLabels", json::object()},
+              {"commonAnnotations", json::object()},
+              {"externalURL", "http://alertmanager:9093"},
+              {"alerts", alerts}}
+      .dump();
+}
+
+TEST(AlertWebhook, ReadsAlertmanagersVersion4Message) {
+  const auto parsed = parse_alertmanager_webhook(
+      message({alert("IbprobeProbeFailing", {{"target", "hostB:9471"}}, "1a2b"),
+               alert("IbprobeProbeFailing", {{"target", "hostC:9471"}}, "3c4d", "resolved")}));
+  ASSERT_TRUE(parsed.has_value()) << parsed.error();
+  EXPECT_EQ(parsed->receiver, "ibprobe");
+  ASSERT_EQ(parsed->alerts.size(), 2u);
+  EXPECT_TRUE(parsed->alerts[0].firing);
+  EXPECT_FALSE(parsed->alerts[1].firing);
+  EXPECT_EQ(parsed->alerts[0].labels.at("target"), "hostB:9471");
+  EXPECT_EQ(parsed->alerts[0].labels.at("alertname"), "IbprobeProbeFailing");
+  EXPECT_EQ(parsed->alerts[0].fingerprint, "1a2b");
+  EXPECT_EQ(parsed->alerts[0].starts_at, "2026-12-05T06:00:00.000Z");
+}
+
+TEST(AlertWebhook, RefusesWhatIsNotAMessageWithItsReason) {
+  auto with = [](const std::function<void(json&)>& change) {
+    json m = json::parse(message({alert("A", {}, "f1")}));
+    change(m);
+    return parse_alertmanager_webhook(m.dump()).error();
+  };
+  EXPECT_EQ(parse_alertmanager_webhook("{").error(), "the message is not valid JSON");
+  EXPECT_EQ(parse_alertmanager_webhook("[]").error(), "the message must be a JSON object");
+  EXPECT_EQ(with([](json& m) { m["version"] = "3"; }),
+            "webhook message version '3': this receiver reads Alertmanager's version 4");
+  EXPECT_EQ(with([](json& m) { m.erase("alerts"); }), "the message's alerts must be an array");
+  EXPECT_EQ(with([](json& m) { m["alerts"][0].erase("fingerprint"); }),
+            "alerts[0] has no fingerprint");
+  EXPECT_EQ(with([](json& m) { m["alerts"][0]["status"] = "pending"; }),
+            "alerts[0].status is 'pending', not firing or resolved");
+  EXPECT_EQ(with([](json& m) { m["alerts"][0]["labels"]["port"] = 1; }),
+            "alerts[0].labels.port must be a string of at most 1024 bytes");
+  EXPECT_EQ(with([](json& m) {
+              m["alerts"] = json::array();
+              for (int i = 0; i < 1001; ++i) m["alerts"].push_back(alert("A", {}, "f"));
+            }),
+            "the message holds 1001 alerts, more than 1000");
+}
+
+// A scheduler with a stand-in run that waits for `hold` when asked to, and a clock the test
+// moves.
+class AlertReceiverTest : public ::testing::Test {
+ protected:
+  void start(const std::string& config_text = "") {
+    ProbeService::Options options;
+    options.local = probes::LocalPort{"mlx5_0", 1, "/nonexistent"};
+    if (!config_text.empty()) {
+      config_path_ = std::filesystem::temp_directory_path() /
+                     ("alert_receiver_test_" + std::to_string(::getpid()) + ".yml");
+      std::ofstream(config_path_) << config_text;
+      options.config_file = config_path_.string();
+    }
+    service_ = std::make_unique<ProbeService>(
+        std::move(options),
+        [this](
+            const probes::LocalPort&, const std::string& host, const std::string& port,
+            const probes::ValidSpec& spec,
+            const probes::RunOptions& run) -> std::expected<probes::ProbeOutcome, probes::Error> {
+          {
+            std::lock_guard lock(mutex_);
+            calls_.push_back(host + ":" + port + " " +
+                             std::string(probes::to_string(spec.spec().operation)) + "_" +
+                             std::string(probes::to_string(spec.spec().test)));
+          }
+          if (hold_runs_) hold_.wait(run.stop);
+          probes::ProbeOutcome outcome;
+          outcome.spec = spec.spec();
+          outcome.bandwidth = probes::BandwidthStats{5000, 0.25, 1.31072e9, 20000, std::nullopt};
+          outcome.local_deltas = {
+              {"symbol_error", probes::DeltaStatus::kValid, 120, true, "error"},
+              {"port_xmit_data", probes::DeltaStatus::kValid, 3.2e8, false, "informative"}};
+          return outcome;
+        });
+    receiver_ = std::make_unique<AlertReceiver>(*service_, "hostA", [this] { return now_; });
+  }
+
+  void TearDown() override {
+    hold_.release();
+    receiver_.reset();
+    service_.reset();
+    if (!config_path_.empty()) std::filesystem::remove(config_path_);
+  }
+
+  AlertReceiver::Answer receive(const std::vector<json>& alerts) {
+    const auto parsed = parse_alertmanager_webhook(message(alerts));
+    EXPECT_TRUE(parsed.has_value());
+    return receiver_->receive(*parsed);
+  }
+
+  exporter::ProbeRun finished(std::uint64_t id) {
+    const auto run = service_->get(id, 20s);
+    EXPECT_TRUE(run && run->done());
+    return *run;
+  }
+
+  std::vector<std::string> calls() {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+
+  std::string metrics_text() {
+    std::string text;
+    receiver_->metrics().append_text(text);
+    return text;
+  }
+
+  static std::vector<std::string> reasons(const AlertReceiver::Answer& answer) {
+    std::vector<std::string> out;
+    for (const auto& drop : answer.dropped) out.push_back(drop.reason);
+    return out;
+  }
+
+  std::unique_ptr<ProbeService> service_;
+  std::unique_ptr<AlertReceiver> receiver_;
+  std::filesystem::path config_path_;
+  AlertReceiver::Clock::time_point now_ = AlertReceiver::Clock::time_point(1000h);
+  Hold hold_;
+  std::atomic<bool> hold_runs_ = false;
+  std::mutex mutex_;
+  std::vector<std::string> calls_;
+};
+
+const std::map<std::string, std::string> kProbeAlert = {{"instance", "hostA"},
+                                                        {"job", "ibprobe_probe_write_bw"},
+                                                        {"target", "hostB:9471"},
+                                                        {"module", "write_bw"},
+                                                        {"severity", "warning"}};
+
+TEST_F(AlertReceiverTest, AProbeAlertRerunsItsProbeAndKeepsTheTrigger) {
+  start();
+  const auto answer = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  ASSERT_EQ(answer.started.size(), 1u);
+  EXPECT_TRUE(answer.dropped.empty());
+  const auto run = finished(answer.started[0].run_id);
+  EXPECT_THAT(calls(), ElementsAre("hostB:9471 write_bw"));
+  ASSERT_TRUE(run.trigger.has_value());
+  EXPECT_EQ(run.trigger->alertname, "IbprobeProbeFailing");
+  EXPECT_EQ(run.trigger->fingerprint, "fp1");
+  EXPECT_EQ(run.trigger->starts_at, "2026-12-05T06:00:00.000Z");
+  const auto shown = exporter::run_to_json(run);
+  EXPECT_EQ(shown["trigger"]["alertname"], "IbprobeProbeFailing");
+  EXPECT_EQ(shown["trigger"]["labels"]["target"], "hostB:9471");
+  // The verdict on /metrics, with the alert's labels (its instance as alert_instance).
+  const auto text = metrics_text();
+  EXPECT_THAT(text, HasSubstr("ibprobe_alert_probes_started_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("ibprobe_alert_probe_success{alertname=\"IbprobeProbeFailing\","
+                              "alert_instance=\"hostA\",module=\"write_bw\",severity=\"warning\","
+                              "target=\"hostB:9471\",probe_module=\"write_bw\","
+                              "probe_target=\"hostB:9471\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("ibprobe_alert_probe_bandwidth_bytes_per_second{"));
+  EXPECT_THAT(text, HasSubstr("side=\"local\",counter=\"symbol_error\"} 120\n"));
+  EXPECT_THAT(text, Not(HasSubstr("counter=\"port_xmit_data\"")));
+}
+
+TEST_F(AlertReceiverTest, OneRunPerAlertPerRepeatWindow) {
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  repeat: 10m\n");
+  const auto first = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  ASSERT_EQ(first.started.size(), 1u);
+  finished(first.started[0].run_id);
+  // Alertmanager repeats the alert, and sends it again with each group change.
+  now_ += 9min;
+  const auto repeated = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  EXPECT_THAT(reasons(repeated), ElementsAre("repeat"));
+  EXPECT_THAT(repeated.dropped[0].detail, HasSubstr("started 540 s ago"));
+  // Another alert (another fingerprint) is not held back.
+  auto other = kProbeAlert;
+  other["target"] = "hostC:9471";
+  EXPECT_EQ(receive({alert("IbprobeProbeFailing", other, "fp2")}).started.size(), 1u);
+  now_ += 1min;
+  EXPECT_EQ(receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")}).started.size(), 1u);
+  EXPECT_THAT(metrics_text(),
+              HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"repeat\"} 1\n"));
+}
+
+TEST_F(AlertReceiverTest, AResolvedAlertStartsNothing) {
+  start();
+  const auto answer = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1", "resolved")});
+  EXPECT_EQ(answer.resolved, 1u);
+  EXPECT_TRUE(answer.started.empty());
+  EXPECT_TRUE(answer.dropped.empty());
+  EXPECT_TRUE(calls().empty());
+  EXPECT_THAT(metrics_text(),
+              HasSubstr("ibprobe_alert_notifications_total{status=\"resolved\"} 1\n"));
+}
+
+TEST_F(AlertReceiverTest, AnAlertWithoutAUsablePeerIsAnsweredWithTheReason) {
+  start();
+  auto no_target = kProbeAlert;
+  no_target.erase("target");
+  auto elsewhere = kProbeAlert;
+  elsewhere["instance"] = "hostZ:9470";
+  const auto answer = receive({alert("IbprobeExporterDown", {{"instance", "hostA"}}, "f1"),
+                               alert("IbprobeProbeFailing", no_target, "f2"),
+                               alert("IbprobeProbeFailing", elsewhere, "f3")});
+  EXPECT_TRUE(answer.started.empty());
+  EXPECT_THAT(reasons(answer), ElementsAre("no_rule", "no_peer", "other_instance"));
+  EXPECT_EQ(answer.dropped[1].detail, "the alert has no label 'target' to name a peer");
+  EXPECT_EQ(answer.dropped[2].detail,
+            "the alert is about instance 'hostZ:9470', this exporter is 'hostA'");
+  EXPECT_TRUE(calls().empty());
+}
+
+TEST_F(AlertReceiverTest, AStormIsBoundedByTheRunsInFlight) {
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  max_in_flight: 2\n");
+  hold_runs_ = true;
+  std::vector<json> storm;
+  for (int i = 0; i < 5; ++i) {
+    auto labels = kProbeAlert;
+    labels["target"] = "host" + std::to_string(i) + ":9471";
+    storm.push_back(alert("IbprobeProbeFailing", labels, "fp" + std::to_string(i)));
+  }
+  const auto answer = receive(storm);
+  EXPECT_EQ(answer.started.size(), 2u);
+  EXPECT_THAT(reasons(answer),
+              ElementsAre("in_flight_limit", "in_flight_limit", "in_flight_limit"));
+  hold_.release();
+  for (const auto& run : answer.started) finished(run.run_id);
+  // The runs are done: the next alert starts one.
+  EXPECT_EQ(receive({storm[2]}).started.size(), 1u);
+  EXPECT_THAT(metrics_text(),
+              HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"in_flight_limit\"} 3\n"));
+}
+
+TEST_F(AlertReceiverTest, TheSchedulersRefusalIsTheDropReason) {
+  start(
+      "modules:\n  write_bw:\n    kind: write_bw\nallowed_targets: [\"10.0.0.0/8\"]\n"
+      "alerts:\n  rules:\n    - alertname: IbprobeSymbolErrorsRising\n      module: write_bw\n"
+      "      peer: 192.0.2.9:9471\n");
+  const auto answer = receive(
+      {alert("IbprobeSymbolErrorsRising", {{"instance", "hostA"}, {"device", "mlx5_0"}}, "f1"),
+       alert("IbprobeProbeFailing", kProbeAlert, "f2")});
+  // The file's rules replace the defaults: IbprobeProbeFailing has none.
+  EXPECT_THAT(reasons(answer), ElementsAre("target_not_allowed", "no_rule"));
+  EXPECT_TRUE(calls().empty());
+}
+
+TEST_F(AlertReceiverTest, ARuleMatchesLabelsAndTakesAFixedPeer) {
+  start(
+      "modules:\n  write_bw:\n    kind: write_bw\n  read_lat:\n    kind: read_lat\n"
+      "alerts:\n  instance: hostA\n  rules:\n"
+      "    - alertname: IbprobeSymbolErrorsRising\n      match: {device: mlx5_1}\n"
+      "      module: read_lat\n      peer: 192.0.2.7\n"
+      "    - alertname: IbprobeSymbolErrorsRising\n      module: write_bw\n"
+      "      peer: 192.0.2.8:9999\n");
+  const auto answer = receive(
+      {alert("IbprobeSymbolErrorsRising", {{"instance", "hostA:9470"}, {"device", "mlx5_1"}}, "f1"),
+       alert("IbprobeSymbolErrorsRising", {{"instance", "hostA:9470"}, {"device", "mlx5_0"}},
+             "f2")});
+  ASSERT_EQ(answer.started.size(), 2u);
+  finished(answer.started[0].run_id);
+  finished(answer.started[1].run_id);
+  // A bare host takes the responder's default port.
+  EXPECT_THAT(calls(), ElementsAre("192.0.2.7:9471 read_lat", "192.0.2.8:9999 write_bw"));
+}
+
+TEST(AlertRules, TheFilesAlertSectionIsChecked) {
+  const auto refused = [](const std::string& alerts) {
+    const auto parsed =
+        exporter::parse_probe_config("modules:\n  write_bw:\n    kind: write_bw\n" + alerts);
+    return parsed ? std::string("accepted") : parsed.error();
+  };
+  EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: nope\n      peer: h\n"),
+              HasSubstr("alert rule A: no module named nope"));
+  EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      peer: h\n"),
+              HasSubstr("alert rule A needs one of module and module_label"));
+  EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"),
+              HasSubstr("alert rule A needs one of peer and peer_label"));
+  EXPECT_THAT(refused("alerts:\n  max_in_flight: 0\n"), HasSubstr("max_in_flight must be >= 1"));
+  EXPECT_THAT(refused("alerts:\n  repeats: 1h\n"), HasSubstr("repeats"));
+  // Without an alerts section: a rule for each shipped alert whose labels name the peer.
+  const auto defaults = exporter::default_probe_config().alerts;
+  std::vector<std::string> names;
+  for (const auto& rule : defaults.rules) names.push_back(rule.alertname);
+  EXPECT_THAT(names, ElementsAre("IbprobeProbeFailing", "IbprobeProbeBandwidthRegressed",
+                                 "IbprobeProbeLatencyRegressed", "IbprobeProbeErrorsDuringRun",
+                                 "IbprobeMeshPathLoss"));
+  EXPECT_EQ(defaults.repeat, std::chrono::hours(1));
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
