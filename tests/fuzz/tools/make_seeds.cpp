@@ -64,7 +64,7 @@ void control_frames(const fs::path& dir) {
   ib.qpn = 0xffffff;
   ib.lid = 0x1a;
   ib.mtu = 4096;
-  put("qp-info", QpInfo{{qp, ib}});
+  put("qp-info", QpInfo{.qps = {qp, ib}, .cm = std::nullopt});
   put("ready", Ready{});
   Result result;
   result.checks = {{"port_active", true, "4: ACTIVE"}, {"rate_match", false, "100 vs 200 Gb/s"}};
