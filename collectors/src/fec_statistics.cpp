@@ -4,11 +4,11 @@
 #include <linux/ethtool_netlink.h>
 #include <linux/netlink.h>
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "ibprobe/enum_names.h"
+#include "netlink_attributes.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -22,47 +22,22 @@ std::unexpected<FecError> failure(FecErrorKind kind, std::string message) {
   return std::unexpected(FecError{kind, std::move(message)});
 }
 
-// One attribute (struct nlattr, <linux/netlink.h>): a 16-bit length counting its 4-byte header,
-// a 16-bit type whose top two bits are flags, the payload, then padding to 4 bytes. Lengths and
-// values are in host byte order.
-struct Attribute {
-  std::uint16_t type;  // NLA_F_NESTED and NLA_F_NET_BYTEORDER masked off
-  std::size_t offset;  // of its header, in the message's attributes
-  std::span<const std::uint8_t> payload;
-};
+using netlink::Attribute;
 
 std::string where(const Attribute& attribute, std::string_view name) {
   return std::string(name) + " at offset " + std::to_string(attribute.offset) + " (" +
          std::to_string(attribute.payload.size()) + "-byte payload)";
 }
 
-// Every attribute of `bytes` (a message's, or a nest's payload at `base`), in order.
 std::expected<std::vector<Attribute>, FecError> attributes_of(std::span<const std::uint8_t> bytes,
                                                               std::size_t base) {
-  std::vector<Attribute> attributes;
-  std::size_t at = 0;
-  while (at < bytes.size()) {
-    const std::size_t offset = base + at;
-    if (bytes.size() - at < NLA_HDRLEN) {
-      return failure(FecErrorKind::kMalformedAttribute,
-                     std::to_string(bytes.size() - at) + " bytes at offset " +
-                         std::to_string(offset) + " are too few for an attribute header");
-    }
-    nlattr header;
-    std::memcpy(&header, bytes.data() + at, sizeof header);
-    if (header.nla_len < NLA_HDRLEN || header.nla_len > bytes.size() - at) {
-      return failure(FecErrorKind::kMalformedAttribute,
-                     "attribute at offset " + std::to_string(offset) + " declares " +
-                         std::to_string(header.nla_len) + " bytes, " +
-                         std::to_string(bytes.size() - at) + " remain");
-    }
-    attributes.push_back({.type = static_cast<std::uint16_t>(header.nla_type & NLA_TYPE_MASK),
-                          .offset = offset,
-                          .payload = bytes.subspan(at + NLA_HDRLEN, header.nla_len - NLA_HDRLEN)});
-    // The last attribute's padding may be cut off with the message.
-    at = std::min<std::size_t>(at + NLA_ALIGN(header.nla_len), bytes.size());
+  auto attributes = netlink::attributes_of(bytes, base);
+  if (!attributes) {
+    return failure(
+        FecErrorKind::kMalformedAttribute,
+        "offset " + std::to_string(attributes.error().offset) + ": " + attributes.error().reason);
   }
-  return attributes;
+  return std::move(*attributes);
 }
 
 // A u64 array: element 0 the total, the rest per lane (the kernel's fec_stats_recalc). An empty
