@@ -141,9 +141,10 @@ struct ModuleReading {
   std::optional<ModuleFlags> flags;
 };
 
-// The reads still missing from `read_so_far`: the lower page first, then the pages the
-// identifier's memory map needs, as far as the pages read so far say which exist (CMIS page 01h
-// names the banks of page 11h). A reader calls it until it answers no page. An unknown
+// Every read the decoder uses, as far as `read_so_far` tells: the lower page first, then the
+// pages the identifier's memory map needs (CMIS page 01h names the banks of page 11h, so those
+// appear once it is read). A reader asks for the ones it has not asked for yet and calls again,
+// until no new page appears; a page it could not read stays out of the map. An unknown
 // identifier or a short lower page is an error.
 std::expected<std::vector<ModulePage>, ModuleError> module_pages_to_read(
     const ModulePages& read_so_far);
