@@ -26,7 +26,7 @@ std::string text_of(const MeshMetrics& metrics) {
 }
 
 // Samples in the exposition: every line that is not a comment.
-std::size_t series_count(const std::string& text) {
+std::size_t sample_lines(const std::string& text) {
   std::size_t count = 0;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -222,7 +222,7 @@ std::size_t series_of_plan(const MeshFabric& fabric, std::size_t self,
   for (const auto& ping : plan) {
     metrics.record(fabric.peers()[ping.peer].target, {true, 8e-6, MeshClock::kSoftware});
   }
-  return series_count(text_of(metrics));
+  return sample_lines(text_of(metrics));
 }
 
 // The 10,000-host fabrics of the simulation, every host's plan written by the metric writer: at

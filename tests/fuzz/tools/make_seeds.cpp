@@ -1,12 +1,23 @@
 // Writes the committed seed corpora of the binary formats: control frames made by the protocol's
-// own encoder (one per message type, with the fields a real run fills in) and MADs as a PMA or
-// SMA answers them. Usage: fuzz_make_seeds CORPUS_DIR (tests/fuzz/corpus).
+// own encoder (one per message type, with the fields a real run fills in), MADs as a PMA or SMA
+// answers them, transceiver module memory as a reader fetches it (the real dumps of
+// tests/fixtures/module_eeprom and a CMIS module), and FEC replies as the kernel lays them out.
+// Usage: fuzz_make_seeds CORPUS_DIR (tests/fuzz/corpus, beside tests/fixtures).
+#include <linux/ethtool.h>
+#include <linux/ethtool_netlink.h>
+#include <linux/netlink.h>
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "ibprobe/module_eeprom.h"
 #include "ibprobe/probes.h"
 #include "pma_mad.h"
 #include "protocol.h"
@@ -64,7 +75,7 @@ void control_frames(const fs::path& dir) {
   ib.qpn = 0xffffff;
   ib.lid = 0x1a;
   ib.mtu = 4096;
-  put("qp-info", QpInfo{{qp, ib}});
+  put("qp-info", QpInfo{.qps = {qp, ib}, .cm = std::nullopt});
   put("ready", Ready{});
   Result result;
   result.checks = {{"port_active", true, "4: ACTIVE"}, {"rate_match", false, "100 vs 200 Gb/s"}};
@@ -125,6 +136,146 @@ void mads(const fs::path& dir) {
   write(dir / "truncated-header-only", std::span(busy).first(24));
 }
 
+namespace optics = ibprobe::collectors;
+using PageMemory = std::map<optics::ModulePage, std::vector<std::uint8_t>>;
+
+// The bytes of a dump `ethtool -m DEV hex on` printed ('#' lines aside).
+std::vector<std::uint8_t> hex_dump(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::uint8_t> bytes;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line.substr(line.find(':') + 1));
+    for (std::string byte; fields >> byte;) {
+      bytes.push_back(static_cast<std::uint8_t>(std::stoul(byte, nullptr, 16)));
+    }
+  }
+  return bytes;
+}
+
+std::vector<std::uint8_t> page_at(const std::vector<std::uint8_t>& dump, std::size_t first) {
+  return {dump.begin() + static_cast<std::ptrdiff_t>(first),
+          dump.begin() + static_cast<std::ptrdiff_t>(first + optics::kModulePageSize)};
+}
+
+// The pages of `memory` in the order module_pages_to_read asks for them, as the harness cuts
+// its input.
+std::vector<std::uint8_t> as_read(const PageMemory& memory) {
+  optics::ModulePages pages;
+  std::set<optics::ModulePage> asked;
+  std::vector<std::uint8_t> out;
+  for (bool more = true; more;) {
+    more = false;
+    const auto wanted = optics::module_pages_to_read(pages);
+    if (!wanted) break;
+    for (const auto& page : *wanted) {
+      if (!asked.insert(page).second) continue;
+      more = true;
+      const auto it = memory.find(page);
+      if (it == memory.end()) return out;  // the harness reads nothing past a failed read
+      pages[page] = it->second;
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    }
+  }
+  return out;
+}
+
+// A QSFP-DD after the CMIS 5.0 tables: paged memory, two banks of page 11h, every monitor.
+PageMemory cmis_module() {
+  const optics::ModulePage page00{.offset = 128}, page01{.page = 1, .offset = 128},
+      page02{.page = 2, .offset = 128};
+  PageMemory memory;
+  auto& lower = memory[optics::kLowerPage];
+  lower.resize(128);
+  lower[0] = 0x18;
+  lower[1] = 0x50;
+  lower[14] = 0x1a;  // 26.5 degC
+  lower[15] = 0x80;
+  lower[16] = 0x80;  // 3.2768 V
+  auto& identity = memory[page00];
+  identity.resize(128);
+  identity[0] = 0x18;
+  std::memcpy(&identity[129 - 128], "ACME OPTICS", 11);
+  unsigned sum = 0;
+  for (std::size_t i = 0; i <= 221 - 128; ++i) sum += identity[i];
+  identity[222 - 128] = static_cast<std::uint8_t>(sum);
+  auto& advertising = memory[page01];
+  advertising.resize(128);
+  advertising[142 - 128] = 0x01;  // banks 0 and 1
+  advertising[159 - 128] = 0x03;  // temperature, supply
+  advertising[160 - 128] = 0x0f;  // bias x2, bias, tx and rx power
+  memory[page02].assign(128, 0x40);
+  for (std::uint8_t bank = 0; bank < 2; ++bank) {
+    auto& status = memory[{.page = 0x11, .bank = bank, .offset = 128}];
+    status.resize(128);
+    for (std::size_t i = 154 - 128; i < 202 - 128; ++i) status[i] = static_cast<std::uint8_t>(i);
+    status[147 - 128] = 0x04;  // lane 3 rx LOS
+  }
+  return memory;
+}
+
+void module_memories(const fs::path& dir, const fs::path& fixtures) {
+  const optics::ModulePage a2{.i2c_address = optics::kSfpDiagnosticsAddress};
+  const optics::ModulePage page00{.offset = 128}, page03{.page = 3, .offset = 128};
+  const auto fs_sfp = hex_dump(fixtures / "sff8472_fs_sfp28_25gsr_85.txt");
+  write(dir / "sff8472-fs-sfp28",
+        as_read({{optics::kLowerPage, page_at(fs_sfp, 0)}, {a2, page_at(fs_sfp, 256)}}));
+  const auto mikrotik = hex_dump(fixtures / "sff8472_mikrotik_s_ao0005.txt");
+  write(dir / "sff8472-mikrotik-no-diagnostics",
+        as_read({{optics::kLowerPage, page_at(mikrotik, 0)}}));
+  const auto mellanox = hex_dump(fixtures / "sff8636_mellanox_mma1b00_ss1.txt");
+  const PageMemory qsfp{{optics::kLowerPage, page_at(mellanox, 0)},
+                        {page00, page_at(mellanox, 128)},
+                        {page03, page_at(mellanox, 512)}};
+  write(dir / "sff8636-mellanox-qsfp28", as_read(qsfp));
+  const auto cmis = as_read(cmis_module());
+  write(dir / "cmis-qsfp-dd-two-banks", cmis);
+  write(dir / "cmis-truncated-bank-1", std::span(cmis).first(cmis.size() - 60));
+}
+
+void put_attribute(std::vector<std::uint8_t>& out, std::uint16_t type,
+                   std::span<const std::uint8_t> payload) {
+  const auto length = static_cast<std::uint16_t>(NLA_HDRLEN + payload.size());
+  const std::size_t at = out.size();
+  out.resize(at + NLA_ALIGN(length), 0);
+  std::memcpy(out.data() + at, &length, sizeof length);
+  std::memcpy(out.data() + at + 2, &type, sizeof type);
+  if (!payload.empty()) std::memcpy(out.data() + at + NLA_HDRLEN, payload.data(), payload.size());
+}
+
+template <typename T>
+std::span<const std::uint8_t> bytes_of(const std::vector<T>& values) {
+  return {reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(T)};
+}
+
+void fec_replies(const fs::path& dir) {
+  std::vector<std::uint8_t> header;
+  put_attribute(header, ETHTOOL_A_HEADER_DEV_INDEX, bytes_of(std::vector<std::uint32_t>{2}));
+  put_attribute(header, ETHTOOL_A_HEADER_DEV_NAME,
+                bytes_of(std::vector<char>{'e', 't', 'h', '0', 0}));
+  std::vector<std::uint8_t> stats;
+  put_attribute(stats, ETHTOOL_A_FEC_STAT_PAD, {});
+  put_attribute(stats, ETHTOOL_A_FEC_STAT_CORRECTED,
+                bytes_of(std::vector<std::uint64_t>{1000, 400, 300, 200, 100}));
+  put_attribute(stats, ETHTOOL_A_FEC_STAT_UNCORR, bytes_of(std::vector<std::uint64_t>{3}));
+  put_attribute(stats, ETHTOOL_A_FEC_STAT_CORR_BITS, {});
+  std::vector<std::uint8_t> reply;
+  put_attribute(reply, ETHTOOL_A_FEC_HEADER | NLA_F_NESTED, header);
+  put_attribute(reply, ETHTOOL_A_FEC_AUTO, bytes_of(std::vector<std::uint8_t>{0}));
+  put_attribute(reply, ETHTOOL_A_FEC_ACTIVE,
+                bytes_of(std::vector<std::uint32_t>{ETHTOOL_LINK_MODE_FEC_RS_BIT}));
+  put_attribute(reply, ETHTOOL_A_FEC_STATS | NLA_F_NESTED, stats);
+  write(dir / "rs-fec-four-lanes", reply);
+
+  std::vector<std::uint8_t> off;
+  put_attribute(off, ETHTOOL_A_FEC_HEADER | NLA_F_NESTED, header);
+  put_attribute(off, ETHTOOL_A_FEC_ACTIVE,
+                bytes_of(std::vector<std::uint32_t>{ETHTOOL_LINK_MODE_FEC_NONE_BIT}));
+  write(dir / "fec-off-without-statistics", off);
+  // The last attribute's padding cut off with the message.
+  write(dir / "cut-padding", std::span(reply).first(reply.size() - 2));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,5 +286,7 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   control_frames(root / "control_protocol");
   mads(root / "pma_mad");
+  module_memories(root / "module_eeprom", root / "../../fixtures/module_eeprom");
+  fec_replies(root / "fec_statistics");
   return 0;
 }
