@@ -21,6 +21,8 @@ build_packages=(
 )
 test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest strace
+  # amtool checks the example Alertmanager configuration; the alert loop's lab test runs one
+  prometheus-alertmanager
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   # clang 19: the first Debian 12 clang whose C++20 concepts level lets libstdc++ 12 offer

@@ -33,6 +33,7 @@ for file in "$prefix/bin/ibprobe_exporter" "$prefix/bin/ibprobe_probe" \
   "$prefix/share/ibprobe/prometheus/ibprobe-recording.rules.yml" \
   "$prefix/share/ibprobe/prometheus/scrape-ibprobe-probes.yml" \
   "$prefix/share/ibprobe/examples/prometheus.yml" \
+  "$prefix/share/ibprobe/examples/alertmanager.yml" \
   "$prefix/share/ibprobe/kubernetes/ibprobe.yaml"; do
   [[ -s $stage$file ]] || fail "cmake --install did not install $file"
 done
@@ -84,6 +85,12 @@ want = sorted(yaml.safe_load(open(sys.argv[2]))["modules"])
 print(f"exporter: installed defaults and probe config accepted, modules {got}")
 sys.exit(got != want)
 PY
+
+# The example alertmanager.yml routes ibprobe's alerts to an exporter's alert receiver.
+amtool check-config "$stage$prefix/share/ibprobe/examples/alertmanager.yml" >"$work/amtool.log" 2>&1 ||
+  fail "amtool check-config on the example alertmanager.yml: $(cat "$work/amtool.log")"
+grep -q '/api/v1/alerts' "$stage$prefix/share/ibprobe/examples/alertmanager.yml" ||
+  fail "the example alertmanager.yml sends nothing to the alert receiver"
 
 # The example prometheus.yml: valid with the rules beside it, and the shipped jobs verbatim.
 cp "$root_dir"/dashboards/prometheus/*.rules.yml "$root_dir/deploy/config/prometheus.yml" "$work/"

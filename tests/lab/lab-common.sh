@@ -410,8 +410,11 @@ perftest_field() { # OUTPUT HEADER_REGEX FIELD
 
 # Prometheus on the rules in WORK/rules, scraping the exporter on port 9470 of each VM HOST every
 # 2 s with INSTANCE as its instance label; returns once it scrapes them all (lab_start_prometheus).
+# With LAB_ALERTMANAGER (HOST:PORT) set, Prometheus sends its alerts there.
 lab_prometheus_of_exporters() { # WORK HOST=INSTANCE...
-    local work=$1 pair targets=
+    local work=$1 pair targets= alerting=
+    [[ -z ${LAB_ALERTMANAGER:-} ]] \
+        || alerting="alerting: {alertmanagers: [{static_configs: [{targets: [\"$LAB_ALERTMANAGER\"]}]}]}"
     shift
     for pair in "$@"; do
         targets+="      - {targets: [\"127.0.0.1:$(lab port "${pair%%=*}" 9470)\"], labels: {__lab_instance: \"${pair#*=}\"}}"$'\n'
@@ -419,6 +422,7 @@ lab_prometheus_of_exporters() { # WORK HOST=INSTANCE...
     cat >"$work/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: [$(printf '"%s",' "$work"/rules/*.rules.yml | sed 's/,$//')]
+$alerting
 scrape_configs:
   - job_name: ibprobe
     scrape_interval: 2s

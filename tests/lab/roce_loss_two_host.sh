@@ -16,6 +16,12 @@
 #   - the ethtool statistics of each VM's eth0 (virtio_net) are on /metrics, with the values
 #     `ethtool -S eth0` prints in the same VM: every statistic in A (--collector.ethtool.all),
 #     the RoCE ones only in B (the default: drops, not packet and byte counts).
+#   - the alert loop: Prometheus sends its alerts to a real Alertmanager routed by the shipped
+#     example (deploy/config/alertmanager.yml, its URL pointed at B's exporter); the firing
+#     IbprobeRetransmissions reaches B's alert receiver, which runs the rule's write_bw probe to
+#     A while the loss is still on: its verdict, in Prometheus within 90 s of the alert firing,
+#     names the retransmissions. Once the loss is removed, Alertmanager's next notification
+#     starts a new run whose verdict is healthy.
 #
 # Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
 
@@ -54,6 +60,14 @@ modules:
     posted_receives: 1
     timeout: 60s
     rc: {timeout: 18}
+alerts:
+  instance: lab-b
+  repeat: 15s
+  rules:
+    - alertname: IbprobeRetransmissions
+      match: {device: rxe0}
+      module: write_bw
+      peer: $(lab addr A):9471
 YAML
 }
 
@@ -75,6 +89,45 @@ metric() { # ANSWER FAMILY LABEL_SUBSTRING
 moved() { # ANSWER SIDE
     sed -n "s/^rdma_probe_counter_delta{.*side=\"$2\".*counter=\"\([^\"]*\)\".*class=\"\(retransmission\|sequence_error\|ack_timeout\|rnr_nak\|rnr_retry_exceeded\|remote_error\|out_of_buffer\|error\)\".*} \([0-9.e+]*\)$/\1=\3/p" <<<"$1" \
         | awk -F= '$2 > 0' | tr '\n' ' '
+}
+
+# A real Alertmanager with the shipped example routing: its receiver pointed at B's exporter (no
+# TLS in the lab), the people's receiver at a port where nothing listens, and its intervals
+# shortened to this test's seconds.
+start_alertmanager() {
+    local port dead
+    port=$(free_port)
+    dead=$(free_port)
+    python3 - "$LAB_TEST_ROOT/deploy/config/alertmanager.yml" "$work/alertmanager.yml" \
+        "http://127.0.0.1:$(lab port B 9470)/api/v1/alerts" "http://127.0.0.1:$dead/" <<'PY'
+import sys, yaml
+shipped, out, receiver_url, oncall_url = sys.argv[1:]
+config = yaml.safe_load(open(shipped))
+(probes,) = [r for r in config["route"]["routes"] if r["receiver"].startswith("ibprobe-probes")]
+probes["matchers"] = ['alertname=~"Ibprobe.+"', 'instance="lab-b"']
+probes.update(group_interval="5s", repeat_interval="10s")
+for receiver in config["receivers"]:
+    for hook in receiver["webhook_configs"]:
+        if receiver["name"] == probes["receiver"]:
+            hook["url"] = receiver_url
+            del hook["http_config"]
+        else:
+            hook["url"] = oncall_url
+yaml.safe_dump(config, open(out, "w"), sort_keys=False)
+PY
+    amtool check-config "$work/alertmanager.yml" >"$work/amtool.log" 2>&1 \
+        || fail "amtool check-config: $(cat "$work/amtool.log")"
+    prometheus-alertmanager --config.file="$work/alertmanager.yml" \
+        --storage.path="$work/alertmanager" --web.listen-address="127.0.0.1:$port" \
+        --cluster.listen-address= >"$work/alertmanager.log" 2>&1 &
+    pids+=($!)
+    local deadline=$((SECONDS + 30))
+    until curl -fsS -o /dev/null "http://127.0.0.1:$port/-/ready" 2>/dev/null; do
+        ((SECONDS < deadline)) || fail "Alertmanager not ready: $(tail -5 "$work/alertmanager.log")"
+        sleep 0.5
+    done
+    LAB_ALERTMANAGER=127.0.0.1:$port
+    note "Alertmanager on $LAB_ALERTMANAGER routes ibprobe's lab-b alerts to B's alert receiver"
 }
 
 start_prometheus() {
@@ -100,7 +153,6 @@ check_lossy_run() {
         || fail "cannot add netem to B's eth0"
     out=$(probe) || fail "lossy probe failed: $out"
     uc=$(probe send_bw_uc) || fail "lossy UC probe failed: $uc"
-    lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
     check_unreliable_run "$uc"
     [[ $(metric "$out" probe_success "") == 1 ]] || fail "lossy probe did not succeed: $out"
     clean=$(metric "$out" rdma_probe_check 'check="errors_clean"')
@@ -239,11 +291,58 @@ sys.exit(1 if problems else 0)
 PY
 }
 
+# The alert-triggered runs of B's receiver, newest first: "ID STATE SUCCESS DELTAS" where DELTAS
+# are the error-class counters that moved on either side ("-" for none).
+alert_runs() {
+    curl -fsS "$(exporter_url B)/api/v1/probes?limit=50" | python3 -c '
+import json, sys
+for run in json.load(sys.stdin)["probes"]:
+    if run.get("trigger", {}).get("alertname") != "IbprobeRetransmissions":
+        continue
+    moved = ["%s:%s=%.0f" % (side, d["counter"], d["delta"])
+             for side, deltas in run.get("result", {}).get("deltas", {}).items()
+             if side in ("local", "peer") for d in deltas
+             if d["error_class"] and (d["delta"] or 0) > 0]
+    print(run["id"], run["state"], str(run.get("success", "-")).lower(), ",".join(moved) or "-")'
+}
+
+# The alert fired with the loss still on: the receiver's run sees it, and its verdict reaches
+# Prometheus. Then the loss goes, and the next notification's run is healthy.
+check_alert_probe() {
+    local fired=$SECONDS deadline first verdict_seconds run latest
+    deadline=$((SECONDS + 90))
+    until [[ -n $(prom_query 'count(ibprobe_alert_probe_error_counter_delta{instance="lab-b",alertname="IbprobeRetransmissions",counter=~"hw_counters/.*"} > 0)') ]]; do
+        ((SECONDS < deadline)) || fail "no verdict of an alert-triggered run in Prometheus 90 s after the alert fired; runs: $(alert_runs | tr '\n' ';'); receiver: $(curl -fsS "$(exporter_url B)/metrics" | grep '^ibprobe_alert_' | tr '\n' ';')"
+        sleep 1
+    done
+    verdict_seconds=$((SECONDS - fired))
+    first=$(alert_runs | awk '$2 == "succeeded" || $2 == "failed"' | tail -1)
+    note "alert to verdict: ${verdict_seconds} s from IbprobeRetransmissions firing to the verdict in Prometheus; run $first"
+    [[ $(awk '{print $4}' <<<"$first") == *hw_counters/* ]] || fail "the alert-triggered run under loss names no moved counter: $first"
+    lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
+    # Only a run submitted after the loss was removed counts: one queued or running by then may
+    # have sent under the loss.
+    latest=$(alert_runs | awk 'NR == 1 {print $1}')
+    fired=$SECONDS
+    deadline=$((SECONDS + 90))
+    until run=$(alert_runs | awk -v latest="$latest" '$1 > latest && ($2 == "succeeded" || $2 == "failed")' | head -1) \
+        && [[ -n $run ]]; do
+        ((SECONDS < deadline)) || fail "no new alert-triggered run after the loss was removed: $(alert_runs | tr '\n' ';')"
+        sleep 1
+    done
+    note "after the loss was removed: run $run, $((SECONDS - fired)) s later"
+    [[ $run == *" succeeded true -" ]] || fail "the run after the loss was removed is not healthy: $run"
+    [[ $(curl -fsS "$(exporter_url B)/metrics" | grep -c '^ibprobe_alert_probe_error_counter_delta{') == 0 ]] \
+        || fail "the healthy verdict still carries error counter deltas"
+}
+
 main() {
     scratch_begin ibprobe-lab-roce-loss
     chmod 755 "$work" # the VMs read the module file from the host's /tmp
     lab_test_begin
-    trap 'rc=$?; set +e; scratch_cleanup; (exit $rc); lab_test_end' EXIT
+    # A failure while the loss is on must not hand the next test a lossy link.
+    trap 'rc=$?; set +e; lab exec --timeout 30 B -- tc qdisc del dev eth0 root >/dev/null 2>&1
+          scratch_cleanup; (exit $rc); lab_test_end' EXIT
     lab_test_up two --forward 9470
     write_config
     start_exporters
@@ -251,10 +350,12 @@ main() {
     check_ethtool B roce
     check_clean_run
     check_backpressure_run
+    start_alertmanager
     start_prometheus
     check_alert_quiet
     check_lossy_run
     check_alert
+    check_alert_probe
 }
 
 main "$@"

@@ -281,6 +281,40 @@ TEST_F(AlertReceiverTest, AStormIsBoundedByTheRunsInFlight) {
               HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"in_flight_limit\"} 3\n"));
 }
 
+TEST_F(AlertReceiverTest, AHundredIdenticalWebhooksStartOneRun) {
+  start();
+  std::size_t started = 0, repeats = 0;
+  for (int i = 0; i < 100; ++i) {
+    now_ += 100ms;
+    const auto answer = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+    started += answer.started.size();
+    repeats += answer.dropped.size();
+  }
+  EXPECT_EQ(started, 1u);
+  EXPECT_EQ(repeats, 99u);
+  EXPECT_THAT(metrics_text(),
+              HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"repeat\"} 99\n"));
+}
+
+TEST_F(AlertReceiverTest, AThousandDistinctAlertsStartAtMostTheBound) {
+  start();
+  hold_runs_ = true;
+  std::vector<json> storm;
+  for (int i = 0; i < 1000; ++i) {
+    auto labels = kProbeAlert;
+    labels["target"] = "10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250) + ":9471";
+    storm.push_back(alert("IbprobeProbeFailing", labels, "fp" + std::to_string(i)));
+  }
+  const auto answer = receive(storm);
+  // The default bound: two runs in flight.
+  EXPECT_EQ(answer.started.size(), 2u);
+  EXPECT_EQ(answer.dropped.size(), 998u);
+  const auto text = metrics_text();
+  EXPECT_THAT(text,
+              HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"in_flight_limit\"} 998\n"));
+  EXPECT_THAT(text, HasSubstr("ibprobe_alert_notifications_total{status=\"firing\"} 1000\n"));
+}
+
 TEST_F(AlertReceiverTest, TheSchedulersRefusalIsTheDropReason) {
   start(
       "modules:\n  write_bw:\n    kind: write_bw\nallowed_targets: [\"10.0.0.0/8\"]\n"
