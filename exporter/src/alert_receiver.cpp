@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <utility>
 
 namespace ibprobe::exporter {
@@ -113,11 +115,132 @@ void add_verdict(collectors::MetricSet& out, const ProbeRun& run) {
   }
 }
 
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string figure(double value, int precision) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", precision, value);
+  return text;
+}
+
+// How the run went, in one word and in a sentence a paged person reads.
+std::pair<std::string, std::string> verdict_of(const ProbeRun& run) {
+  const std::string what = run.module + " to " + run.target;
+  if (!run.succeeded()) {
+    return {"failed", what + " failed (" + run.failure_reason + "): " + run.failure};
+  }
+  if (!run.outcome) return {"healthy", what + " succeeded"};
+  const auto& outcome = *run.outcome;
+  std::string figures;
+  if (outcome.bandwidth) {
+    figures = "BW " + figure(outcome.bandwidth->bytes_per_second / 1e6, 1) + " MB/s";
+    if (outcome.link.line_rate_ratio) {
+      figures += " (" + figure(*outcome.link.line_rate_ratio * 100, 1) + " % of line rate)";
+    }
+  }
+  if (outcome.latency) {
+    figures = "t_typical " + figure(outcome.latency->typical_ns / 1e3, 2) + " us";
+  }
+  std::string moved;
+  for (const auto& [side, deltas] :
+       {std::pair{"local", &outcome.local_deltas}, std::pair{"peer", &outcome.peer_deltas}}) {
+    for (const auto& delta : *deltas) {
+      if (!delta.error_class || !delta.delta || *delta.delta == 0) continue;
+      moved += (moved.empty() ? "" : ", ") + std::string(side) + ":" + delta.counter + " +" +
+               figure(*delta.delta, 0);
+    }
+  }
+  if (!moved.empty()) {
+    return {"errors_moved",
+            what + ": error counters moved during the run: " + moved + "; " + figures};
+  }
+  return {"healthy", what + " healthy: " + figures + ", no error counter moved"};
+}
+
 }  // namespace
 
+nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::time_point now,
+                             std::chrono::seconds lasts) {
+  auto labels = nlohmann::json::object();
+  for (const auto& [name, value] : run.trigger->labels) labels[name] = value;
+  labels["alertname"] = "IbprobeProbeVerdict";
+  labels["verdict_for"] = run.trigger->alertname;
+  const auto [verdict, summary] = verdict_of(run);
+  labels["verdict"] = verdict;
+  return {{"labels", labels},
+          {"annotations",
+           {{"summary", summary},
+            {"run", "/api/v1/probes/" + std::to_string(run.id)},
+            {"trigger_starts_at", run.trigger->starts_at}}},
+          {"startsAt", rfc3339(now)},
+          {"endsAt", rfc3339(now + lasts)}};
+}
+
 AlertReceiver::AlertReceiver(ProbeService& service, std::string host_name,
+                             std::optional<HttpUrl> alertmanager,
                              std::function<Clock::time_point()> now)
-    : service_(service), host_name_(std::move(host_name)), now_(std::move(now)) {}
+    : service_(service),
+      host_name_(std::move(host_name)),
+      now_(std::move(now)),
+      alertmanager_(std::move(alertmanager)) {
+  if (alertmanager_) pusher_ = std::jthread([this](std::stop_token stop) { push_verdicts(stop); });
+}
+
+AlertReceiver::~AlertReceiver() {
+  pusher_.request_stop();
+  verdict_ready_.notify_all();
+}
+
+void AlertReceiver::push_verdicts(std::stop_token stop) {
+  // A run's end is polled: the scheduler has no completion callback, and a verdict a second late
+  // is on time for a page.
+  constexpr auto kPoll = std::chrono::milliseconds(500);
+  constexpr auto kPushTimeout = std::chrono::seconds(5);
+  while (!stop.stop_requested()) {
+    std::vector<ProbeRun> finished;
+    std::chrono::seconds lasts{0};
+    {
+      std::unique_lock lock(mutex_);
+      verdict_ready_.wait_for(lock, stop, kPoll, [] { return false; });
+      std::erase_if(awaiting_verdict_, [&](std::uint64_t id) {
+        auto run = service_.get(id, std::chrono::milliseconds(0));
+        if (run && !run->done()) return false;
+        if (run && run->trigger) finished.push_back(std::move(*run));
+        return true;
+      });
+      lasts = service_.config()->alerts.repeat;
+    }
+    for (const auto& run : finished) {
+      const auto body =
+          nlohmann::json::array({verdict_alert(run, std::chrono::system_clock::now(), lasts)});
+      auto url = *alertmanager_;
+      url.path = "/api/v2/alerts";
+      const auto reply = post_json(url, body.dump(), Clock::now() + kPushTimeout);
+      std::string result = "sent";
+      if (!reply) {
+        result = "failed";
+        spdlog::warn("the verdict of probe id={} did not reach Alertmanager at {}:{}: {}", run.id,
+                     url.host, url.port, reply.error());
+      } else if (reply->status / 100 != 2) {
+        result = "refused";
+        spdlog::warn("Alertmanager at {}:{} refused the verdict of probe id={}: HTTP {} {}",
+                     url.host, url.port, run.id, reply->status, reply->body.substr(0, 200));
+      } else {
+        spdlog::info("verdict of probe id={} for alert {} pushed to Alertmanager", run.id,
+                     run.trigger->alertname);
+      }
+      std::lock_guard lock(mutex_);
+      ++pushed_[result];
+    }
+  }
+}
 
 std::size_t AlertReceiver::in_flight_locked() const {
   std::erase_if(in_flight_, [&](std::uint64_t id) {
@@ -179,6 +302,7 @@ std::expected<std::uint64_t, AlertReceiver::Dropped> AlertReceiver::answer(
   if (!submitted) return drop(submitted.error().code, submitted.error().message);
   last_started_[alert.fingerprint] = now;
   in_flight_.push_back(*submitted);
+  if (alertmanager_) awaiting_verdict_.push_back(*submitted);
   return *submitted;
 }
 
@@ -244,6 +368,12 @@ collectors::MetricSet AlertReceiver::metrics() const {
               "no_module, no_peer, repeat, in_flight_limit, or the scheduler's refusal: "
               "queue_full, target_not_allowed, unknown_module, bad_target, ...).",
               MetricType::Counter, {{"reason", reason}}, static_cast<double>(count));
+    }
+    for (const auto& [result, count] : pushed_) {
+      out.add("ibprobe_alert_verdicts_pushed_total",
+              "Verdicts of alert-started runs pushed to Alertmanager (--alerts.alertmanager-url), "
+              "by result: sent, refused (not 2xx), failed (not delivered).",
+              MetricType::Counter, {{"result", result}}, static_cast<double>(count));
     }
     for (const auto& t : triggered_) runs.push_back(t.run_id);
   }

@@ -7,28 +7,46 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alert_webhook.h"
+#include "http_client.h"
 #include "ibprobe/collectors.h"
 #include "probe_service.h"
 
 namespace ibprobe::exporter {
+
+// The verdict of a finished alert-started run as an alert for Alertmanager's v2 API
+// (POST /api/v2/alerts takes a list of these): alertname IbprobeProbeVerdict with the original
+// alert's labels, verdict_for (its alertname) and verdict (healthy, errors_moved, failed), the
+// verdict in words as its summary, and an end `lasts` after `now`, so it resolves by itself.
+nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::time_point now,
+                             std::chrono::seconds lasts);
 
 class AlertReceiver {
  public:
   using Clock = std::chrono::steady_clock;
 
   // `host_name`: this exporter's host, the `instance` an alert must name when the configuration
-  // sets none.
+  // sets none. `alertmanager`: where each verdict is pushed (its v2 API), by a thread of the
+  // receiver's own; unset: the verdicts stay on /metrics and in the run history.
   AlertReceiver(ProbeService& service, std::string host_name,
+                std::optional<HttpUrl> alertmanager = std::nullopt,
                 std::function<Clock::time_point()> now = Clock::now);
+  ~AlertReceiver();
+  AlertReceiver(const AlertReceiver&) = delete;
+  AlertReceiver& operator=(const AlertReceiver&) = delete;
 
   struct Started {
     std::string alertname;
@@ -64,6 +82,8 @@ class AlertReceiver {
   std::expected<std::uint64_t, Dropped> answer(const WebhookAlert& alert,
                                                const AlertResponse& response);
   std::size_t in_flight_locked() const;
+  // Pushes the verdict of every awaited run that has finished, until `stop`.
+  void push_verdicts(std::stop_token stop);
 
   ProbeService& service_;
   std::string host_name_;
@@ -77,6 +97,12 @@ class AlertReceiver {
   std::map<std::string, std::uint64_t> notifications_;     // by status
   std::uint64_t started_ = 0;
   std::uint64_t malformed_ = 0;
+  std::optional<HttpUrl> alertmanager_;
+  std::vector<std::uint64_t> awaiting_verdict_;  // run ids whose verdict is not pushed yet
+  std::map<std::string, std::uint64_t> pushed_;  // by result: sent, refused, failed
+  std::condition_variable_any verdict_ready_;
+  // Last: it stops and joins first, while everything it uses is still there.
+  std::jthread pusher_;
 };
 
 }  // namespace ibprobe::exporter

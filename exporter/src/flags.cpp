@@ -3,6 +3,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "http_client.h"
 #include "ibprobe/crypto.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
@@ -66,6 +67,9 @@ void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
                  "Probe modules, allowed targets and scheduler bounds (YAML; reloaded on SIGHUP "
                  "and POST /-/reload); empty: the built-in modules")
       ->check(CLI::ExistingFile);
+  app.add_option("--alerts.alertmanager-url", config.alertmanager_url,
+                 "Alertmanager (http://HOST:PORT) to push the verdict of every alert-started probe "
+                 "to, as an IbprobeProbeVerdict alert with the original alert's labels");
   app.add_option("--web.config.file", config.web_config_file,
                  "TLS and authentication of the HTTP server (exporter-toolkit web config YAML)");
   app.add_option("--probe.secret-file", staged.probe_secret_file,
@@ -218,6 +222,12 @@ std::optional<int> check_and_load(Config& config, const StagedFlags& staged) {
       crypto::require();
     } catch (const std::exception& e) {
       std::cerr << "ibprobe_exporter: --probe.secret-file: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (!config.alertmanager_url.empty()) {
+    if (const auto url = parse_http_url(config.alertmanager_url); !url) {
+      std::cerr << "ibprobe_exporter: --alerts.alertmanager-url: " << url.error() << "\n";
       return 2;
     }
   }

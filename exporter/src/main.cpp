@@ -8,6 +8,7 @@
 #include <exception>
 #include <iostream>
 
+#include "http_client.h"
 #include "ibprobe/active_port.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
@@ -208,8 +209,13 @@ int main(int argc, char** argv) {
     const auto gate = std::make_shared<probes::ProbeGate>();
     exporter::ProbeService probe_service(exporter::ProbeService::Options{
         local, config.probe_shared_secret, config.config_file, gate});
-    const exporter::ProbeApi probe_api(probe_service,
-                                       static_cast<std::size_t>(config.http_max_waiting));
+    std::optional<exporter::HttpUrl> alertmanager;
+    if (!config.alertmanager_url.empty()) {
+      alertmanager = exporter::parse_http_url(config.alertmanager_url).value();
+    }
+    const exporter::ProbeApi probe_api(
+        probe_service, static_cast<std::size_t>(config.http_max_waiting),
+        exporter::ProbeApi::this_host_name(), std::move(alertmanager));
     const auto mesh_runner = start_mesh(config, local, probe_service.config()->mesh);
     exporter::Routes routes(config, scraper, &probe_api);
     if (mesh_runner) routes.set_extra_metrics([&mesh_runner] { return mesh_runner->metrics(); });

@@ -27,11 +27,13 @@ class ProbeApi {
 
   // `host_name`: this exporter's host, as the alerts' `instance` label names it (unless the
   // configuration's alerts.instance says otherwise).
+  // `alertmanager`: where the alert receiver pushes its verdicts (unset: nowhere).
   explicit ProbeApi(ProbeService& service, std::size_t max_waiting = kDefaultMaxWaiting,
-                    std::string host_name = this_host_name())
+                    std::string host_name = this_host_name(),
+                    std::optional<HttpUrl> alertmanager = std::nullopt)
       : service_(service),
         waiting_slots_(static_cast<std::ptrdiff_t>(max_waiting)),
-        alert_receiver_(service, std::move(host_name)) {}
+        alert_receiver_(service, std::move(host_name), std::move(alertmanager)) {}
 
   static std::string this_host_name();
 

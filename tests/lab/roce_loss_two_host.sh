@@ -21,7 +21,8 @@
 #     IbprobeRetransmissions reaches B's alert receiver, which runs the rule's write_bw probe to
 #     A while the loss is still on: its verdict, in Prometheus within 90 s of the alert firing,
 #     names the retransmissions. Once the loss is removed, Alertmanager's next notification
-#     starts a new run whose verdict is healthy.
+#     starts a new run whose verdict is healthy. B pushes both verdicts
+#     (--alerts.alertmanager-url) to a second real Alertmanager in VM B, where amtool reads them.
 #
 # Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
 
@@ -234,13 +235,34 @@ print(" ".join("%s/%s=%.0f" % (a["labels"]["instance"], a["labels"]["device"], f
     note "IbprobeRetransmissions firing: $firing"
 }
 
+# The Alertmanager B's receiver pushes its verdicts to (--alerts.alertmanager-url): a second
+# real one, inside VM B, since the lab's VMs cannot open connections to the host.
+start_verdict_alertmanager() {
+    printf 'route: {receiver: keep}\nreceivers: [{name: keep}]\n' >"$work/verdicts.yml"
+    lab spawn --name verdicts B -- prometheus-alertmanager --config.file="$work/verdicts.yml" \
+        --storage.path=/run/tmp/verdicts --web.listen-address=127.0.0.1:9093 \
+        --cluster.listen-address= >/dev/null || fail "cannot start Alertmanager in VM B"
+    lab_wait_listen B 9093
+}
+
+# The verdicts B's Alertmanager holds, one per line: "VERDICT_FOR VERDICT SUMMARY".
+verdicts() {
+    lab exec --timeout 30 B -- amtool --alertmanager.url=http://127.0.0.1:9093 alert query \
+        -o json alertname=IbprobeProbeVerdict | python3 -c '
+import json, sys
+for a in json.load(sys.stdin):
+    print(a["labels"]["verdict_for"], a["labels"]["verdict"], a["annotations"]["summary"])'
+}
+
 start_exporters() {
+    start_verdict_alertmanager
     lab_spawn_exporter A "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool \
         --collector.ethtool.all
-    lab_spawn_exporter B "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool
+    lab_spawn_exporter B "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool \
+        --alerts.alertmanager-url=http://127.0.0.1:9093
     lab_wait_exporters A B
     lab_wait_listen A 9471
-    note "exporters up in both VMs (ethtool collector: A every statistic, B the RoCE ones)"
+    note "exporters up in both VMs (ethtool collector: A every statistic, B the RoCE ones); B pushes verdicts to the Alertmanager in VM B"
 }
 
 # /metrics between two `ethtool -S eth0` in the same VM: every statistic the exporter shows lies
@@ -309,29 +331,53 @@ for run in json.load(sys.stdin)["probes"]:
 # The alert fired with the loss still on: the receiver's run sees it, and its verdict reaches
 # Prometheus. Then the loss goes, and the next notification's run is healthy.
 check_alert_probe() {
-    local fired=$SECONDS deadline first verdict_seconds run latest
+    local fired deadline first verdict_seconds run latest removed
+    # When the alert fired: Prometheus' activeAt (it went pending) plus the rule's `for`.
+    fired=$(curl -fsS "$PROM_API/alerts" | python3 -c '
+import datetime, json, sys
+hold = float(sys.argv[1].rstrip("s"))
+for a in json.load(sys.stdin)["data"]["alerts"]:
+    if a["labels"]["alertname"] == "IbprobeRetransmissions" and a["labels"]["instance"] == "lab-b":
+        at = datetime.datetime.fromisoformat(a["activeAt"][:26].rstrip("Z") + "+00:00")
+        print("%.1f" % (at.timestamp() + hold))
+        break' "$HOLD")
+    [[ -n $fired ]] || fail "IbprobeRetransmissions for lab-b is not in Prometheus' alerts"
     deadline=$((SECONDS + 90))
     until [[ -n $(prom_query 'count(ibprobe_alert_probe_error_counter_delta{instance="lab-b",alertname="IbprobeRetransmissions",counter=~"hw_counters/.*"} > 0)') ]]; do
         ((SECONDS < deadline)) || fail "no verdict of an alert-triggered run in Prometheus 90 s after the alert fired; runs: $(alert_runs | tr '\n' ';'); receiver: $(curl -fsS "$(exporter_url B)/metrics" | grep '^ibprobe_alert_' | tr '\n' ';')"
         sleep 1
     done
-    verdict_seconds=$((SECONDS - fired))
+    verdict_seconds=$(python3 -c "import time; print('%.0f' % (time.time() - $fired))")
     first=$(alert_runs | awk '$2 == "succeeded" || $2 == "failed"' | tail -1)
-    note "alert to verdict: ${verdict_seconds} s from IbprobeRetransmissions firing to the verdict in Prometheus; run $first"
+    note "alert to verdict: ${verdict_seconds} s from IbprobeRetransmissions firing (Prometheus' activeAt + for) to the verdict in Prometheus (polled every second); run $first"
+    ((verdict_seconds <= 90)) || fail "the verdict took ${verdict_seconds} s from the alert firing"
+    local pushed
+    deadline=$((SECONDS + 30))
+    until pushed=$(verdicts | grep '^IbprobeRetransmissions errors_moved .*completer_retry_err'); do
+        ((SECONDS < deadline)) || fail "no errors_moved verdict in Alertmanager: $(verdicts | tr '\n' ';')"
+        sleep 1
+    done
+    note "verdict in Alertmanager: $pushed"
     [[ $(awk '{print $4}' <<<"$first") == *hw_counters/* ]] || fail "the alert-triggered run under loss names no moved counter: $first"
     lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
     # Only a run submitted after the loss was removed counts: one queued or running by then may
     # have sent under the loss.
     latest=$(alert_runs | awk 'NR == 1 {print $1}')
-    fired=$SECONDS
+    removed=$SECONDS
     deadline=$((SECONDS + 90))
     until run=$(alert_runs | awk -v latest="$latest" '$1 > latest && ($2 == "succeeded" || $2 == "failed")' | head -1) \
         && [[ -n $run ]]; do
         ((SECONDS < deadline)) || fail "no new alert-triggered run after the loss was removed: $(alert_runs | tr '\n' ';')"
         sleep 1
     done
-    note "after the loss was removed: run $run, $((SECONDS - fired)) s later"
+    note "after the loss was removed: run $run, $((SECONDS - removed)) s later"
     [[ $run == *" succeeded true -" ]] || fail "the run after the loss was removed is not healthy: $run"
+    deadline=$((SECONDS + 30))
+    until pushed=$(verdicts | grep '^IbprobeRetransmissions healthy '); do
+        ((SECONDS < deadline)) || fail "no healthy verdict in Alertmanager: $(verdicts | tr '\n' ';')"
+        sleep 1
+    done
+    note "verdict in Alertmanager after the loss was removed: $pushed"
     [[ $(curl -fsS "$(exporter_url B)/metrics" | grep -c '^ibprobe_alert_probe_error_counter_delta{') == 0 ]] \
         || fail "the healthy verdict still carries error counter deltas"
 }

@@ -131,7 +131,8 @@ class AlertReceiverTest : public ::testing::Test {
               {"port_xmit_data", probes::DeltaStatus::kValid, 3.2e8, false, "informative"}};
           return outcome;
         });
-    receiver_ = std::make_unique<AlertReceiver>(*service_, "hostA", [this] { return now_; });
+    receiver_ =
+        std::make_unique<AlertReceiver>(*service_, "hostA", std::nullopt, [this] { return now_; });
   }
 
   void TearDown() override {
@@ -345,6 +346,53 @@ TEST_F(AlertReceiverTest, ARuleMatchesLabelsAndTakesAFixedPeer) {
   finished(answer.started[1].run_id);
   // A bare host takes the responder's default port.
   EXPECT_THAT(calls(), ElementsAre("192.0.2.7:9471 read_lat", "192.0.2.8:9999 write_bw"));
+}
+
+TEST_F(AlertReceiverTest, TheVerdictAsAnAlertForAlertmanager) {
+  start();
+  auto labels = kProbeAlert;
+  const auto answer = receive({alert("IbprobeProbeFailing", labels, "fp1")});
+  ASSERT_EQ(answer.started.size(), 1u);
+  const auto run = finished(answer.started[0].run_id);
+  const auto now = std::chrono::sys_days{std::chrono::December / 5 / 2026} + 6h + 30min;
+  const auto verdict = exporter::verdict_alert(run, now, 1h);
+  EXPECT_EQ(verdict["labels"]["alertname"], "IbprobeProbeVerdict");
+  EXPECT_EQ(verdict["labels"]["verdict_for"], "IbprobeProbeFailing");
+  EXPECT_EQ(verdict["labels"]["verdict"], "errors_moved");
+  EXPECT_EQ(verdict["labels"]["target"], "hostB:9471");
+  EXPECT_EQ(verdict["labels"]["instance"], "hostA");
+  EXPECT_EQ(verdict["annotations"]["summary"],
+            "write_bw to hostB:9471: error counters moved during the run: local:symbol_error "
+            "+120; BW 1310.7 MB/s");
+  EXPECT_EQ(verdict["annotations"]["run"], "/api/v1/probes/" + std::to_string(run.id));
+  EXPECT_EQ(verdict["startsAt"], "2026-12-05T06:30:00Z");
+  EXPECT_EQ(verdict["endsAt"], "2026-12-05T07:30:00Z");
+}
+
+TEST(HttpUrl, PlainHttpOnlyWithItsParts) {
+  const auto url = exporter::parse_http_url("http://am.example:9093/x");
+  ASSERT_TRUE(url.has_value());
+  EXPECT_EQ(url->host, "am.example");
+  EXPECT_EQ(url->port, "9093");
+  EXPECT_EQ(url->path, "/x");
+  const auto v6 = exporter::parse_http_url("http://[fd00::1]:9093");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->host, "fd00::1");
+  EXPECT_EQ(v6->path, "/");
+  EXPECT_EQ(exporter::parse_http_url("http://am").value().port, "80");
+  EXPECT_THAT(exporter::parse_http_url("https://am:9093").error(),
+              HasSubstr("https is not supported for outgoing requests"));
+  EXPECT_THAT(exporter::parse_http_url("am:9093").error(), HasSubstr("is not an http:// URL"));
+  EXPECT_THAT(exporter::parse_http_url("http://am:99999").error(), HasSubstr("is not 1..65535"));
+  EXPECT_THAT(exporter::parse_http_url("http://:9093").error(), HasSubstr("names no host"));
+}
+
+TEST(HttpUrl, APostToAPortWhereNothingListensSaysSo) {
+  // Port 1 on the loopback: nothing listens there on a test machine.
+  const auto reply = exporter::post_json(exporter::parse_http_url("http://127.0.0.1:1").value(),
+                                         "[]", std::chrono::steady_clock::now() + 2s);
+  ASSERT_FALSE(reply.has_value());
+  EXPECT_THAT(reply.error(), HasSubstr("cannot connect to 127.0.0.1:1: Connection refused"));
 }
 
 TEST(AlertRules, TheFilesAlertSectionIsChecked) {

@@ -61,6 +61,9 @@ struct Config {
   std::shared_ptr<const WebConfig> web_config;
   // Probe modules, allowed targets and scheduler bounds (YAML); empty: the built-in modules.
   std::string config_file;
+  // Alertmanager (http://HOST:PORT) the alert receiver pushes the verdict of each alert-started
+  // run to, as an alert of its own; empty: none.
+  std::string alertmanager_url;
   // --mesh.plan: print the mesh plan of --mesh.self at --mesh.at (default now) and exit.
   bool mesh_plan = false;
   std::string mesh_peers_file;
