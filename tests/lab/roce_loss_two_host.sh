@@ -254,6 +254,17 @@ for a in json.load(sys.stdin):
     print(a["labels"]["verdict_for"], a["labels"]["verdict"], a["annotations"]["summary"])'
 }
 
+# Prints the IbprobeRetransmissions verdict matching PATTERN ("VERDICT SUMMARY") once B's
+# Alertmanager holds it, within 30 s.
+await_verdict() { # PATTERN
+    local deadline=$((SECONDS + 30)) found
+    until found=$(verdicts | grep "^IbprobeRetransmissions $1"); do
+        ((SECONDS < deadline)) || fail "no verdict '$1' in Alertmanager: $(verdicts | tr '\n' ';')"
+        sleep 1
+    done
+    echo "$found"
+}
+
 start_exporters() {
     start_verdict_alertmanager
     lab_spawn_exporter A "$EXPORTER" --config.file="$work/ibprobe.yml" --collector.ethtool \
@@ -352,11 +363,7 @@ for a in json.load(sys.stdin)["data"]["alerts"]:
     note "alert to verdict: ${verdict_seconds} s from IbprobeRetransmissions firing (Prometheus' activeAt + for) to the verdict in Prometheus (polled every second); run $first"
     ((verdict_seconds <= 90)) || fail "the verdict took ${verdict_seconds} s from the alert firing"
     local pushed
-    deadline=$((SECONDS + 30))
-    until pushed=$(verdicts | grep '^IbprobeRetransmissions errors_moved .*completer_retry_err'); do
-        ((SECONDS < deadline)) || fail "no errors_moved verdict in Alertmanager: $(verdicts | tr '\n' ';')"
-        sleep 1
-    done
+    pushed=$(await_verdict 'errors_moved .*completer_retry_err')
     note "verdict in Alertmanager: $pushed"
     [[ $(awk '{print $4}' <<<"$first") == *hw_counters/* ]] || fail "the alert-triggered run under loss names no moved counter: $first"
     lab exec --timeout 30 B -- tc qdisc del dev eth0 root || fail "cannot remove netem"
@@ -372,11 +379,7 @@ for a in json.load(sys.stdin)["data"]["alerts"]:
     done
     note "after the loss was removed: run $run, $((SECONDS - removed)) s later"
     [[ $run == *" succeeded true -" ]] || fail "the run after the loss was removed is not healthy: $run"
-    deadline=$((SECONDS + 30))
-    until pushed=$(verdicts | grep '^IbprobeRetransmissions healthy '); do
-        ((SECONDS < deadline)) || fail "no healthy verdict in Alertmanager: $(verdicts | tr '\n' ';')"
-        sleep 1
-    done
+    pushed=$(await_verdict 'healthy ')
     note "verdict in Alertmanager after the loss was removed: $pushed"
     [[ $(curl -fsS "$(exporter_url B)/metrics" | grep -c '^ibprobe_alert_probe_error_counter_delta{') == 0 ]] \
         || fail "the healthy verdict still carries error counter deltas"

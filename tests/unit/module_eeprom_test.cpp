@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "hex_dump.h"
+
 namespace ibprobe::testing {
 namespace {
 
@@ -43,21 +45,11 @@ constexpr double kPrintedMilliwatts = 0.00005e-3;
 constexpr double kPrintedVolts = 0.00005;
 constexpr double kPrintedDegrees = 0.005;
 
-// A dump as `ethtool -m DEV hex on` prints it ("0x0010:  03 04 ..." lines), '#' lines aside.
 Bytes read_hex_dump(const std::string& name) {
   const auto path =
       std::filesystem::path(IBPROBE_SOURCE_DIR) / "tests/fixtures/module_eeprom" / name;
-  std::ifstream in(path);
-  EXPECT_TRUE(in) << path;
-  Bytes bytes;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line.substr(line.find(':') + 1));
-    for (std::string byte; fields >> byte;) {
-      bytes.push_back(static_cast<std::uint8_t>(std::stoul(byte, nullptr, 16)));
-    }
-  }
-  return bytes;
+  EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  return ibprobe::testing::read_hex_dump_file(path);
 }
 
 Bytes slice(const Bytes& bytes, std::size_t first) {

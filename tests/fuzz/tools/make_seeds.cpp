@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "hex_dump.h"
 #include "ibprobe/module_eeprom.h"
 #include "ibprobe/probes.h"
 #include "pma_mad.h"
@@ -139,20 +140,6 @@ void mads(const fs::path& dir) {
 namespace optics = ibprobe::collectors;
 using PageMemory = std::map<optics::ModulePage, std::vector<std::uint8_t>>;
 
-// The bytes of a dump `ethtool -m DEV hex on` printed ('#' lines aside).
-std::vector<std::uint8_t> hex_dump(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::uint8_t> bytes;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line.substr(line.find(':') + 1));
-    for (std::string byte; fields >> byte;) {
-      bytes.push_back(static_cast<std::uint8_t>(std::stoul(byte, nullptr, 16)));
-    }
-  }
-  return bytes;
-}
-
 std::vector<std::uint8_t> page_at(const std::vector<std::uint8_t>& dump, std::size_t first) {
   return {dump.begin() + static_cast<std::ptrdiff_t>(first),
           dump.begin() + static_cast<std::ptrdiff_t>(first + optics::kModulePageSize)};
@@ -217,13 +204,16 @@ PageMemory cmis_module() {
 void module_memories(const fs::path& dir, const fs::path& fixtures) {
   const optics::ModulePage a2{.i2c_address = optics::kSfpDiagnosticsAddress};
   const optics::ModulePage page00{.offset = 128}, page03{.page = 3, .offset = 128};
-  const auto fs_sfp = hex_dump(fixtures / "sff8472_fs_sfp28_25gsr_85.txt");
+  const auto fs_sfp =
+      ibprobe::testing::read_hex_dump_file(fixtures / "sff8472_fs_sfp28_25gsr_85.txt");
   write(dir / "sff8472-fs-sfp28",
         as_read({{optics::kLowerPage, page_at(fs_sfp, 0)}, {a2, page_at(fs_sfp, 256)}}));
-  const auto mikrotik = hex_dump(fixtures / "sff8472_mikrotik_s_ao0005.txt");
+  const auto mikrotik =
+      ibprobe::testing::read_hex_dump_file(fixtures / "sff8472_mikrotik_s_ao0005.txt");
   write(dir / "sff8472-mikrotik-no-diagnostics",
         as_read({{optics::kLowerPage, page_at(mikrotik, 0)}}));
-  const auto mellanox = hex_dump(fixtures / "sff8636_mellanox_mma1b00_ss1.txt");
+  const auto mellanox =
+      ibprobe::testing::read_hex_dump_file(fixtures / "sff8636_mellanox_mma1b00_ss1.txt");
   const PageMemory qsfp{{optics::kLowerPage, page_at(mellanox, 0)},
                         {page00, page_at(mellanox, 128)},
                         {page03, page_at(mellanox, 512)}};
