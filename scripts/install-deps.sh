@@ -23,6 +23,8 @@ test_packages=(
   prometheus prometheus-node-exporter curl python3 wrk perftest strace
   # amtool checks the example Alertmanager configuration; the alert loop's lab test runs one
   prometheus-alertmanager
+  # the recent-runs page is checked as headless Chromium renders it
+  chromium
   python3-yaml systemd
   qemu-system-x86 qemu-utils busybox-static kmod cpio iproute2 openssl
   # clang 19: the first Debian 12 clang whose C++20 concepts level lets libstdc++ 12 offer

@@ -12,6 +12,7 @@
 #include "ibprobe/spec_json.h"
 #include "probe_metrics.h"
 #include "probe_request.h"
+#include "runs_page.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -357,6 +358,14 @@ HttpResponse ProbeApi::list(const HttpRequest& request) const {
   json runs = json::array();
   for (const auto& run : service_.recent(limit)) runs.push_back(run_to_json(run));
   return json_response(200, {{"probes", std::move(runs)}});
+}
+
+HttpResponse ProbeApi::runs_page() const {
+  constexpr std::size_t kRunsShown = 200;
+  HttpResponse response;
+  response.content_type = "text/html; charset=utf-8";
+  response.body = render_runs_page(service_.recent(kRunsShown));
+  return response;
 }
 
 HttpResponse ProbeApi::get(const HttpRequest& request, std::string_view id_text) const {

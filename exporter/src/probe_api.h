@@ -43,6 +43,8 @@ class ProbeApi {
   HttpResponse start(const HttpRequest& request) const;
   // GET /api/v1/probes[?limit=N]
   HttpResponse list(const HttpRequest& request) const;
+  // GET /probes: the recent runs as an HTML page.
+  HttpResponse runs_page() const;
   // GET /api/v1/probes/ID[?wait=DURATION]
   HttpResponse get(const HttpRequest& request, std::string_view id) const;
   // POST /-/reload

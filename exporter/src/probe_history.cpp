@@ -15,10 +15,13 @@ void ProbeHistory::add(const ProbeRun& run) {
   std::lock_guard lock(mutex_);
   ++totals_[{run.module, run.succeeded() ? "success" : "failure"}];
   runs_.emplace(run.id, kept);
-  finish_order_.push_back(run.id);
-  while (finish_order_.size() > history_length) {
-    runs_.erase(finish_order_.front());
-    finish_order_.pop_front();
+  // Successes and failures each keep history_length places: a stream of healthy runs does not
+  // push out the failure someone is about to look at.
+  auto& order = run.succeeded() ? succeeded_order_ : failed_order_;
+  order.push_back(run.id);
+  while (order.size() > history_length) {
+    runs_.erase(order.front());
+    order.pop_front();
   }
   const Key key{run.target, run.module};
   if (last_.insert_or_assign(key, std::move(kept)).second) {

@@ -20,7 +20,8 @@ namespace ibprobe::exporter {
 
 class ProbeHistory {
  public:
-  // Keeps the configuration's history_length runs, as it is when each run is added.
+  // Keeps the configuration's history_length successful runs and as many failed ones, as it is
+  // when each run is added.
   explicit ProbeHistory(const ConfigStore& config) : config_(config) {}
 
   // Files a finished run.
@@ -39,7 +40,9 @@ class ProbeHistory {
   const ConfigStore& config_;
   mutable std::mutex mutex_;
   std::map<std::uint64_t, std::shared_ptr<const ProbeRun>> runs_;  // by id, oldest first
-  std::deque<std::uint64_t> finish_order_;  // the first to leave when the history is full
+  // Finished runs by outcome, the first to leave when its half of the history is full.
+  std::deque<std::uint64_t> succeeded_order_;
+  std::deque<std::uint64_t> failed_order_;
   std::map<Key, std::shared_ptr<const ProbeRun>> last_;  // by (target, module)
   std::deque<Key> last_order_;
   std::map<Key, std::uint64_t> totals_;  // by (module, result)

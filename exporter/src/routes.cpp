@@ -41,6 +41,9 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
                               "probes are off on this exporter (no --probe.responder-address or no "
                               "ACTIVE RDMA port)\n");
   }
+  if (request.path == "/probes") {
+    return read ? probes_->runs_page() : method_not_allowed(request, "GET, HEAD");
+  }
   if (request.path == kApiAlerts) {
     return request.method == "POST" ? probes_->alerts(request)
                                     : method_not_allowed(request, "POST");
@@ -59,7 +62,7 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
 
 HttpResponse Routes::handle(const HttpRequest& request) const {
   if (request.path == "/probe" || request.path == "/-/reload" || request.path == kApiRuns ||
-      request.path == kApiAlerts ||
+      request.path == kApiAlerts || request.path == "/probes" ||
       (request.path.starts_with(kApiRuns) && request.path[kApiRuns.size()] == '/' &&
        request.path.size() > kApiRuns.size() + 1)) {
     return probe_route(request);
@@ -116,7 +119,8 @@ HttpResponse Routes::landing_page() const {
                   R"(">Metrics</a></li>
 <li><a href="/-/healthy">Health</a></li>
 <li><a href="/-/ready">Readiness</a></li>
-<li><a href="/api/v1/probes">Recent probes</a> (start one: POST /api/v1/probes, or
+<li><a href="/probes">Recent probe runs</a>, with their triggers, verdicts and failure reasons
+(as JSON: <a href="/api/v1/probes">/api/v1/probes</a>; start one: POST /api/v1/probes, or
 <code>/probe?target=PEER:9471&amp;module=write_bw</code>)</li>
 </ul>
 </body></html>

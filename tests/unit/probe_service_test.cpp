@@ -680,6 +680,27 @@ TEST_F(ProbeServiceTest, HistoryIsBounded) {
   EXPECT_EQ(service_->totals().at({"m", "success"}), 5u);
 }
 
+TEST_F(ProbeServiceTest, FailedRunsOutlastAStreamOfSuccesses) {
+  start("modules:\n  m:\n    kind: write_bw\nscheduler:\n  history_length: 2\n");
+  stand_in_.set([](const Call& call, const RunOptions&) -> ProbeOutcome {
+    if (call.host == "down") throw ProbeFailure("no responder", FailureKind::kUnreachable);
+    return plain_bandwidth_outcome(call.spec);
+  });
+  const auto failed = submit_ok("down:1", "m");
+  finished(failed);
+  std::vector<std::uint64_t> healthy;
+  for (int i = 0; i < 4; ++i) {
+    healthy.push_back(submit_ok("h:" + std::to_string(i + 1), "m"));
+    finished(healthy.back());
+  }
+  // Four successes later the failure is still there; of the successes, the last two.
+  EXPECT_TRUE(service_->get(failed, 0ms));
+  EXPECT_FALSE(service_->get(healthy[1], 0ms));
+  EXPECT_TRUE(service_->get(healthy[2], 0ms));
+  EXPECT_TRUE(service_->get(healthy[3], 0ms));
+  EXPECT_EQ(service_->recent(10).size(), 3u);
+}
+
 TEST_F(ProbeServiceTest, RecentIncludesQueuedAndRunning) {
   start();
   hold_every_run();
