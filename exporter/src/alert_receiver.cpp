@@ -189,26 +189,27 @@ AlertReceiver::AlertReceiver(ProbeService& service, std::string host_name,
     : service_(service),
       host_name_(std::move(host_name)),
       now_(std::move(now)),
-      alertmanager_(std::move(alertmanager)) {
-  if (alertmanager_) pusher_ = std::jthread([this](std::stop_token stop) { push_verdicts(stop); });
-}
+      alertmanager_(std::move(alertmanager)),
+      sender_([this](std::stop_token stop) { send(stop); }) {}
 
 AlertReceiver::~AlertReceiver() {
-  pusher_.request_stop();
-  verdict_ready_.notify_all();
+  sender_.request_stop();
+  work_.notify_all();
 }
 
-void AlertReceiver::push_verdicts(std::stop_token stop) {
+void AlertReceiver::send(std::stop_token stop) {
   // A run's end is polled: the scheduler has no completion callback, and a verdict a second late
   // is on time for a page.
   constexpr auto kPoll = std::chrono::milliseconds(500);
-  constexpr auto kPushTimeout = std::chrono::seconds(5);
+  constexpr auto kRequestTimeout = std::chrono::seconds(5);
   while (!stop.stop_requested()) {
     std::vector<ProbeRun> finished;
+    std::deque<Outgoing> dispatches;
     std::chrono::seconds lasts{0};
     {
       std::unique_lock lock(mutex_);
-      verdict_ready_.wait_for(lock, stop, kPoll, [] { return false; });
+      work_.wait_for(lock, stop, kPoll, [this] { return !to_dispatch_.empty(); });
+      dispatches.swap(to_dispatch_);
       std::erase_if(awaiting_verdict_, [&](std::uint64_t id) {
         auto run = service_.get(id, std::chrono::milliseconds(0));
         if (run && !run->done()) return false;
@@ -217,25 +218,35 @@ void AlertReceiver::push_verdicts(std::stop_token stop) {
       });
       lasts = service_.config()->alerts.repeat;
     }
+    const auto post = [&](const Outgoing& out, const std::string& what) {
+      std::vector<std::string> headers{std::string(kSentOnHeader) + ": " + host_name_};
+      if (!out.authorization.empty()) headers.push_back("Authorization: " + out.authorization);
+      const auto reply = post_json(out.url, out.body, Clock::now() + kRequestTimeout, headers);
+      const std::string where = out.url.host + ":" + out.url.port;
+      if (!reply) {
+        spdlog::warn("{} did not reach {}: {}", what, where, reply.error());
+        return std::string("failed");
+      }
+      if (reply->status / 100 != 2) {
+        spdlog::warn("{} refused by {}: HTTP {} {}", what, where, reply->status,
+                     reply->body.substr(0, 200));
+        return std::string("refused");
+      }
+      spdlog::info("{} sent to {}", what, where);
+      return std::string("sent");
+    };
+    for (const auto& out : dispatches) {
+      const auto result = post(out, "an alert sent on");
+      std::lock_guard lock(mutex_);
+      ++dispatches_[result];
+    }
     for (const auto& run : finished) {
-      const auto body =
-          nlohmann::json::array({verdict_alert(run, std::chrono::system_clock::now(), lasts)});
       auto url = *alertmanager_;
       url.path = "/api/v2/alerts";
-      const auto reply = post_json(url, body.dump(), Clock::now() + kPushTimeout);
-      std::string result = "sent";
-      if (!reply) {
-        result = "failed";
-        spdlog::warn("the verdict of probe id={} did not reach Alertmanager at {}:{}: {}", run.id,
-                     url.host, url.port, reply.error());
-      } else if (reply->status / 100 != 2) {
-        result = "refused";
-        spdlog::warn("Alertmanager at {}:{} refused the verdict of probe id={}: HTTP {} {}",
-                     url.host, url.port, run.id, reply->status, reply->body.substr(0, 200));
-      } else {
-        spdlog::info("verdict of probe id={} for alert {} pushed to Alertmanager", run.id,
-                     run.trigger->alertname);
-      }
+      const auto body =
+          nlohmann::json::array({verdict_alert(run, std::chrono::system_clock::now(), lasts)});
+      const auto result =
+          post({url, body.dump(), ""}, "the verdict of probe id=" + std::to_string(run.id));
       std::lock_guard lock(mutex_);
       ++pushed_[result];
     }
@@ -250,8 +261,8 @@ std::size_t AlertReceiver::in_flight_locked() const {
   return in_flight_.size();
 }
 
-std::expected<std::uint64_t, AlertReceiver::Dropped> AlertReceiver::answer(
-    const WebhookAlert& alert, const AlertResponse& response) {
+std::expected<std::variant<std::uint64_t, AlertReceiver::Dispatched>, AlertReceiver::Dropped>
+AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response, bool sent_on) {
   const std::string alertname = label_or_empty(alert, "alertname");
   const auto drop = [&](std::string reason, std::string detail) {
     return std::unexpected(
@@ -263,11 +274,46 @@ std::expected<std::uint64_t, AlertReceiver::Dropped> AlertReceiver::answer(
     return drop("no_rule", "no alert rule matches alert '" + alertname + "'");
   }
   const std::string self = response.instance.empty() ? host_name_ : response.instance;
+  const auto now = now_();
+  const auto repeated = [&]() -> std::optional<Dropped> {
+    const auto last = last_started_.find(alert.fingerprint);
+    if (last == last_started_.end() || now - last->second >= response.repeat) return std::nullopt;
+    const auto ago = std::chrono::duration_cast<std::chrono::seconds>(now - last->second);
+    return Dropped{alertname, alert.fingerprint, "repeat",
+                   "this alert was answered " + std::to_string(ago.count()) +
+                       " s ago, within the repeat window of " +
+                       std::to_string(response.repeat.count()) + " s"};
+  };
   if (const auto instance = label_or_empty(alert, "instance");
       !instance.empty() && instance_host(instance) != self) {
-    return drop("other_instance",
-                "the alert is about instance '" + instance + "', this exporter is '" + self + "'");
+    const std::string why =
+        "the alert is about instance '" + instance + "', this exporter is '" + self + "'";
+    if (sent_on) return drop("other_instance", why + " (and it was sent on already)");
+    if (response.dispatch_port == 0) return drop("other_instance", why);
+    if (auto again = repeated()) return std::unexpected(std::move(*again));
+    if (to_dispatch_.size() >= kMaxQueuedDispatches) {
+      return drop("dispatch_queue_full",
+                  std::to_string(kMaxQueuedDispatches) + " alerts wait to be sent on already");
+    }
+    HttpUrl url{instance_host(instance), std::to_string(response.dispatch_port), "/api/v1/alerts"};
+    // One alert per message, as Alertmanager would send it: the other exporter's receiver
+    // answers it by its own rules, its own repeat window and bounds.
+    const nlohmann::json message = {{"version", "4"},
+                                    {"status", "firing"},
+                                    {"receiver", "ibprobe-sent-on"},
+                                    {"alerts",
+                                     {{{"status", "firing"},
+                                       {"labels", alert.labels},
+                                       {"annotations", nlohmann::json::object()},
+                                       {"startsAt", alert.starts_at},
+                                       {"fingerprint", alert.fingerprint}}}}};
+    Dispatched dispatched{alertname, alert.fingerprint, url.host + ":" + url.port};
+    to_dispatch_.push_back({std::move(url), message.dump(), response.dispatch_authorization});
+    work_.notify_all();
+    last_started_[alert.fingerprint] = now;
+    return dispatched;
   }
+
   const std::string module =
       rule->module.empty() ? label_or_empty(alert, rule->module_label) : rule->module;
   if (module.empty()) {
@@ -279,17 +325,7 @@ std::expected<std::uint64_t, AlertReceiver::Dropped> AlertReceiver::answer(
   if (peer.empty()) {
     return drop("no_peer", "the alert has no label '" + rule->peer_label + "' to name a peer");
   }
-  const auto now = now_();
-  if (const auto last = last_started_.find(alert.fingerprint);
-      last != last_started_.end() && now - last->second < response.repeat) {
-    return drop(
-        "repeat",
-        "a run for this alert started " +
-            std::to_string(
-                std::chrono::duration_cast<std::chrono::seconds>(now - last->second).count()) +
-            " s ago, within the repeat window of " + std::to_string(response.repeat.count()) +
-            " s");
-  }
+  if (auto again = repeated()) return std::unexpected(std::move(*again));
   if (in_flight_locked() >= response.max_in_flight) {
     return drop("in_flight_limit", std::to_string(response.max_in_flight) +
                                        " alert-started runs are queued or running already");
@@ -306,7 +342,7 @@ std::expected<std::uint64_t, AlertReceiver::Dropped> AlertReceiver::answer(
   return *submitted;
 }
 
-AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message) {
+AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool sent_on) {
   const auto config = service_.config();
   std::lock_guard lock(mutex_);
   // Windows that have passed are forgotten, so the map holds only the alerts of one window.
@@ -320,7 +356,12 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message) {
       ++answer.resolved;
       continue;
     }
-    auto run = this->answer(alert, config->alerts);
+    auto run = this->answer(alert, config->alerts, sent_on);
+    if (run && std::holds_alternative<Dispatched>(*run)) {
+      ++dispatched_;
+      answer.dispatched.push_back(std::get<Dispatched>(std::move(*run)));
+      continue;
+    }
     if (!run) {
       ++dropped_[run.error().reason];
       spdlog::info("alert {} fingerprint={} starts no probe ({}): {}", run.error().alertname,
@@ -329,13 +370,14 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message) {
       continue;
     }
     ++started_;
+    const auto id = std::get<std::uint64_t>(*run);
     const std::string alertname = label_or_empty(alert, "alertname");
-    spdlog::info("alert {} fingerprint={} started probe id={}", alertname, alert.fingerprint, *run);
+    spdlog::info("alert {} fingerprint={} started probe id={}", alertname, alert.fingerprint, id);
     const std::string key = alertname + "/" + alert.fingerprint;
     std::erase_if(triggered_, [&](const Triggered& t) { return t.key == key; });
-    triggered_.push_back({key, *run});
+    triggered_.push_back({key, id});
     if (triggered_.size() > kMaxTriggered) triggered_.pop_front();
-    answer.started.push_back({alertname, alert.fingerprint, *run});
+    answer.started.push_back({alertname, alert.fingerprint, id});
   }
   return answer;
 }
@@ -364,10 +406,20 @@ collectors::MetricSet AlertReceiver::metrics() const {
             MetricType::Counter, {}, static_cast<double>(started_));
     for (const auto& [reason, count] : dropped_) {
       out.add("ibprobe_alert_probes_dropped_total",
-              "Firing alerts that started no probe, by reason (no_rule, other_instance, "
-              "no_module, no_peer, repeat, in_flight_limit, or the scheduler's refusal: "
-              "queue_full, target_not_allowed, unknown_module, bad_target, ...).",
+              "Firing alerts that started no probe and were not sent on, by reason (no_rule, "
+              "other_instance, no_module, no_peer, repeat, in_flight_limit, "
+              "dispatch_queue_full, or the scheduler's refusal: queue_full, "
+              "target_not_allowed, unknown_module, bad_target, ...).",
               MetricType::Counter, {{"reason", reason}}, static_cast<double>(count));
+    }
+    out.add("ibprobe_alert_probes_sent_on_total",
+            "Firing alerts about another host queued to be sent on to that host's exporter.",
+            MetricType::Counter, {}, static_cast<double>(dispatched_));
+    for (const auto& [result, count] : dispatches_) {
+      out.add("ibprobe_alert_sent_on_requests_total",
+              "Alerts sent on to another exporter's receiver, by result: sent, refused (not 2xx), "
+              "failed (not delivered).",
+              MetricType::Counter, {{"result", result}}, static_cast<double>(count));
     }
     for (const auto& [result, count] : pushed_) {
       out.add("ibprobe_alert_verdicts_pushed_total",

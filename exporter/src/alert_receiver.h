@@ -17,11 +17,13 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "alert_webhook.h"
-#include "http_client.h"
+#include "http_post.h"
 #include "ibprobe/collectors.h"
 #include "probe_service.h"
 
@@ -37,6 +39,9 @@ nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::tim
 class AlertReceiver {
  public:
   using Clock = std::chrono::steady_clock;
+  // The header an alert sent on from another exporter's receiver carries (its host name): such
+  // an alert is answered here or dropped, never sent further.
+  static constexpr std::string_view kSentOnHeader = "X-Ibprobe-Sent-On-By";
 
   // `host_name`: this exporter's host, the `instance` an alert must name when the configuration
   // sets none. `alertmanager`: where each verdict is pushed (its v2 API), by a thread of the
@@ -59,13 +64,20 @@ class AlertReceiver {
     std::string reason;  // a stable word: no_rule, no_peer, repeat, other_instance, ...
     std::string detail;  // in words, with the values involved
   };
+  struct Dispatched {
+    std::string alertname;
+    std::string fingerprint;
+    std::string exporter;  // HOST:PORT it is sent on to
+  };
   struct Answer {
     std::vector<Started> started;
+    std::vector<Dispatched> dispatched;
     std::vector<Dropped> dropped;
     std::size_t resolved = 0;  // resolved alerts start nothing
   };
 
-  Answer receive(const WebhookMessage& message);
+  // `sent_on`: the message came from another exporter's receiver (it is never sent further).
+  Answer receive(const WebhookMessage& message, bool sent_on = false);
   // A message that did not parse, counted.
   void malformed();
 
@@ -79,11 +91,13 @@ class AlertReceiver {
     std::uint64_t run_id = 0;
   };
 
-  std::expected<std::uint64_t, Dropped> answer(const WebhookAlert& alert,
-                                               const AlertResponse& response);
+  // A run id, the exporter the alert is sent on to, or why neither.
+  std::expected<std::variant<std::uint64_t, Dispatched>, Dropped> answer(
+      const WebhookAlert& alert, const AlertResponse& response, bool sent_on);
   std::size_t in_flight_locked() const;
-  // Pushes the verdict of every awaited run that has finished, until `stop`.
-  void push_verdicts(std::stop_token stop);
+  // Sends the alerts queued for other exporters on, and pushes the verdict of every awaited run
+  // that has finished, until `stop`.
+  void send(std::stop_token stop);
 
   ProbeService& service_;
   std::string host_name_;
@@ -96,13 +110,23 @@ class AlertReceiver {
   std::map<std::string, std::uint64_t> dropped_;           // by reason
   std::map<std::string, std::uint64_t> notifications_;     // by status
   std::uint64_t started_ = 0;
+  std::uint64_t dispatched_ = 0;
   std::uint64_t malformed_ = 0;
   std::optional<HttpUrl> alertmanager_;
   std::vector<std::uint64_t> awaiting_verdict_;  // run ids whose verdict is not pushed yet
   std::map<std::string, std::uint64_t> pushed_;  // by result: sent, refused, failed
-  std::condition_variable_any verdict_ready_;
+  struct Outgoing {
+    HttpUrl url;
+    std::string body;
+    std::string authorization;
+  };
+  // Alerts waiting to be sent on; past this many, more are dropped (dispatch_queue_full).
+  static constexpr std::size_t kMaxQueuedDispatches = 64;
+  std::deque<Outgoing> to_dispatch_;
+  std::map<std::string, std::uint64_t> dispatches_;  // by result: sent, refused, failed
+  std::condition_variable_any work_;
   // Last: it stops and joins first, while everything it uses is still there.
-  std::jthread pusher_;
+  std::jthread sender_;
 };
 
 }  // namespace ibprobe::exporter

@@ -3,7 +3,7 @@
 #include <regex>
 #include <stdexcept>
 
-#include "http_client.h"
+#include "http_post.h"
 #include "ibprobe/crypto.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"

@@ -8,7 +8,7 @@
 #include <exception>
 #include <iostream>
 
-#include "http_client.h"
+#include "http_post.h"
 #include "ibprobe/active_port.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"

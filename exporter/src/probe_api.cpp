@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <climits>
@@ -434,7 +436,10 @@ HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
     alert_receiver_.malformed();
     return json_error(400, "bad_webhook", message.error());
   }
-  const auto answer = alert_receiver_.receive(*message);
+  std::string sent_on_header(AlertReceiver::kSentOnHeader);
+  std::ranges::transform(sent_on_header, sent_on_header.begin(),
+                         [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto answer = alert_receiver_.receive(*message, request.headers.contains(sent_on_header));
   json started = json::array();
   for (const auto& run : answer.started) {
     const auto id = std::to_string(run.run_id);
@@ -442,6 +447,12 @@ HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
                        {"fingerprint", run.fingerprint},
                        {"id", id},
                        {"href", "/api/v1/probes/" + id}});
+  }
+  json dispatched = json::array();
+  for (const auto& sent : answer.dispatched) {
+    dispatched.push_back({{"alertname", sent.alertname},
+                          {"fingerprint", sent.fingerprint},
+                          {"exporter", sent.exporter}});
   }
   json dropped = json::array();
   for (const auto& drop : answer.dropped) {
@@ -451,6 +462,7 @@ HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
                        {"message", drop.detail}});
   }
   return json_response(200, {{"started", std::move(started)},
+                             {"sent_on", std::move(dispatched)},
                              {"dropped", std::move(dropped)},
                              {"resolved", answer.resolved}});
 }

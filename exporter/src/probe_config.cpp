@@ -414,6 +414,28 @@ void parse_scheduler(const YAML::Node& node, ProbeConfig& config) {
   }
 }
 
+std::string base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const unsigned n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                       (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    for (const int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63];
+  }
+  if (const std::size_t rest = bytes.size() - i; rest > 0) {
+    unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
+    if (rest == 2) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
 AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
   require_map(node, "alerts.rules[]");
   reject_unknown_keys(node, "an alert rule",
@@ -446,7 +468,28 @@ AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
 
 void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
   require_map(node, "alerts");
-  reject_unknown_keys(node, "alerts", {"rules", "repeat", "max_in_flight", "instance"});
+  reject_unknown_keys(
+      node, "alerts",
+      {"rules", "repeat", "max_in_flight", "instance", "dispatch_port", "dispatch_basic_auth"});
+  if (node["dispatch_port"]) {
+    config.alerts.dispatch_port =
+        static_cast<std::uint16_t>(unsigned_value(node["dispatch_port"], "dispatch_port", 65535));
+  }
+  if (const auto auth = node["dispatch_basic_auth"]) {
+    require_map(auth, "dispatch_basic_auth");
+    reject_unknown_keys(auth, "dispatch_basic_auth", {"username", "password_file"});
+    if (!auth["username"] || !auth["password_file"]) {
+      fail(auth, "dispatch_basic_auth needs username and password_file");
+    }
+    const auto username = scalar(auth["username"], "username");
+    const auto file = scalar(auth["password_file"], "password_file");
+    std::ifstream in(file);
+    std::string password;
+    if (!in || !std::getline(in, password)) {
+      fail(auth["password_file"], "dispatch_basic_auth: cannot read the password from " + file);
+    }
+    config.alerts.dispatch_authorization = "Basic " + base64(username + ":" + password);
+  }
   if (node["repeat"])
     config.alerts.repeat = std::chrono::seconds(seconds(node["repeat"], "repeat"));
   if (node["max_in_flight"]) {

@@ -62,6 +62,13 @@ struct AlertResponse {
   // The value of the alerts' `instance` label that names this exporter's host: an alert about
   // another host is not this exporter's to probe from. Empty: the host name.
   std::string instance = {};
+  // An alert about another host is sent on to that host's exporter (POST /api/v1/alerts on this
+  // port of the alert's instance host), which answers it by its own rules; 0: dropped instead
+  // (other_instance). An alert that arrived sent on is never sent further.
+  std::uint16_t dispatch_port = 9470;
+  // The Authorization header value for those requests ("Basic ..." from dispatch_basic_auth),
+  // for exporters whose --web.config.file asks for basic auth; empty: none.
+  std::string dispatch_authorization = {};
 };
 
 // The shipped alerts (dashboards/prometheus/*.rules.yml) whose runbook runs a probe against a

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "hold.h"
 #include "probe_api.h"
@@ -222,7 +223,7 @@ TEST_F(AlertReceiverTest, OneRunPerAlertPerRepeatWindow) {
   now_ += 9min;
   const auto repeated = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
   EXPECT_THAT(reasons(repeated), ElementsAre("repeat"));
-  EXPECT_THAT(repeated.dropped[0].detail, HasSubstr("started 540 s ago"));
+  EXPECT_THAT(repeated.dropped[0].detail, HasSubstr("answered 540 s ago"));
   // Another alert (another fingerprint) is not held back.
   auto other = kProbeAlert;
   other["target"] = "hostC:9471";
@@ -245,7 +246,8 @@ TEST_F(AlertReceiverTest, AResolvedAlertStartsNothing) {
 }
 
 TEST_F(AlertReceiverTest, AnAlertWithoutAUsablePeerIsAnsweredWithTheReason) {
-  start();
+  // Alerts about other hosts are not sent on here (dispatch_port 0): they are dropped.
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  dispatch_port: 0\n");
   auto no_target = kProbeAlert;
   no_target.erase("target");
   auto elsewhere = kProbeAlert;
@@ -408,6 +410,25 @@ TEST(AlertRules, TheFilesAlertSectionIsChecked) {
   EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"),
               HasSubstr("alert rule A needs one of peer and peer_label"));
   EXPECT_THAT(refused("alerts:\n  max_in_flight: 0\n"), HasSubstr("max_in_flight must be >= 1"));
+  EXPECT_THAT(
+      refused("alerts:\n  dispatch_basic_auth: {username: u, password_file: /nonexistent}\n"),
+      HasSubstr("dispatch_basic_auth: cannot read the password from /nonexistent"));
+  EXPECT_THAT(refused("alerts:\n  dispatch_port: 70000\n"), HasSubstr("dispatch_port"));
+  // The Authorization header for sending on, from the password file's first line (values from
+  // Python's base64.b64encode).
+  const auto password = std::filesystem::temp_directory_path() /
+                        ("alert_rules_password_" + std::to_string(::getpid()));
+  for (const auto& [user, secret, header] :
+       {std::tuple{"alertmanager", "s3cret\n", "Basic YWxlcnRtYW5hZ2VyOnMzY3JldA=="},
+        std::tuple{"u", "pw", "Basic dTpwdw=="}}) {
+    std::ofstream(password) << secret;
+    const auto parsed = exporter::parse_probe_config(
+        "modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  dispatch_basic_auth: {username: " +
+        std::string(user) + ", password_file: " + password.string() + "}\n");
+    ASSERT_TRUE(parsed.has_value()) << parsed.error();
+    EXPECT_EQ(parsed->alerts.dispatch_authorization, header);
+  }
+  std::filesystem::remove(password);
   EXPECT_THAT(refused("alerts:\n  repeats: 1h\n"), HasSubstr("repeats"));
   // Without an alerts section: a rule for each shipped alert whose labels name the peer.
   const auto defaults = exporter::default_probe_config().alerts;

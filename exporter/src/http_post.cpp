@@ -1,4 +1,4 @@
-#include "http_client.h"
+#include "http_post.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -103,15 +103,18 @@ std::expected<HttpUrl, std::string> parse_http_url(const std::string& url) {
 }
 
 std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::string& json,
-                                                Clock::time_point deadline) {
+                                                Clock::time_point deadline,
+                                                const std::vector<std::string>& headers) {
   auto fd = connect_to(url, deadline);
   if (!fd) return std::unexpected(fd.error());
   const bool v6 = url.host.find(':') != std::string::npos;
-  const std::string request =
+  std::string request =
       "POST " + url.path + " HTTP/1.1\r\nHost: " + (v6 ? "[" + url.host + "]" : url.host) + ":" +
       url.port +
       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(json.size()) +
-      "\r\nConnection: close\r\n\r\n" + json;
+      "\r\nConnection: close\r\n";
+  for (const auto& header : headers) request += header + "\r\n";
+  request += "\r\n" + json;
   for (std::size_t sent = 0; sent < request.size();) {
     if (!wait_for(fd->get(), POLLOUT, deadline)) return std::unexpected("sending timed out");
     const auto n = ::send(fd->get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

@@ -1,10 +1,12 @@
 // The exporter's one outgoing HTTP request: a JSON POST to a plain-HTTP URL, bounded by a
-// deadline, for what the alert receiver sends on (its verdicts to Alertmanager's API).
+// deadline, for what the alert receiver sends on (its verdicts to Alertmanager's API, alerts to
+// the exporter of the host they are about).
 #pragma once
 
 #include <chrono>
 #include <expected>
 #include <string>
+#include <vector>
 
 namespace ibprobe::exporter {
 
@@ -25,7 +27,9 @@ struct HttpReply {
 
 // POSTs `json` to `url`'s path (Connection: close) and reads the reply, all by `deadline`. An
 // error names what failed: resolving, connecting, sending, a reply that is not HTTP, the deadline.
+// `headers`: more request headers ("Name: value" lines without the line end).
 std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::string& json,
-                                                std::chrono::steady_clock::time_point deadline);
+                                                std::chrono::steady_clock::time_point deadline,
+                                                const std::vector<std::string>& headers = {});
 
 }  // namespace ibprobe::exporter

@@ -1,0 +1,176 @@
+// Alerts about another host, sent on over real HTTP: exporter A's receiver gets an alert whose
+// instance is B, and B's receiver, behind its own HTTP server, runs the probe. The scheduler is
+// the real one on both; the probe runs are stand-ins.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "collect_helpers.h"
+#include "http_client.h"
+#include "ibprobe/exporter.h"
+#include "probe_api.h"
+#include "sysfs_fixture.h"
+
+namespace ibprobe::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// One exporter: a scheduler with a stand-in run, its API and receiver, its HTTP server.
+class Exporter {
+ public:
+  Exporter(const std::string& name, const std::string& config_text) {
+    config_path_ = std::filesystem::temp_directory_path() /
+                   ("alert_dispatch_" + name + "_" + std::to_string(::getpid()) + ".yml");
+    std::ofstream(config_path_) << config_text;
+    exporter::ProbeService::Options options;
+    options.local = probes::LocalPort{"mlx5_0", 1, "/nonexistent"};
+    options.config_file = config_path_.string();
+    service_ = std::make_unique<exporter::ProbeService>(
+        std::move(options),
+        [this](const probes::LocalPort&, const std::string& host, const std::string& port,
+               const probes::ValidSpec& spec,
+               const probes::RunOptions&) -> std::expected<probes::ProbeOutcome, probes::Error> {
+          std::lock_guard lock(mutex_);
+          calls_.push_back(host + ":" + port);
+          probes::ProbeOutcome outcome;
+          outcome.spec = spec.spec();
+          return outcome;
+        });
+    api_ = std::make_unique<exporter::ProbeApi>(*service_, 4, name);
+    tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
+    scraper_ = scraper_over(tree_.root());
+    routes_ = std::make_unique<exporter::Routes>(config_, *scraper_, api_.get());
+    server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_);
+  }
+  ~Exporter() {
+    server_.reset();
+    api_.reset();
+    service_.reset();
+    std::filesystem::remove(config_path_);
+  }
+
+  int port() const { return server_->port(); }
+  std::vector<std::string> calls() {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  exporter::ProbeService& service() { return *service_; }
+
+  // POSTs a webhook message; `sent_on`: with the header another receiver adds.
+  RawResponse post_alerts(const json& message, bool sent_on = false) {
+    const std::string body = message.dump();
+    return http_request(port(), std::string("POST /api/v1/alerts HTTP/1.1\r\nHost: localhost\r\n") +
+                                    (sent_on ? "X-Ibprobe-Sent-On-By: other\r\n" : "") +
+                                    "Content-Type: application/json\r\nContent-Length: " +
+                                    std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+                                    body);
+  }
+
+ private:
+  std::filesystem::path config_path_;
+  std::mutex mutex_;
+  std::vector<std::string> calls_;
+  SysfsTree tree_;
+  exporter::Config config_;
+  std::unique_ptr<exporter::ProbeService> service_;
+  std::unique_ptr<exporter::ProbeApi> api_;
+  std::unique_ptr<collectors::Scraper> scraper_;
+  std::unique_ptr<exporter::Routes> routes_;
+  std::unique_ptr<exporter::HttpServer> server_;
+};
+
+json probe_alert(const std::string& instance, const std::string& fingerprint) {
+  return {{"version", "4"},
+          {"status", "firing"},
+          {"receiver", "ibprobe"},
+          {"alerts",
+           {{{"status", "firing"},
+             {"labels",
+              {{"alertname", "IbprobeProbeFailing"},
+               {"instance", instance},
+               {"target", "192.0.2.5:9471"},
+               {"module", "write_bw"}}},
+             {"annotations", json::object()},
+             {"startsAt", "2026-12-05T06:00:00Z"},
+             {"fingerprint", fingerprint}}}}};
+}
+
+template <typename Predicate>
+bool eventually(Predicate done) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+const std::string kModules = "modules:\n  write_bw:\n    kind: write_bw\n";
+
+TEST(AlertDispatch, AnAlertAboutAnotherHostIsProbedByThatHostsExporter) {
+  // B answers alerts about 127.0.0.1; A sends alerts about other hosts to their port B listens on.
+  Exporter b("b", kModules + "alerts:\n  instance: 127.0.0.1\n");
+  Exporter a("a", kModules + "alerts:\n  instance: hosta\n  dispatch_port: " +
+                      std::to_string(b.port()) + "\n");
+  const auto answer = a.post_alerts(probe_alert("127.0.0.1:9470", "f1"));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  const auto body = json::parse(answer.body);
+  EXPECT_TRUE(body["started"].empty());
+  ASSERT_EQ(body["sent_on"].size(), 1u);
+  EXPECT_EQ(body["sent_on"][0]["exporter"], "127.0.0.1:" + std::to_string(b.port()));
+  ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
+  EXPECT_THAT(b.calls(), ElementsAre("192.0.2.5:9471"));
+  EXPECT_TRUE(a.calls().empty());
+  // B's run carries the alert as its trigger.
+  const auto runs = b.service().recent(10);
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_TRUE(runs[0].trigger);
+  EXPECT_EQ(runs[0].trigger->fingerprint, "f1");
+  EXPECT_EQ(runs[0].trigger->labels.at("instance"), "127.0.0.1:9470");
+  ASSERT_TRUE(eventually([&] {
+    return http_get(a.port(), "/metrics")
+               .body.find("ibprobe_alert_sent_on_requests_total{result=\"sent\"} 1\n") !=
+           std::string::npos;
+  }));
+  // The same alert again within the repeat window is not sent again.
+  const auto again = json::parse(a.post_alerts(probe_alert("127.0.0.1:9470", "f1")).body);
+  EXPECT_TRUE(again["sent_on"].empty());
+  EXPECT_EQ(again["dropped"][0]["reason"], "repeat");
+}
+
+TEST(AlertDispatch, AnAlertSentOnIsNeverSentFurther) {
+  Exporter b("b", kModules + "alerts:\n  instance: hostb\n");
+  const auto answer = b.post_alerts(probe_alert("hostc", "f2"), /*sent_on=*/true);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  const auto body = json::parse(answer.body);
+  EXPECT_TRUE(body["sent_on"].empty());
+  ASSERT_EQ(body["dropped"].size(), 1u);
+  EXPECT_EQ(body["dropped"][0]["reason"], "other_instance");
+  EXPECT_THAT(body["dropped"][0]["message"].get<std::string>(),
+              HasSubstr("(and it was sent on already)"));
+}
+
+TEST(AlertDispatch, AnExporterThatCannotBeReachedIsCounted) {
+  // Port 1 of the loopback: nothing listens.
+  Exporter a("a", kModules + "alerts:\n  instance: hosta\n  dispatch_port: 1\n");
+  const auto body = json::parse(a.post_alerts(probe_alert("127.0.0.1", "f3")).body);
+  ASSERT_EQ(body["sent_on"].size(), 1u);
+  EXPECT_TRUE(eventually([&] {
+    return http_get(a.port(), "/metrics")
+               .body.find("ibprobe_alert_sent_on_requests_total{result=\"failed\"} 1\n") !=
+           std::string::npos;
+  }));
+}
+
+}  // namespace
+}  // namespace ibprobe::testing
