@@ -79,12 +79,6 @@ bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
-// The netdev behind a RoCE port's GID 0; none on InfiniBand ports (the kernel answers EINVAL).
-std::string roce_netdev(const Port& port) {
-  auto ndev = port.gid_ndevs.read_text("0");
-  return ndev ? std::move(*ndev) : std::string();
-}
-
 class EthtoolCollector final : public Collector {
  public:
   EthtoolCollector(bool all_statistics, std::shared_ptr<const EthtoolSource> source)
