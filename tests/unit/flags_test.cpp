@@ -15,7 +15,8 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(config.telemetry_path, "/metrics");
   EXPECT_EQ(config.sysfs_root, "/sys");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
+                                      "link_health"}));
 }
 
 TEST(Flags, PrometheusStyleOptions) {
@@ -30,7 +31,7 @@ TEST(Flags, PrometheusStyleOptions) {
   EXPECT_EQ(config.device_exclude, "rxe.*");
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health"}));
 }
 
 TEST(Flags, ProbeResponderAddress) {
