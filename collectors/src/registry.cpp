@@ -36,7 +36,7 @@ const std::vector<Factory>& factories() {
       // which are the ones sysfs names only when --path.sysfs is the host's own.
       {{kEthtoolCollector,
         "ethtool statistics of each RoCE port's netdev: pause frames per priority, PFC storm "
-        "and watchdog, discards, drops, out of buffer",
+        "and watchdog, discards, drops, out of buffer, mlx5 physical-layer errors",
         false},
        [] { return make_ethtool_collector(false); }},
   };

@@ -98,7 +98,7 @@ void add_collector_options(CLI::App& app, Config& config, StagedFlags& staged) {
 
   app.add_flag("--collector.ethtool.all", config.ethtool_all_statistics,
                "ethtool collector: export every statistic of the netdev, not only the RoCE ones "
-               "(pause, PFC, discards, drops, out of buffer)");
+               "(pause, PFC, discards, drops, out of buffer, physical-layer errors)");
 
   staged.gid_rescan_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(config.gid_rescan_interval).count());
