@@ -1,9 +1,9 @@
 // The transceiver module and the FEC statistics of each RoCE port's netdev, read on the
 // collector's own thread and served from what it read last.
 //
-// Why off the scrape path: a module's pages come over the module's I2C bus at 100-400 kHz
-// (SFF-8472 and SFF-8636 specify 100 kHz, CMIS up to 1 MHz), a few to a few dozen pages of 128
-// bytes; mlx5 reads them through firmware in 48-byte MCIA register transfers
+// Why off the scrape path: a module's pages come over its two-wire (I2C) management bus, at 100
+// to 400 kHz (1 MHz at most with CMIS), a few to a few dozen pages of 128 bytes; mlx5 reads them
+// through firmware, a few dozen bytes per MCIA register access
 // (mlx5_query_module_eeprom_by_page), each a firmware command. FEC statistics are one firmware
 // command too on mlx5 (mlx5e_stats_fec_get reads the PPCNT register through
 // mlx5_core_access_reg), which waits for the firmware like any command, for as long as the

@@ -43,6 +43,10 @@ std::unique_ptr<LinkHealthSource> make_netlink_link_health_source();
 // operation, such as virtio_net) or that does not exist here (ENODEV: another network namespace)
 // is asked again after `module_interval` only. The netdev behind each port's GID 0 is looked up
 // again after `module_interval` too.
+//
+// The FEC interval is shorter than the usual scrape interval (15 to 60 s), so that each scrape
+// asks for a fresh read and serves counters one scrape old at most; module monitors change
+// slowly, and reading them costs the module's bus, so their interval is minutes.
 inline constexpr std::chrono::seconds kDefaultModuleInterval{300};
 inline constexpr std::chrono::seconds kDefaultFecInterval{10};
 struct LinkHealthOptions {
