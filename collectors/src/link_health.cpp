@@ -73,11 +73,13 @@ class NetlinkLinkHealthSource final : public LinkHealthSource {
 
 // Why a read gave no series: `reason` is the label value (a ReadError's name for the errno of a
 // refused request, the decoder's error kind for an answer it refused), `detail` says it in words
-// for the log. `nothing_to_read` marks the netdevs that have no module or FEC statistics to give
-// here (EOPNOTSUPP, ENODEV): asked again rarely, and logged at debug level only.
+// for the log, at `level`. `nothing_to_read` marks the netdevs that have no module or FEC
+// statistics to give this process (EOPNOTSUPP, ENODEV, EPERM): asked again after the module
+// interval only.
 struct ReadFailure {
   std::string_view reason;
   std::string detail;
+  spdlog::level::level_enum level = spdlog::level::warn;
   bool nothing_to_read = false;
 };
 using ModuleResult = std::expected<ModuleReading, ReadFailure>;
@@ -85,8 +87,25 @@ using FecResult = std::expected<FecStatistics, ReadFailure>;
 
 ReadFailure refused(std::string_view request, const std::error_code& error) {
   const ReadError reason = classify_errno(error.value());
-  return {to_string(reason), std::string(request) + ": " + error.message(),
-          reason == ReadError::kNotSupported || reason == ReadError::kNotFound};
+  ReadFailure failure{to_string(reason), std::string(request) + ": " + error.message()};
+  switch (reason) {
+    case ReadError::kNotSupported:  // a virtio_net, an empty cage
+    case ReadError::kNotFound:      // a netdev of another network namespace
+      failure.level = spdlog::level::debug;
+      failure.nothing_to_read = true;
+      break;
+    case ReadError::kPermission:
+      // The kernel runs ETHTOOL_MSG_MODULE_EEPROM_GET for CAP_NET_ADMIN only
+      // (GENL_UNS_ADMIN_PERM in net/ethtool/netlink.c), which the shipped systemd unit and
+      // DaemonSet do not grant; FEC statistics need no privilege.
+      failure.detail += " (reading a module needs CAP_NET_ADMIN)";
+      failure.level = spdlog::level::info;
+      failure.nothing_to_read = true;
+      break;
+    default:
+      break;
+  }
+  return failure;
 }
 
 ModuleResult read_module(LinkHealthSource& source, const std::string& netdev) {
@@ -376,9 +395,9 @@ struct ReadRequest {
   bool fec = false;
 };
 
-// Said when a netdev's answer changes kind, not on every read: a failure when it starts (at
-// debug level when the netdev has nothing to read, such as a virtio_net or an empty cage), and
-// the recovery.
+// Said when a netdev's answer changes kind, not on every read: a failure when it starts (at debug
+// level when the netdev has nothing to read, such as a virtio_net or an empty cage), and the
+// recovery.
 template <typename Result>
 void log_change(std::string_view what, const std::string& netdev,
                 const std::optional<Result>& before, const Result& now) {
@@ -388,9 +407,8 @@ void log_change(std::string_view what, const std::string& netdev,
     return;
   }
   if (failed_before && before->error().reason == now.error().reason) return;
-  const auto level = now.error().nothing_to_read ? spdlog::level::debug : spdlog::level::warn;
-  spdlog::log(level, "link_health: {} {} left out ({}): {}", netdev, what, now.error().reason,
-              now.error().detail);
+  spdlog::log(now.error().level, "link_health: {} {} left out ({}): {}", netdev, what,
+              now.error().reason, now.error().detail);
 }
 
 class LinkHealthCollector final : public Collector {

@@ -408,6 +408,29 @@ TEST_F(LinkHealth, ANetdevWithNothingToReadIsSaidOnceAndCostsNoReadsPerScrape) {
   }
 }
 
+// A process without CAP_NET_ADMIN (the shipped systemd unit's, the DaemonSet's): the kernel
+// refuses module reads with EPERM, serves FEC statistics. Said once, at info level, with what is
+// missing; not asked again before the module interval.
+TEST_F(LinkHealth, AModuleReadRefusedForWantOfCapNetAdminIsSaidOnce) {
+  const CapturedLog log;
+  tree.add(mlx5_roce_device("mlx5_1", "ens1f0", 1));
+  netdevs->answer("ens1f0", {std::unexpected(errno_error(EPERM)), rs_fec_reply(kFecCounts)});
+  auto scraped =
+      scrapes({.module_interval = std::chrono::hours(1), .fec_interval = std::chrono::hours(1)});
+  const auto result = scrape_until_read(*scraped, 1);
+  EXPECT_EQ(sample(result.families, "rdma_port_module_up",
+                   port_labels("mlx5_1", "ens1f0", {{"reason", "permission_denied"}})),
+            0);
+  EXPECT_EQ(sample(result.families, "rdma_port_fec_up", port_labels("mlx5_1", "ens1f0")), 1);
+  for (int scrape = 0; scrape < 20; ++scrape) scraped->scrape();
+  EXPECT_EQ(netdevs->module_reads("ens1f0"), 1);
+  const auto lines = log.lines_with("ens1f0");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(lines[0].starts_with("info link_health: ens1f0 module left out (permission_denied)"))
+      << lines[0];
+  EXPECT_NE(lines[0].find("CAP_NET_ADMIN"), std::string::npos) << lines[0];
+}
+
 // Images no memory map accepts cost the module's series, with the decoder's reason, and one
 // warning each; the FEC statistics and the other ports are served.
 TEST_F(LinkHealth, AHostileImageDropsTheModuleSeriesWithTheReason) {
