@@ -130,6 +130,11 @@ Device::Device(std::string device_name, SysfsDir device_dir)
   }
 }
 
+std::string roce_netdev(const Port& port) {
+  auto netdev = port.gid0_ndev.read_text();
+  return netdev ? std::move(*netdev) : std::string();
+}
+
 std::optional<ActivePort> first_active_port(const std::filesystem::path& sysfs_root) {
   const auto class_dir = sysfs_root / "class" / "infiniband";
   std::error_code ec;

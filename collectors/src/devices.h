@@ -55,6 +55,10 @@ struct Device {
   SysfsDir::Attribute numa_node;  // device/numa_node
 };
 
+// The netdev behind a RoCE port's GID 0; empty for an InfiniBand port (the kernel answers EINVAL)
+// and for a port whose entry cannot be read.
+std::string roce_netdev(const Port& port);
+
 // The selected devices, kept open from one scrape to the next. refresh() lists the class
 // directory again (hot-plug), reuses every device still there, and opens anew a device that is
 // new, that replaced one of the same name, or whose tree went stale.

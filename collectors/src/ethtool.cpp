@@ -79,12 +79,6 @@ bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
-// The netdev behind a RoCE port's GID 0; none on InfiniBand ports (the kernel answers EINVAL).
-std::string roce_netdev(const Port& port) {
-  auto ndev = port.gid_ndevs.read_text("0");
-  return ndev ? std::move(*ndev) : std::string();
-}
-
 class EthtoolCollector final : public Collector {
  public:
   EthtoolCollector(bool all_statistics, std::shared_ptr<const EthtoolSource> source)
@@ -116,7 +110,7 @@ class EthtoolCollector final : public Collector {
         out.add("rdma_port_ethtool_stat_total",
                 "Ethernet statistic of a RoCE port's netdev, as `ethtool -S` names it (by "
                 "default the RoCE ones: pause frames and duration per priority, PFC storm and "
-                "watchdog, discards, drops, out of buffer).",
+                "watchdog, discards, drops, out of buffer, physical-layer errors).",
                 prometheus::MetricType::Counter, identity, {{"stat", label}},
                 static_cast<double>(value));
       }
@@ -140,6 +134,22 @@ bool is_roce_ethtool_statistic(std::string_view name) {
       "watchdog", "discard", "drop", "out_of_buffer", "no_buf",
   };
   for (std::string_view part : kParts) {
+    if (contains(name, part)) return true;
+  }
+  return is_physical_error_statistic(name);
+}
+
+bool is_physical_error_statistic(std::string_view name) {
+  // mlx5's port counters end in _phy (en_stats.c: the PPCNT groups IEEE 802.3, RFC 2863,
+  // RFC 2819, physical layer and physical layer statistical); the error ones say so in their
+  // names (err, corrected, link_down) or count malformed frames. Traffic (rx_bytes_phy,
+  // rx_64_bytes_phy...), MAC control frames and rx_out_of_range_len_phy (length fields above
+  // the maximum: Ethernet type fields are not counted there) are not errors of the link.
+  static constexpr std::array kErrorParts = {
+      "err", "corrected", "link_down", "undersize", "oversize", "fragments", "jabbers",
+  };
+  if (!name.ends_with("_phy")) return false;
+  for (std::string_view part : kErrorParts) {
     if (contains(name, part)) return true;
   }
   return false;

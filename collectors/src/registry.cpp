@@ -3,6 +3,7 @@
 #include "collectors_internal.h"
 #include "ibprobe/ethtool.h"
 #include "ibprobe/gids.h"
+#include "ibprobe/link_health.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -23,11 +24,19 @@ const std::vector<Factory>& factories() {
        make_port_info_collector},
       {{kGidsCollector, "populated GID table entries with type and netdev", true},
        [] { return make_gids_collector(); }},
+      // On by default although it asks the netdevs of this network namespace too: a netdev that
+      // is not here, or has no module or FEC statistics, costs one status series and a read
+      // every module interval, never a scrape's time.
+      {{kLinkHealthCollector,
+        "transceiver module monitors, thresholds, flags and identity, and FEC statistics, of "
+        "each RoCE port's netdev (ethtool netlink, read off the scrape path)",
+        true},
+       [] { return make_link_health_collector(); }},
       // Off by default, like node_exporter's: it asks the netdevs of this network namespace,
       // which are the ones sysfs names only when --path.sysfs is the host's own.
       {{kEthtoolCollector,
         "ethtool statistics of each RoCE port's netdev: pause frames per priority, PFC storm "
-        "and watchdog, discards, drops, out of buffer",
+        "and watchdog, discards, drops, out of buffer, mlx5 physical-layer errors",
         false},
        [] { return make_ethtool_collector(false); }},
   };

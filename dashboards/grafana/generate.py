@@ -429,6 +429,30 @@ def port_detail():
         table("Counter saturation",
               "1: the counter sits at its maximum and has stopped counting.",
               f"rdma_port_pma_saturated{{{sel}}}"),
+        # Below the counters of a RoCE port (the link_health collector and its rules).
+        with_baseline("Pre-FEC BER",
+                      "Bits the FEC corrected per bit of the line (RoCE ports), against the "
+                      "threshold IbprobePreFecBerHigh fires above.",
+                      f"ibprobe:port_pre_fec_ber:rate5m{{{sel}}}",
+                      f"ibprobe:port_pre_fec_ber_threshold{{{sel}}}", PORT_LEGEND, "sci"),
+        panel("timeseries", "Transceiver receive power (dBm)",
+              "Optical power each lane of the module receives, against the module's own low "
+              "warning threshold.",
+              [target(f"ibprobe:port_module_rx_power_dbm{{{sel}}}", "lane {{lane}}", "A"),
+               target(f"ibprobe:port_module_rx_power_threshold_dbm{{{sel},threshold=\"low_warning\"}}",
+                      "low warning", "B")], unit="dBm"),
+        panel("timeseries", "Transceiver temperature",
+              "Module temperature against the module's own high warning threshold.",
+              [target(f"rdma_port_module_temperature_celsius{{{sel}}}", "{{netdev}}", "A"),
+               target(f"rdma_port_module_temperature_threshold_celsius"
+                      f"{{{sel},threshold=\"high_warning\"}}", "high warning", "B")],
+              unit="celsius"),
+        panel("table", "Transceiver and FEC",
+              "Whether the module and the FEC statistics of the port's netdev were read (0 with "
+              "the reason when not), and the module's identity.",
+              [target(f"rdma_port_module_up{{{sel}}}", ref="A", instant=True),
+               target(f"rdma_port_fec_up{{{sel}}}", ref="B", instant=True),
+               target(f"rdma_port_module_info{{{sel}}}", ref="C", instant=True)]),
         panel("timeseries", "Probes from this host: BW average",
               "Probe-mesh bandwidth runs started on this host, per peer and module.",
               [target(f"rdma_probe_bandwidth_bytes_per_second{{{MESH},instance=~\"$host\"}}",
@@ -439,7 +463,8 @@ def port_detail():
                       "{{module}} to {{target}}")], w=12, unit="s"),
     ]
     return dashboard("ibprobe-port", "ibprobe / Port detail",
-                     "One port: state, identity, traffic, errors, driver counters and probes.",
+                     "One port: state, identity, traffic, errors, driver counters, transceiver "
+                     "and FEC, and probes.",
                      port_vars(multi=False), panels)
 
 

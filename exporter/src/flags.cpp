@@ -20,6 +20,7 @@ struct StagedFlags {
   std::string probe_secret_file;
   std::vector<int> enabled_collectors;
   int gid_rescan_seconds = 0;
+  int module_interval_seconds = 0;
   int remote_pma = 0;
   std::vector<std::string> remote_targets;
   int remote_ca_port = 0, remote_timeout_ms = 0, remote_budget_ms = 0;
@@ -101,7 +102,7 @@ void add_collector_options(CLI::App& app, Config& config, StagedFlags& staged) {
 
   app.add_flag("--collector.ethtool.all", config.ethtool_all_statistics,
                "ethtool collector: export every statistic of the netdev, not only the RoCE ones "
-               "(pause, PFC, discards, drops, out of buffer)");
+               "(pause, PFC, discards, drops, out of buffer, physical-layer errors)");
 
   staged.gid_rescan_seconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(config.gid_rescan_interval).count());
@@ -111,6 +112,15 @@ void add_collector_options(CLI::App& app, Config& config, StagedFlags& staged) {
                "entry shows at once and a new one within this time (0: the whole table on "
                "every scrape)",
                0, 86400);
+
+  staged.module_interval_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(config.link_health_module_interval).count());
+  add_in_range(app, "--collector.link_health.module-interval-seconds",
+               staged.module_interval_seconds,
+               "link_health collector: read each RoCE port's transceiver module again after this "
+               "long, on the collector's own thread (scrapes serve the last reading); a netdev "
+               "without a module or FEC statistics is asked again after this long too",
+               1, 86400);
 }
 
 // PortCounters of chosen remote ports over PerfMgt MADs.
@@ -260,6 +270,7 @@ std::optional<int> apply(Config& config, const StagedFlags& staged) {
   }
   config.remote_pma = staged.remote_pma > 0;
   config.gid_rescan_interval = std::chrono::seconds(staged.gid_rescan_seconds);
+  config.link_health_module_interval = std::chrono::seconds(staged.module_interval_seconds);
   auto& remote = config.remote_pma_options;
   remote.targets.clear();
   for (const auto& target : staged.remote_targets) {

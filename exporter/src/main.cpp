@@ -8,9 +8,9 @@
 #include <exception>
 #include <iostream>
 
+#include "host_collectors.h"
 #include "http_post.h"
 #include "ibprobe/active_port.h"
-#include "ibprobe/ethtool.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
 #include "ibprobe/mesh_runner.h"
@@ -61,21 +61,6 @@ collectors::Options collector_options(const exporter::Config& config) {
   options.devices = collectors::DeviceFilter(config.device_include, config.device_exclude);
   options.parallelism = config.scrape_parallelism;
   return options;
-}
-
-std::vector<std::unique_ptr<collectors::Collector>> make_collectors(
-    const exporter::Config& config) {
-  std::vector<std::unique_ptr<collectors::Collector>> result;
-  for (const auto& name : config.enabled_collectors) {
-    if (name == collectors::kEthtoolCollector) {
-      result.push_back(collectors::make_ethtool_collector(config.ethtool_all_statistics));
-    } else if (name == collectors::kGidsCollector) {
-      result.push_back(collectors::make_gids_collector(config.gid_rescan_interval));
-    } else {
-      result.push_back(collectors::make_collector(name));
-    }
-  }
-  return result;
 }
 
 std::vector<std::unique_ptr<collectors::FabricCollector>> make_fabric_collectors(
@@ -197,7 +182,7 @@ int main(int argc, char** argv) {
       fabric = std::move(*opened);
     }
     collectors::Scraper scraper(
-        collector_options(config), make_collectors(config),
+        collector_options(config), exporter::make_host_collectors(config),
         [](std::string_view collector, collectors::ReadError reason,
            const std::filesystem::path& path) {
           if (reason == collectors::ReadError::kTooManyOpenFiles) warn_out_of_descriptors(path);

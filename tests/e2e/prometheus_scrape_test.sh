@@ -109,7 +109,7 @@ error_files=$(find "$sysfs/class/infiniband/" -path '*/counters/*' \( -name 'sym
   -o -name 'link_*' -o -name '*errors' -o -name 'port_xmit_discards' -o -name 'VL15_dropped' \) \
   -follow | wc -l)
 expect 'count(rdma_port_errors_total)' "$error_files"
-expect 'sum(ibprobe_scrape_collector_success)' 4
+expect 'sum(ibprobe_scrape_collector_success)' 5
 expect 'count(ibprobe_scrape_errors_total)' ""
 
 ((failures == 0)) || fail "$failures expectations failed"

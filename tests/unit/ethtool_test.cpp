@@ -34,6 +34,53 @@ TEST(EthtoolNames, RoceStatisticsAcrossDrivers) {
 // mlx5 en_stats.c (rx_prio%d_bytes, tx_prio%d_pause, rx_prio%d_buf_discard), bnxt_en
 // bnxt_ethtool.c (rx_bytes_pri%d, rx_pfc_ena_frames_pri%d), ice ice_ethtool.c
 // (tx_priority_%u_xon.nic), i40e i40e_ethtool.c (port.rx_priority_%u_xon_rx).
+// Every name the mlx5 driver gives its port counters (drivers/net/ethernet/mellanox/mlx5/core/
+// en_stats.c: pport_802_3_stats_desc, pport_2863_stats_desc, pport_2819_stats_desc,
+// pport_phy_statistical_stats_desc, pport_phy_statistical_err_lanes_stats_desc, the
+// "link_down_events_phy" string of the phy group and pport_eth_ext_stats_desc), split into the
+// errors of the physical layer and the rest.
+TEST(EthtoolNames, Mlx5PhysicalLayerErrors) {
+  for (const auto* name :
+       {"rx_crc_errors_phy", "rx_in_range_len_errors_phy", "rx_oversize_pkts_phy",
+        "rx_symbol_err_phy", "tx_errors_phy", "rx_undersize_pkts_phy", "rx_fragments_phy",
+        "rx_jabbers_phy", "link_down_events_phy", "rx_pcs_symbol_err_phy", "rx_corrected_bits_phy",
+        "rx_err_lane_0_phy", "rx_err_lane_1_phy", "rx_err_lane_2_phy", "rx_err_lane_3_phy"}) {
+    EXPECT_TRUE(collectors::is_physical_error_statistic(name)) << name;
+    EXPECT_TRUE(collectors::is_roce_ethtool_statistic(name)) << name;
+  }
+  for (const auto* name : {"tx_packets_phy",
+                           "rx_packets_phy",
+                           "tx_bytes_phy",
+                           "rx_bytes_phy",
+                           "tx_multicast_phy",
+                           "tx_broadcast_phy",
+                           "rx_multicast_phy",
+                           "rx_broadcast_phy",
+                           "rx_out_of_range_len_phy",
+                           "tx_mac_control_phy",
+                           "rx_mac_control_phy",
+                           "rx_unsupported_op_phy",
+                           "rx_64_bytes_phy",
+                           "rx_65_to_127_bytes_phy",
+                           "rx_8192_to_10239_bytes_phy",
+                           "rx_buffer_passed_thres_phy",
+                           "rx_wqe_err",
+                           "tx_cqe_err",
+                           "rx_pause_ctrl_phy",
+                           "rx_discards_phy"}) {
+    EXPECT_FALSE(collectors::is_physical_error_statistic(name)) << name;
+  }
+  // Already among the RoCE ones, as pause frames and discards.
+  for (const auto* name :
+       {"rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_discards_phy", "tx_discards_phy"}) {
+    EXPECT_TRUE(collectors::is_roce_ethtool_statistic(name)) << name;
+  }
+  for (const auto* name : {"rx_bytes_phy", "rx_64_bytes_phy", "rx_out_of_range_len_phy",
+                           "rx_buffer_passed_thres_phy", "rx_wqe_err"}) {
+    EXPECT_FALSE(collectors::is_roce_ethtool_statistic(name)) << name;
+  }
+}
+
 TEST(EthtoolNames, ThePriorityOfAPerPriorityStatistic) {
   const std::map<std::string, std::uint32_t> named = {
       {"rx_prio0_bytes", 0},         {"tx_prio3_bytes", 3},

@@ -1,7 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "collect_helpers.h"
+#include "host_collectors.h"
 #include "ibprobe/exporter.h"
 #include "parse_args.h"
+#include "sysfs_fixture.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -15,7 +21,8 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(config.telemetry_path, "/metrics");
   EXPECT_EQ(config.sysfs_root, "/sys");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
+                                      "link_health"}));
 }
 
 TEST(Flags, PrometheusStyleOptions) {
@@ -30,7 +37,7 @@ TEST(Flags, PrometheusStyleOptions) {
   EXPECT_EQ(config.device_exclude, "rxe.*");
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health"}));
 }
 
 TEST(Flags, ProbeResponderAddress) {
@@ -56,6 +63,61 @@ TEST(Flags, GidRescanInterval) {
   EXPECT_EQ(config.gid_rescan_interval, std::chrono::seconds(60));
 }
 
+TEST(Flags, LinkHealthModuleInterval) {
+  Config config;
+  EXPECT_FALSE(parse_args({}, config));
+  EXPECT_EQ(config.link_health_module_interval, std::chrono::minutes(5));
+  EXPECT_FALSE(parse_args({"--collector.link_health.module-interval-seconds=60"}, config));
+  EXPECT_EQ(config.link_health_module_interval, std::chrono::seconds(60));
+  Config off;
+  EXPECT_FALSE(parse_args({"--no-collector.link_health"}, off));
+  EXPECT_EQ(off.enabled_collectors,
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+}
+
+// The link_health collector the exporter builds from the flags keeps the interval: the netdev
+// behind a port's GID 0 is looked up again (and read) once it has passed, and not before. Both
+// collectors read this machine's netdevs through ethtool netlink.
+TEST(Flags, LinkHealthModuleIntervalReachesTheCollector) {
+  testing::SysfsTree tree;
+  tree.add(testing::rxe_device("rxe0", "lo", 1));
+  const std::string sysfs = "--path.sysfs=" + tree.root().string();
+  Config one_second;
+  ASSERT_FALSE(
+      parse_args({sysfs, "--collector.link_health.module-interval-seconds=1"}, one_second));
+  Config defaults;
+  ASSERT_FALSE(parse_args({sysfs}, defaults));
+  const auto scraper_of = [](const Config& config) {
+    collectors::Options options;
+    options.sysfs_root = config.sysfs_root;
+    return std::make_unique<collectors::Scraper>(options, make_host_collectors(config));
+  };
+  const auto netdev_of = [](collectors::Scraper& scraper) {
+    const auto families = scraper.scrape();
+    const auto* up = testing::find_family(families, "rdma_port_module_up");
+    return up && up->metric.size() == 1 ? testing::labels_of(up->metric[0]).at("netdev")
+                                        : std::string();
+  };
+  const auto netdev_after = [&](collectors::Scraper& scraper, const std::string& wanted,
+                                std::chrono::steady_clock::duration within) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    std::string netdev;
+    while ((netdev = netdev_of(scraper)) != wanted && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return netdev;
+  };
+  auto every_second = scraper_of(one_second);
+  auto every_five_minutes = scraper_of(defaults);
+  EXPECT_EQ(netdev_after(*every_second, "lo", std::chrono::seconds(10)), "lo");
+  EXPECT_EQ(netdev_after(*every_five_minutes, "lo", std::chrono::seconds(10)), "lo");
+
+  tree.write(tree.port_dir("rxe0", 1) / "gid_attrs" / "ndevs" / "0", "eth0");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(netdev_after(*every_second, "eth0", std::chrono::seconds(10)), "eth0");
+  EXPECT_EQ(netdev_of(*every_five_minutes), "lo");
+}
+
 TEST(Flags, RejectsBadInputWithExitCode) {
   for (const auto& bad :
        std::vector<std::vector<std::string>>{{"--web.listen-address=9470"},
@@ -69,6 +131,8 @@ TEST(Flags, RejectsBadInputWithExitCode) {
                                              {"--probe.device-port=0"},
                                              {"--collector.gids.rescan-interval-seconds=-1"},
                                              {"--collector.gids.rescan-interval-seconds=5m"},
+                                             {"--collector.link_health.module-interval-seconds=0"},
+                                             {"--collector.link_health.module-interval-seconds=1h"},
                                              {"--unknown-flag"}}) {
     Config config;
     const auto exit_code = parse_args(bad, config);

@@ -7,13 +7,10 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
-#include "hex_dump.h"
+#include "module_dumps.h"
 
 namespace ibprobe::testing {
 namespace {
@@ -26,14 +23,9 @@ using collectors::ModuleReading;
 using collectors::RxPowerMeasurement;
 using collectors::ThresholdFlags;
 using collectors::Thresholds;
-using Bytes = std::vector<std::uint8_t>;
 
-constexpr ModulePage kLower{};
-constexpr ModulePage kA2{.i2c_address = 0x51};
-constexpr ModulePage kPage00{.offset = 128};
 constexpr ModulePage kPage01{.page = 0x01, .offset = 128};
 constexpr ModulePage kPage02{.page = 0x02, .offset = 128};
-constexpr ModulePage kPage03{.page = 0x03, .offset = 128};
 constexpr ModulePage lane_status(std::uint8_t bank) {
   return {.page = 0x11, .bank = bank, .offset = 128};
 }
@@ -44,48 +36,6 @@ constexpr double kPrintedMilliamps = 0.0005e-3;
 constexpr double kPrintedMilliwatts = 0.00005e-3;
 constexpr double kPrintedVolts = 0.00005;
 constexpr double kPrintedDegrees = 0.005;
-
-Bytes read_hex_dump(const std::string& name) {
-  const auto path =
-      std::filesystem::path(IBPROBE_SOURCE_DIR) / "tests/fixtures/module_eeprom" / name;
-  EXPECT_TRUE(std::filesystem::exists(path)) << path;
-  return ibprobe::testing::read_hex_dump_file(path);
-}
-
-Bytes slice(const Bytes& bytes, std::size_t first) {
-  return {bytes.begin() + static_cast<std::ptrdiff_t>(first),
-          bytes.begin() + static_cast<std::ptrdiff_t>(first + 128)};
-}
-
-// ethtool's ioctl layout of an SFP: A0h bytes 0-255, then A2h bytes 0-255.
-std::map<ModulePage, Bytes> sfp_memory(const Bytes& dump) {
-  return {{kLower, slice(dump, 0)}, {kA2, slice(dump, 256)}};
-}
-
-// ethtool's ioctl layout of a QSFP: the lower page, then upper pages 00h to 03h.
-std::map<ModulePage, Bytes> qsfp_memory(const Bytes& dump) {
-  return {{kLower, slice(dump, 0)}, {kPage00, slice(dump, 128)}, {kPage03, slice(dump, 512)}};
-}
-
-// Reads `memory` as a reader would: whatever module_pages_to_read asks for, until it asks for
-// nothing new; a page `memory` lacks is a failed read. `asked` receives every page asked for.
-ModulePages read_module(const std::map<ModulePage, Bytes>& memory,
-                        std::set<ModulePage>* asked = nullptr) {
-  ModulePages pages;
-  std::set<ModulePage> tried;
-  for (bool more = true; more;) {
-    more = false;
-    const auto wanted = collectors::module_pages_to_read(pages);
-    if (!wanted) break;
-    for (const auto& page : *wanted) {
-      if (!tried.insert(page).second) continue;
-      more = true;
-      if (const auto it = memory.find(page); it != memory.end()) pages[page] = it->second;
-    }
-  }
-  if (asked) *asked = tried;
-  return pages;
-}
 
 // Spec-derived images: pages of zeros with fields written into them at the specifications'
 // offsets (upper pages from 128), and check codes summed the way the specifications define them.

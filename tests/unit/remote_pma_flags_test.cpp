@@ -44,7 +44,8 @@ TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
   EXPECT_EQ(source_and_limits(remote), std::tuple(std::string("mlx5_1"), 2, 150ms, 0, 2500ms, 3));
   // The per-device collectors are unaffected.
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
+                                      "link_health"}));
 }
 
 TEST(RemotePmaFlags, NoCollectorFlagTurnsItOff) {

@@ -35,8 +35,15 @@ std::shared_ptr<const EthtoolSource> make_ioctl_ethtool_source();
 
 // The statistics that matter for RoCE, by name across drivers: pause frames and pause duration
 // per priority (mlx5 rx_prio3_pause, bnxt_en rx_pfc_ena_frames_pri3, ice rx_priority_3_xoff),
-// PFC storm and watchdog counters, discards, drops and out-of-buffer.
+// PFC storm and watchdog counters, discards, drops and out-of-buffer, and the physical-layer
+// errors below (is_physical_error_statistic).
 bool is_roce_ethtool_statistic(std::string_view name);
+
+// mlx5's physical-layer error and FEC counters: rx_corrected_bits_phy (bits the FEC corrected),
+// rx_err_lane_N_phy (the same per lane), rx_symbol_err_phy, rx_pcs_symbol_err_phy,
+// rx_crc_errors_phy, link_down_events_phy, the malformed-frame counts (undersize, oversize,
+// fragments, jabbers, in-range length errors) and tx_errors_phy.
+bool is_physical_error_statistic(std::string_view name);
 
 // The IEEE 802.1p priority (0..7) a statistic counts for, from its name across drivers: mlx5
 // rx_prio3_bytes and tx_prio3_pause, bnxt_en rx_bytes_pri3 and rx_pfc_ena_frames_pri3, ice and

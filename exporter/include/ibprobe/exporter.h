@@ -15,6 +15,7 @@
 #include "ibprobe/collectors.h"
 #include "ibprobe/fabric.h"
 #include "ibprobe/gids.h"
+#include "ibprobe/link_health.h"
 #include "ibprobe/remote_pma.h"
 
 namespace ibprobe::collectors {
@@ -36,6 +37,9 @@ struct Config {
   bool ethtool_all_statistics = false;
   // gids collector: how often each port's whole GID table is read again (0: every scrape).
   std::chrono::steady_clock::duration gid_rescan_interval = collectors::kDefaultGidRescanInterval;
+  // link_health collector: how often each RoCE port's transceiver module is read.
+  std::chrono::steady_clock::duration link_health_module_interval =
+      collectors::kDefaultModuleInterval;
   std::string log_level = "info";
   int http_threads = 8;
   // Requests waiting for a probe at once, on workers beyond http_threads (ProbeApi).
