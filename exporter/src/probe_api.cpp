@@ -22,9 +22,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Subtracted from Prometheus' scrape timeout so the answer arrives before Prometheus gives up
-// (blackbox_exporter's timeout_offset).
-constexpr double kScrapeTimeoutOffset = 0.5;
 constexpr const char* kTooManyWaiting =
     "too many requests are waiting for probes on this exporter; try again later";
 constexpr int kWaitingRetryAfterSeconds = 1;
@@ -301,16 +298,11 @@ HttpResponse ProbeApi::probe(const HttpRequest& request) const {
   auto parsed = parse_probe_query(request.query);
   if (!parsed) return text_error(400, parsed.error());
   auto& params = parsed.value();
-  if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
-      header != request.headers.end()) {
-    const auto scrape = parse_wait_seconds(header->second);
-    if (!scrape) {
-      return text_error(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
-                                 "' is not a number of seconds");
-    }
-    const double usable = *scrape - kScrapeTimeoutOffset;
+  const auto scrape = scrape_budget_seconds(request.headers);
+  if (!scrape) return text_error(400, scrape.error());
+  if (const auto usable = *scrape) {
     params.timeout_seconds =
-        params.timeout_seconds ? std::min(*params.timeout_seconds, usable) : usable;
+        params.timeout_seconds ? std::min(*params.timeout_seconds, *usable) : *usable;
   }
   const WaitingSlot slot(*this);
   if (!slot) return text_error(503, kTooManyWaiting, kWaitingRetryAfterSeconds);

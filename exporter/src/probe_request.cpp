@@ -212,4 +212,17 @@ std::optional<double> parse_wait_seconds(std::string_view text) {
   return *value * factor;
 }
 
+std::expected<std::optional<double>, std::string> scrape_budget_seconds(
+    const std::map<std::string, std::string>& headers) {
+  constexpr double kScrapeTimeoutOffset = 0.5;
+  const auto header = headers.find("x-prometheus-scrape-timeout-seconds");
+  if (header == headers.end()) return std::nullopt;
+  const auto scrape = parse_wait_seconds(header->second);
+  if (!scrape) {
+    return std::unexpected("X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
+                           "' is not a number of seconds");
+  }
+  return *scrape - kScrapeTimeoutOffset;
+}
+
 }  // namespace ibprobe::exporter

@@ -54,4 +54,11 @@ std::expected<ProbeParams, std::string> parse_probe_json(std::string_view body);
 // A wait bound such as "30s", "500ms" or "2" (seconds) as the API's ?wait= takes it.
 std::optional<double> parse_wait_seconds(std::string_view text);
 
+// What Prometheus' scrape timeout (the X-Prometheus-Scrape-Timeout-Seconds header, among the
+// request's lower-cased `headers`) leaves for a request's work once the 0.5 s that
+// blackbox_exporter keeps for sending the answer (its timeout_offset) is taken off: unset without
+// the header, the reason for a header that is not a number of seconds.
+std::expected<std::optional<double>, std::string> scrape_budget_seconds(
+    const std::map<std::string, std::string>& headers);
+
 }  // namespace ibprobe::exporter

@@ -13,9 +13,6 @@
 namespace ibprobe::exporter {
 namespace {
 
-// Left of the scrape timeout for serialising and sending the answer.
-constexpr double kScrapeTimeoutOffset = 0.5;
-
 class LoggedErrors final : public collectors::ErrorSink {
  public:
   void record(collectors::ReadError reason, const std::filesystem::path& path) override {
@@ -90,15 +87,10 @@ HttpResponse Routes::fabric_route(const HttpRequest& request) const {
                                   "' is not a GUID (0x0002c90300100001 or 0002:c903:0010:0001)\n");
   }
   std::chrono::milliseconds budget{0};
-  if (const auto header = request.headers.find("x-prometheus-scrape-timeout-seconds");
-      header != request.headers.end()) {
-    const auto scrape = parse_wait_seconds(header->second);
-    if (!scrape) {
-      return HttpResponse::text(400, "X-Prometheus-Scrape-Timeout-Seconds '" + header->second +
-                                         "' is not a number of seconds\n");
-    }
-    budget = std::chrono::milliseconds(
-        static_cast<long>(std::max(*scrape - kScrapeTimeoutOffset, 0.1) * 1000));
+  const auto scrape = scrape_budget_seconds(request.headers);
+  if (!scrape) return HttpResponse::text(400, scrape.error() + "\n");
+  if (*scrape) {
+    budget = std::chrono::milliseconds(static_cast<long>(std::max(**scrape, 0.1) * 1000));
   }
   collectors::MetricSet metrics;
   LoggedErrors errors;
