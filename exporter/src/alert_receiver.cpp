@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <utility>
+
+#include "human_text.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -115,20 +115,8 @@ void add_verdict(collectors::MetricSet& out, const ProbeRun& run) {
   }
 }
 
-std::string rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm utc{};
-  ::gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-std::string figure(double value, int precision) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", precision, value);
-  return text;
-}
+// Alertmanager's API takes RFC 3339 times.
+constexpr const char* kRfc3339 = "%Y-%m-%dT%H:%M:%SZ";
 
 // How the run went, in one word and in a sentence a paged person reads.
 std::pair<std::string, std::string> verdict_of(const ProbeRun& run) {
@@ -140,13 +128,13 @@ std::pair<std::string, std::string> verdict_of(const ProbeRun& run) {
   const auto& outcome = *run.outcome;
   std::string figures;
   if (outcome.bandwidth) {
-    figures = "BW " + figure(outcome.bandwidth->bytes_per_second / 1e6, 1) + " MB/s";
+    figures = "BW " + fixed_point(outcome.bandwidth->bytes_per_second / 1e6, 1) + " MB/s";
     if (outcome.link.line_rate_ratio) {
-      figures += " (" + figure(*outcome.link.line_rate_ratio * 100, 1) + " % of line rate)";
+      figures += " (" + fixed_point(*outcome.link.line_rate_ratio * 100, 1) + " % of line rate)";
     }
   }
   if (outcome.latency) {
-    figures = "t_typical " + figure(outcome.latency->typical_ns / 1e3, 2) + " us";
+    figures = "t_typical " + fixed_point(outcome.latency->typical_ns / 1e3, 2) + " us";
   }
   std::string moved;
   for (const auto& [side, deltas] :
@@ -154,7 +142,7 @@ std::pair<std::string, std::string> verdict_of(const ProbeRun& run) {
     for (const auto& delta : *deltas) {
       if (!delta.error_class || !delta.delta || *delta.delta == 0) continue;
       moved += (moved.empty() ? "" : ", ") + std::string(side) + ":" + delta.counter + " +" +
-               figure(*delta.delta, 0);
+               fixed_point(*delta.delta, 0);
     }
   }
   if (!moved.empty()) {
@@ -179,8 +167,8 @@ nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::tim
            {{"summary", summary},
             {"run", "/api/v1/probes/" + std::to_string(run.id)},
             {"trigger_starts_at", run.trigger->starts_at}}},
-          {"startsAt", rfc3339(now)},
-          {"endsAt", rfc3339(now + lasts)}};
+          {"startsAt", utc_text(now, kRfc3339)},
+          {"endsAt", utc_text(now + lasts, kRfc3339)}};
 }
 
 AlertReceiver::AlertReceiver(ProbeService& service, std::string host_name,

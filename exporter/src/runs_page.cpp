@@ -1,8 +1,6 @@
 #include "runs_page.h"
 
-#include <cstdio>
-#include <ctime>
-
+#include "human_text.h"
 #include "ibprobe/probes.h"
 
 namespace ibprobe::exporter {
@@ -35,21 +33,6 @@ std::string escaped(const std::string& text) {
   return out;
 }
 
-std::string utc(std::chrono::system_clock::time_point t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
-  return text;
-}
-
-std::string number(double value, int precision) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", precision, value);
-  return text;
-}
-
 std::string cell(const std::string& css_class, const std::string& html) {
   return "<td class=\"" + css_class + "\">" + html + "</td>";
 }
@@ -61,10 +44,10 @@ std::string verdict(const ProbeRun& run) {
   std::string out = "succeeded";
   if (const auto& outcome = run.outcome) {
     if (outcome->bandwidth) {
-      out += ", BW " + number(outcome->bandwidth->bytes_per_second / 1e6, 1) + " MB/s";
+      out += ", BW " + fixed_point(outcome->bandwidth->bytes_per_second / 1e6, 1) + " MB/s";
     }
     if (outcome->latency) {
-      out += ", t_typical " + number(outcome->latency->typical_ns / 1e3, 2) + " us";
+      out += ", t_typical " + fixed_point(outcome->latency->typical_ns / 1e3, 2) + " us";
     }
     out += ", " + escaped(std::string(probes::to_string(outcome->link.diagnosis)));
     if (!outcome->link.moved_error_counters.empty()) {
@@ -90,11 +73,12 @@ std::string render_runs_page(const std::vector<ProbeRun>& runs) {
     }
     rows += "<tr id=\"run-" + id + "\" class=\"" + std::string(to_string(run.state)) + "\">" +
             cell("id", "<a href=\"/api/v1/probes/" + id + "\">" + id + "</a>") +
-            cell("submitted", utc(run.submitted)) + cell("trigger", trigger) +
-            cell("module", escaped(run.module)) + cell("target", escaped(run.target)) +
-            cell("state", std::string(to_string(run.state))) + cell("verdict", verdict(run)) +
-            cell("failure", escaped(run.failure)) +
-            cell("duration", run.done() ? number(run.duration_seconds, 3) + " s" : "") + "</tr>\n";
+            cell("submitted", utc_text(run.submitted, "%Y-%m-%d %H:%M:%S")) +
+            cell("trigger", trigger) + cell("module", escaped(run.module)) +
+            cell("target", escaped(run.target)) + cell("state", std::string(to_string(run.state))) +
+            cell("verdict", verdict(run)) + cell("failure", escaped(run.failure)) +
+            cell("duration", run.done() ? fixed_point(run.duration_seconds, 3) + " s" : "") +
+            "</tr>\n";
   }
   return R"(<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>ibprobe: recent probe runs</title>
