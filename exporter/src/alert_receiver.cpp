@@ -198,6 +198,8 @@ void AlertReceiver::send(std::stop_token stop) {
       std::unique_lock lock(mutex_);
       work_.wait_for(lock, stop, kPoll, [this] { return !to_dispatch_.empty(); });
       dispatches.swap(to_dispatch_);
+      // Idle (nothing to send, no verdict awaited): the scheduler is not asked anything.
+      if (dispatches.empty() && awaiting_verdict_.empty()) continue;
       std::erase_if(awaiting_verdict_, [&](std::uint64_t id) {
         auto run = service_.get(id, std::chrono::milliseconds(0));
         if (run && !run->done()) return false;

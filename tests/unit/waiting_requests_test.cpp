@@ -135,7 +135,11 @@ class WaitingRequestsTest : public ::testing::Test {
         "127.0.0.1:0", kHttpThreads + static_cast<int>(kMaxWaiting), *routes_);
   }
   ~WaitingRequestsTest() override {
+    // In the order of their references: the server uses the routes and the API, the API the
+    // service (its alert receiver's thread among them).
     server_.reset();
+    routes_.reset();
+    api_.reset();
     service_.reset();
     std::filesystem::remove(config_path_);
   }
