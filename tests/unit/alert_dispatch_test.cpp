@@ -3,6 +3,7 @@
 // the real one on both; the probe runs are stand-ins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -29,6 +30,7 @@ using namespace std::chrono_literals;
 class Exporter {
  public:
   Exporter(const std::string& name, const std::string& config_text) {
+    spdlog::default_logger();  // before any thread logs, as in alert_receiver_test
     config_path_ = std::filesystem::temp_directory_path() /
                    ("alert_dispatch_" + name + "_" + std::to_string(::getpid()) + ".yml");
     std::ofstream(config_path_) << config_text;

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -103,6 +104,10 @@ TEST(AlertWebhook, RefusesWhatIsNotAMessageWithItsReason) {
 class AlertReceiverTest : public ::testing::Test {
  protected:
   void start(const std::string& config_text = "") {
+    // The logger exists before the scheduler's thread logs, as the exporter's main makes it
+    // before any thread: libspdlog (not built for ThreadSanitizer) creates it on first use, and
+    // a thread that then finds it created through the library's unseen fast path is reported.
+    spdlog::default_logger();
     ProbeService::Options options;
     options.local = probes::LocalPort{"mlx5_0", 1, "/nonexistent"};
     if (!config_text.empty()) {
