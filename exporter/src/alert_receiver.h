@@ -40,8 +40,9 @@ class AlertReceiver {
  public:
   using Clock = std::chrono::steady_clock;
   // The header an alert sent on from another exporter's receiver carries (its host name): such
-  // an alert is answered here or dropped, never sent further.
-  static constexpr std::string_view kSentOnHeader = "X-Ibprobe-Sent-On-By";
+  // an alert is answered here or dropped, never sent further. Lower case, as the HTTP server
+  // hands header names over (they are case-insensitive).
+  static constexpr std::string_view kSentOnHeader = "x-ibprobe-sent-on-by";
 
   // `host_name`: this exporter's host, the `instance` an alert must name when the configuration
   // sets none. `alertmanager`: where each verdict is pushed (its v2 API), by a thread of the

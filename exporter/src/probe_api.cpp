@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <climits>
@@ -428,10 +427,8 @@ HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
     alert_receiver_.malformed();
     return json_error(400, "bad_webhook", message.error());
   }
-  std::string sent_on_header(AlertReceiver::kSentOnHeader);
-  std::ranges::transform(sent_on_header, sent_on_header.begin(),
-                         [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const auto answer = alert_receiver_.receive(*message, request.headers.contains(sent_on_header));
+  const auto answer = alert_receiver_.receive(
+      *message, request.headers.contains(std::string(AlertReceiver::kSentOnHeader)));
   json started = json::array();
   for (const auto& run : answer.started) {
     const auto id = std::to_string(run.run_id);
