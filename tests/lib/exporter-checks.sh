@@ -51,6 +51,7 @@ launch_exporter() { # [WRAPPER... --] FLAGS...
     "$@" 2>"$work/exporter.log" &
   exporter_pid=$!
   pids+=("$exporter_pid")
-  wait_for 60 grep -q 'listening on' "$work/exporter.log" || fail "exporter did not start"
-  port=$(sed -n 's/.* port \([0-9]*\) (metrics.*/\1/p' "$work/exporter.log" | head -n1)
+  # The exporter's own line, not the probe responder's "listening on" logged just before it.
+  wait_for 60 grep -q ' port [0-9]* (metrics at' "$work/exporter.log" || fail "exporter did not start"
+  port=$(sed -n 's/.* port \([0-9]*\) (metrics at.*/\1/p' "$work/exporter.log" | head -n1)
 }
