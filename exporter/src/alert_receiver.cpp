@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "human_text.h"
+#include "ibprobe/mesh_peers.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -152,7 +153,60 @@ std::pair<std::string, std::string> verdict_of(const ProbeRun& run) {
   return {"healthy", what + " healthy: " + figures + ", no error counter moved"};
 }
 
+// The first word of a node description ("node-0113 mlx5_0": Linux sets a CA's to the host name
+// and the device), or of any label value naming a host.
+std::string first_word(const std::string& text) {
+  const auto start = text.find_first_not_of(" \t");
+  if (start == std::string::npos) return {};
+  return text.substr(start, text.find_first_of(" \t", start) - start);
+}
+
+// FNV-1a: the same peer for a fingerprint on every exporter and every run, unlike std::hash.
+std::uint64_t stable_hash(std::string_view text) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+bool rule_needs_peer_list(const AlertRule& rule) {
+  return rule.peer_choice != PeerChoice::kNone || !rule.run_from_label.empty();
+}
+
 }  // namespace
+
+std::expected<std::string, std::string> choose_peer(const PeerList& list,
+                                                    std::string_view from_host, PeerChoice choice,
+                                                    std::string_view fingerprint) {
+  const auto in_list = " in the peer list (" + std::to_string(list.peers.size()) + " hosts from " +
+                       list.source + ")";
+  const auto from = std::ranges::find_if(list.peers, [&](const mesh::MeshPeer& peer) {
+    return list.self.empty() ? instance_host(peer.target) == from_host : peer.target == list.self;
+  });
+  if (from == list.peers.end()) {
+    return std::unexpected("host '" + (list.self.empty() ? std::string(from_host) : list.self) +
+                           "' is not" + in_list);
+  }
+  if (from->tor.empty()) {
+    return std::unexpected("host '" + std::string(from_host) + "' has no leaf (tor)" + in_list);
+  }
+  std::vector<std::string> candidates;
+  for (const auto& peer : list.peers) {
+    const auto host = instance_host(peer.target);
+    if (host == instance_host(from->target) || peer.tor.empty()) continue;
+    if ((peer.tor == from->tor) == (choice == PeerChoice::kSameLeaf)) candidates.push_back(host);
+  }
+  if (candidates.empty()) {
+    return std::unexpected(
+        "no other host " +
+        std::string(choice == PeerChoice::kSameLeaf ? "behind leaf '" : "outside leaf '") +
+        from->tor + "'" + in_list);
+  }
+  std::ranges::sort(candidates);
+  return candidates[stable_hash(fingerprint) % candidates.size()];
+}
 
 nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::time_point now,
                              std::chrono::seconds lasts) {
@@ -251,8 +305,35 @@ std::size_t AlertReceiver::in_flight_locked() const {
   return in_flight_.size();
 }
 
+void AlertReceiver::set_peer_directory(PeerDirectory directory, std::string responder_port) {
+  std::lock_guard lock(mutex_);
+  peer_directory_ = std::move(directory);
+  responder_port_ = std::move(responder_port);
+}
+
+std::expected<PeerList, std::string> AlertReceiver::read_peer_list(
+    const AlertResponse& response) const {
+  if (!response.peers_file.empty()) {
+    auto peers = mesh::load_file_sd(response.peers_file);
+    if (!peers) return std::unexpected("alerts.peers_file: " + peers.error().message);
+    return PeerList{std::move(*peers), "alerts.peers_file " + response.peers_file};
+  }
+  PeerDirectory directory;
+  {
+    std::lock_guard lock(mutex_);
+    directory = peer_directory_;
+  }
+  if (!directory) {
+    return std::unexpected(
+        std::string("no peer list: set alerts.peers_file or run the mesh (mesh.enabled)"));
+  }
+  return directory();
+}
+
 std::expected<std::variant<std::uint64_t, AlertReceiver::Dispatched>, AlertReceiver::Dropped>
-AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response, bool sent_on) {
+AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
+                      const std::optional<std::expected<PeerList, std::string>>& peers,
+                      bool sent_on) {
   const std::string alertname = label_or_empty(alert, "alertname");
   const auto drop = [&](std::string reason, std::string detail) {
     return std::unexpected(
@@ -274,8 +355,26 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response, 
                        " s ago, within the repeat window of " +
                        std::to_string(response.repeat.count()) + " s"};
   };
-  if (const auto instance = label_or_empty(alert, "instance");
-      !instance.empty() && instance_host(instance) != self) {
+  std::string instance = label_or_empty(alert, "instance");
+  if (!rule->run_from_label.empty()) {
+    const std::string named = label_or_empty(alert, rule->run_from_label);
+    const std::string host = first_word(named);
+    if (host.empty()) {
+      return drop("no_host", "the alert has no label '" + rule->run_from_label +
+                                 "' to name the host to probe from");
+    }
+    if (!peers->has_value()) return drop("no_peer_list", peers->error());
+    const auto& list = peers->value();
+    const auto known = std::ranges::find_if(
+        list.peers, [&](const mesh::MeshPeer& peer) { return instance_host(peer.target) == host; });
+    if (known == list.peers.end()) {
+      return drop("not_a_host", rule->run_from_label + " '" + named + "' names no host of the " +
+                                    "peer list (" + std::to_string(list.peers.size()) +
+                                    " hosts from " + list.source + ")");
+    }
+    instance = host;
+  }
+  if (!instance.empty() && instance_host(instance) != self) {
     const std::string why =
         "the alert is about instance '" + instance + "', this exporter is '" + self + "'";
     if (sent_on) return drop("other_instance", why + " (and it was sent on already)");
@@ -310,9 +409,13 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response, 
     return drop("no_module",
                 "the alert has no label '" + rule->module_label + "' to name a module");
   }
-  const std::string peer =
-      rule->peer.empty() ? label_or_empty(alert, rule->peer_label) : rule->peer;
-  if (peer.empty()) {
+  std::string peer = rule->peer.empty() ? label_or_empty(alert, rule->peer_label) : rule->peer;
+  if (rule->peer_choice != PeerChoice::kNone) {
+    if (!peers->has_value()) return drop("no_peer_list", peers->error());
+    const auto chosen = choose_peer(peers->value(), self, rule->peer_choice, alert.fingerprint);
+    if (!chosen) return drop("no_peer", chosen.error());
+    peer = *chosen + ":" + responder_port_;
+  } else if (peer.empty()) {
     return drop("no_peer", "the alert has no label '" + rule->peer_label + "' to name a peer");
   }
   if (auto again = repeated()) return std::unexpected(std::move(*again));
@@ -334,6 +437,10 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response, 
 
 AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool sent_on) {
   const auto config = service_.config();
+  std::optional<std::expected<PeerList, std::string>> peers;
+  if (std::ranges::any_of(config->alerts.rules, rule_needs_peer_list)) {
+    peers = read_peer_list(config->alerts);
+  }
   std::lock_guard lock(mutex_);
   // Windows that have passed are forgotten, so the map holds only the alerts of one window.
   const auto now = now_();
@@ -346,7 +453,7 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
       ++answer.resolved;
       continue;
     }
-    auto run = this->answer(alert, config->alerts, sent_on);
+    auto run = this->answer(alert, config->alerts, peers, sent_on);
     if (run && std::holds_alternative<Dispatched>(*run)) {
       ++dispatched_;
       answer.dispatched.push_back(std::get<Dispatched>(std::move(*run)));
@@ -397,7 +504,8 @@ collectors::MetricSet AlertReceiver::metrics() const {
     for (const auto& [reason, count] : dropped_) {
       out.add("ibprobe_alert_probes_dropped_total",
               "Firing alerts that started no probe and were not sent on, by reason (no_rule, "
-              "other_instance, no_module, no_peer, repeat, in_flight_limit, "
+              "other_instance, no_module, no_peer, no_peer_list, no_host, not_a_host, repeat, "
+              "in_flight_limit, "
               "dispatch_queue_full, or the scheduler's refusal: queue_full, "
               "target_not_allowed, unknown_module, bad_target, ...).",
               MetricType::Counter, {{"reason", reason}}, static_cast<double>(count));

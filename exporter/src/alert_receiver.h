@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <expected>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "alert_webhook.h"
 #include "http_post.h"
 #include "ibprobe/collectors.h"
+#include "ibprobe/mesh_plan.h"
 #include "probe_service.h"
 
 namespace ibprobe::exporter {
@@ -35,6 +37,25 @@ namespace ibprobe::exporter {
 // verdict in words as its summary, and an end `lasts` after `now`, so it resolves by itself.
 nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::time_point now,
                              std::chrono::seconds lasts);
+
+// The hosts a rule's peer_choice picks among, each with the leaf it hangs off, and where the list
+// came from (for the reasons given when it holds no usable peer).
+struct PeerList {
+  std::vector<mesh::MeshPeer> peers;
+  std::string source;
+  // The target naming this host in the list (the mesh's `self`); empty: the peer whose host is
+  // the receiver's own.
+  std::string self = {};
+};
+using PeerDirectory = std::function<std::expected<PeerList, std::string>()>;
+
+// The host `choice` picks for a probe run from `from_host` (as the list's targets name hosts; the
+// list's `self` when it names one): among the hosts behind the same leaf,
+// or behind another one, the same for one fingerprint each time (a repeated alert measures the
+// same pair) and spread over the candidates across alerts. Or why there is none, in words.
+std::expected<std::string, std::string> choose_peer(const PeerList& list,
+                                                    std::string_view from_host, PeerChoice choice,
+                                                    std::string_view fingerprint);
 
 class AlertReceiver {
  public:
@@ -77,6 +98,11 @@ class AlertReceiver {
     std::size_t resolved = 0;  // resolved alerts start nothing
   };
 
+  // Where rules with a peer_choice find their peer when the configuration names no
+  // alerts.peers_file (the running mesh's list), and the port the peers' responders listen on.
+  // Set before the first receive().
+  void set_peer_directory(PeerDirectory directory, std::string responder_port);
+
   // `sent_on`: the message came from another exporter's receiver (it is never sent further).
   Answer receive(const WebhookMessage& message, bool sent_on = false);
   // A message that did not parse, counted.
@@ -94,7 +120,11 @@ class AlertReceiver {
 
   // A run id, the exporter the alert is sent on to, or why neither.
   std::expected<std::variant<std::uint64_t, Dispatched>, Dropped> answer(
-      const WebhookAlert& alert, const AlertResponse& response, bool sent_on);
+      const WebhookAlert& alert, const AlertResponse& response,
+      const std::optional<std::expected<PeerList, std::string>>& peers, bool sent_on);
+  // The peer list of alerts.peers_file, else of the directory; read once per message, outside
+  // the lock, and only when a rule needs it.
+  std::expected<PeerList, std::string> read_peer_list(const AlertResponse& response) const;
   std::size_t in_flight_locked() const;
   // Sends the alerts queued for other exporters on, and pushes the verdict of every awaited run
   // that has finished, until `stop`.
@@ -102,6 +132,8 @@ class AlertReceiver {
 
   ProbeService& service_;
   std::string host_name_;
+  PeerDirectory peer_directory_;
+  std::string responder_port_ = "9471";
   std::function<Clock::time_point()> now_;
 
   mutable std::mutex mutex_;

@@ -198,10 +198,19 @@ int main(int argc, char** argv) {
     if (!config.alertmanager_url.empty()) {
       alertmanager = exporter::parse_http_url(config.alertmanager_url).value();
     }
-    const exporter::ProbeApi probe_api(
-        probe_service, static_cast<std::size_t>(config.http_max_waiting),
-        exporter::ProbeApi::this_host_name(), std::move(alertmanager));
+    exporter::ProbeApi probe_api(probe_service, static_cast<std::size_t>(config.http_max_waiting),
+                                 exporter::ProbeApi::this_host_name(), std::move(alertmanager));
     const auto mesh_runner = start_mesh(config, local, probe_service.config()->mesh);
+    // Every host's responder listens where this one's does, as the mesh assumes too.
+    probe_api.set_peer_directory(
+        mesh_runner
+            ? exporter::PeerDirectory([&mesh_runner]()
+                                          -> std::expected<exporter::PeerList, std::string> {
+                return exporter::PeerList{mesh_runner->peers(), "the mesh", mesh_runner->self()};
+              })
+            : exporter::PeerDirectory(),
+        config.probe_responder_address.empty() ? "9471"
+                                               : std::to_string(responder_address(config).port));
     exporter::Routes routes(config, scraper, &probe_api);
     if (mesh_runner) routes.set_extra_metrics([&mesh_runner] { return mesh_runner->metrics(); });
     // Waiting requests have workers of their own, so --web.threads stay free for the rest.

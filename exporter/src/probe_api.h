@@ -37,6 +37,12 @@ class ProbeApi {
 
   static std::string this_host_name();
 
+  // Where the alert receiver's peer_choice rules find their peers (AlertReceiver's). Before the
+  // server starts.
+  void set_peer_directory(PeerDirectory directory, std::string responder_port) {
+    alert_receiver_.set_peer_directory(std::move(directory), std::move(responder_port));
+  }
+
   // GET /probe?target=HOST:PORT&module=NAME[&debug=true]
   HttpResponse probe(const HttpRequest& request) const;
   // POST /api/v1/probes {"target":..., "module":...} -> 202 {"id":...}

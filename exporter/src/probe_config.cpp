@@ -439,7 +439,8 @@ std::string base64(const std::string& bytes) {
 AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
   require_map(node, "alerts.rules[]");
   reject_unknown_keys(node, "an alert rule",
-                      {"alertname", "match", "module", "module_label", "peer", "peer_label"});
+                      {"alertname", "match", "module", "module_label", "peer", "peer_label",
+                       "peer_choice", "run_from_label"});
   AlertRule rule;
   if (!node["alertname"]) fail(node, "an alert rule needs an alertname");
   rule.alertname = scalar(node["alertname"], "alertname");
@@ -460,17 +461,33 @@ AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
   }
   if (node["peer"]) rule.peer = scalar(node["peer"], "peer");
   if (node["peer_label"]) rule.peer_label = scalar(node["peer_label"], "peer_label");
-  if (rule.peer.empty() == rule.peer_label.empty()) {
-    fail(node, what + " needs one of peer and peer_label");
+  if (const auto choice = node["peer_choice"]) {
+    const auto text = scalar(choice, "peer_choice");
+    if (text == to_string(PeerChoice::kSameLeaf)) {
+      rule.peer_choice = PeerChoice::kSameLeaf;
+    } else if (text == to_string(PeerChoice::kOtherLeaf)) {
+      rule.peer_choice = PeerChoice::kOtherLeaf;
+    } else {
+      fail(choice, what + ": peer_choice '" + text + "' is none of same_leaf and other_leaf");
+    }
+  }
+  if ((rule.peer.empty() ? 0 : 1) + (rule.peer_label.empty() ? 0 : 1) +
+          (rule.peer_choice == PeerChoice::kNone ? 0 : 1) !=
+      1) {
+    fail(node, what + " needs one of peer, peer_label and peer_choice");
+  }
+  if (node["run_from_label"]) {
+    rule.run_from_label = scalar(node["run_from_label"], "run_from_label");
   }
   return rule;
 }
 
 void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
   require_map(node, "alerts");
-  reject_unknown_keys(
-      node, "alerts",
-      {"rules", "repeat", "max_in_flight", "instance", "dispatch_port", "dispatch_basic_auth"});
+  reject_unknown_keys(node, "alerts",
+                      {"rules", "repeat", "max_in_flight", "instance", "dispatch_port",
+                       "dispatch_basic_auth", "peers_file"});
+  if (node["peers_file"]) config.alerts.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["dispatch_port"]) {
     config.alerts.dispatch_port =
         static_cast<std::uint16_t>(unsigned_value(node["dispatch_port"], "dispatch_port", 65535));
@@ -576,6 +593,21 @@ void set_allowlist(ProbeConfig& config, const YAML::Node* node) {
 
 }  // namespace
 
+std::string_view to_string(PeerChoice choice) {
+  switch (choice) {
+    case PeerChoice::kNone:
+      return "none";
+    case PeerChoice::kSameLeaf:
+      return "same_leaf";
+    case PeerChoice::kOtherLeaf:
+      return "other_leaf";
+  }
+  return "none";
+}
+
+// As the runbooks of dashboards/prometheus/*.rules.yml say. None for IbprobeExporterDown (the
+// exporter that would run it is the one down) and IbprobeMeshTorPairLoss (it names two leaves, no
+// host): their runbooks stay for a person.
 std::vector<AlertRule> default_alert_rules() {
   std::vector<AlertRule> rules;
   for (const char* alert : {"IbprobeProbeFailing", "IbprobeProbeBandwidthRegressed",
@@ -584,6 +616,37 @@ std::vector<AlertRule> default_alert_rules() {
   }
   rules.push_back(
       {.alertname = "IbprobeMeshPathLoss", .module = "send_lat", .peer_label = "peer_instance"});
+  rules.push_back({.alertname = "IbprobeMeshHostUnreachable",
+                   .module = "send_lat",
+                   .peer_label = "peer_instance"});
+  // A host's alerts: traffic over its cable to a host behind the same leaf, which crosses that
+  // cable and the peer's and nothing else.
+  for (const char* alert :
+       {"IbprobeSymbolErrorsRising", "IbprobeLinkErrorRecovery", "IbprobeBufferOverruns",
+        "IbprobePortErrorsRising", "IbprobeRateBelowExpected", "IbprobeCounterSaturated",
+        "IbprobeRetransmissions", "IbprobeSequenceErrors", "IbprobePauseStorm",
+        "IbprobeCongestionNotificationsHigh", "IbprobePreFecBerHigh", "IbprobePostFecErrors",
+        "IbprobeModuleRxPowerLow", "IbprobeModuleTemperatureHigh"}) {
+    rules.push_back(
+        {.alertname = alert, .module = "write_bw", .peer_choice = PeerChoice::kSameLeaf});
+  }
+  for (const char* alert :
+       {"IbprobeLinkDowned", "IbprobePortNotActive", "IbprobeCollectorFailing",
+        "IbprobeScrapeErrors", "IbprobeFabricDiscoveryFailing", "IbprobeFabricNoMasterSm",
+        "IbprobeFabricMasterSmChanged", "IbprobeFabricSmActivityStalled"}) {
+    rules.push_back(
+        {.alertname = alert, .module = "write_lat", .peer_choice = PeerChoice::kSameLeaf});
+  }
+  // A switch port's: from the host at the cable's far end to a host behind another leaf.
+  for (const auto& [alert, module] : {std::pair{"IbprobeSwitchPortSymbolErrors", "write_bw"},
+                                      std::pair{"IbprobeSwitchPortErrors", "write_bw"},
+                                      std::pair{"IbprobeSwitchLinkBelowCapability", "write_bw"},
+                                      std::pair{"IbprobeSwitchCableMissing", "write_lat"}}) {
+    rules.push_back({.alertname = alert,
+                     .module = module,
+                     .peer_choice = PeerChoice::kOtherLeaf,
+                     .run_from_label = "remote_description"});
+  }
   return rules;
 }
 

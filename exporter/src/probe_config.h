@@ -35,6 +35,13 @@ struct ProbeModule {
   probes::verify::Options verify_options = {};
 };
 
+// A peer picked from the peer list (AlertResponse::peers_file, else the mesh's) by where it hangs
+// off relative to the host that runs the probe: behind the same leaf switch (the traffic crosses
+// that host's cable and the peer's, nothing else), or behind another one (it crosses the leaf's
+// uplinks too).
+enum class PeerChoice { kNone, kSameLeaf, kOtherLeaf };
+std::string_view to_string(PeerChoice choice);
+
 // How the alert receiver (POST /api/v1/alerts) answers a firing alert with a probe: the first
 // rule whose alertname and label matchers hold names the module and the peer.
 struct AlertRule {
@@ -45,9 +52,15 @@ struct AlertRule {
   std::string module = {};
   std::string module_label = {};
   // The peer (HOST or HOST:PORT): this target, or the value of the alert's label `peer_label`
-  // (probe alerts carry `target`, mesh alerts `peer_instance`).
+  // (probe alerts carry `target`, mesh alerts `peer_instance`), or a host of the peer list picked
+  // by `peer_choice` (the host-port alerts name no peer).
   std::string peer = {};
   std::string peer_label = {};
+  PeerChoice peer_choice = PeerChoice::kNone;
+  // The host that runs the probe: the first word of this label's value instead of the alert's
+  // `instance`. A switch-port alert's `remote_description` ("node-0113 mlx5_0", as Linux sets a
+  // CA's node description) names the host at the cable's far end, whose traffic crosses it.
+  std::string run_from_label = {};
 };
 
 struct AlertResponse {
@@ -69,6 +82,10 @@ struct AlertResponse {
   // The Authorization header value for those requests ("Basic ..." from dispatch_basic_auth),
   // for exporters whose --web.config.file asks for basic auth; empty: none.
   std::string dispatch_authorization = {};
+  // The peer list `peer_choice` picks from: a file_sd file with a `tor` label per group (the one
+  // Prometheus scrapes the exporters with), read at each webhook; empty: the running mesh's peer
+  // list (which may come from the fabric model, mesh.peers_fabric).
+  std::string peers_file = {};
 };
 
 // The shipped alerts (dashboards/prometheus/*.rules.yml) whose runbook runs a probe against a

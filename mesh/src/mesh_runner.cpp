@@ -72,6 +72,7 @@ struct MeshRunner::State {
   std::condition_variable control_wakeup;
   std::atomic<bool> stopping = false;
   std::vector<PlannedPeer> plan;
+  std::vector<MeshPeer> peers;  // the list the plan in force was made from
   std::map<std::string, probes::MeshEndpoint> endpoints;
   std::set<std::string> wanted;  // peers whose address the ping thread asks for
   std::atomic<std::uint64_t> generation = 0;
@@ -111,6 +112,10 @@ struct MeshRunner::State {
     try {
       auto peers = load_peers();
       if (!peers) return keep_plan(peers.error().message);
+      {
+        const std::lock_guard lock(mutex);
+        this->peers = *peers;
+      }
       const MeshFabric fabric(*std::move(peers));
       const auto self = fabric.find(options.mesh.self);
       if (!self) {
@@ -339,6 +344,7 @@ MeshRunner::MeshRunner(Options options) : state_(std::make_unique<State>()) {
   if (mesh.self.empty()) throw std::invalid_argument("mesh: self is not set");
   auto peers = s.load_peers();
   if (!peers) throw std::runtime_error("mesh: " + peers.error().message);
+  s.peers = *peers;
   const MeshFabric fabric(*std::move(peers));
   const auto self = fabric.find(mesh.self);
   if (!self) throw std::invalid_argument("mesh: self " + mesh.self + " is not in the peer list");
@@ -379,6 +385,15 @@ MeshRunner::~MeshRunner() {
 
 const probes::MeshEndpoint& MeshRunner::endpoint() const {
   return state_->pinger->endpoint();
+}
+
+std::vector<MeshPeer> MeshRunner::peers() const {
+  const std::lock_guard lock(state_->mutex);
+  return state_->peers;
+}
+
+const std::string& MeshRunner::self() const {
+  return state_->options.mesh.self;
 }
 
 collectors::MetricSet MeshRunner::metrics() const {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -355,6 +356,146 @@ TEST_F(AlertReceiverTest, ARuleMatchesLabelsAndTakesAFixedPeer) {
   EXPECT_THAT(calls(), ElementsAre("192.0.2.7:9471 read_lat", "192.0.2.8:9999 write_bw"));
 }
 
+// Two leaves of three hosts each, as a file_sd file Prometheus scrapes them with names them.
+exporter::PeerList two_leaves() {
+  exporter::PeerList list;
+  list.source = "test";
+  for (const auto& [host, tor] :
+       std::vector<std::pair<std::string, std::string>>{{"hostA", "leaf1"},
+                                                        {"hostB", "leaf1"},
+                                                        {"hostC", "leaf1"},
+                                                        {"hostD", "leaf2"},
+                                                        {"hostE", "leaf2"},
+                                                        {"hostF", "leaf2"}}) {
+    list.peers.push_back({host + ":9470", tor, "ipv4"});
+  }
+  return list;
+}
+
+TEST(ChoosePeer, SameLeafOrOtherLeafNeverItself) {
+  using exporter::PeerChoice;
+  const auto list = two_leaves();
+  std::set<std::string> same, other;
+  for (int i = 0; i < 200; ++i) {
+    const auto fingerprint = "fp" + std::to_string(i);
+    same.insert(exporter::choose_peer(list, "hostA", PeerChoice::kSameLeaf, fingerprint).value());
+    other.insert(exporter::choose_peer(list, "hostA", PeerChoice::kOtherLeaf, fingerprint).value());
+    // A repeated alert measures the same pair.
+    EXPECT_EQ(exporter::choose_peer(list, "hostA", PeerChoice::kSameLeaf, fingerprint),
+              exporter::choose_peer(list, "hostA", PeerChoice::kSameLeaf, fingerprint));
+  }
+  // Spread over every candidate across alerts, and only over them.
+  EXPECT_EQ(same, (std::set<std::string>{"hostB", "hostC"}));
+  EXPECT_EQ(other, (std::set<std::string>{"hostD", "hostE", "hostF"}));
+}
+
+TEST(ChoosePeer, SaysWhyThereIsNone) {
+  using exporter::PeerChoice;
+  auto list = two_leaves();
+  EXPECT_EQ(exporter::choose_peer(list, "hostZ", PeerChoice::kSameLeaf, "f").error(),
+            "host 'hostZ' is not in the peer list (6 hosts from test)");
+  list.peers.resize(4);  // hostD alone behind leaf2
+  EXPECT_EQ(exporter::choose_peer(list, "hostD", PeerChoice::kSameLeaf, "f").error(),
+            "no other host behind leaf 'leaf2' in the peer list (4 hosts from test)");
+  list.peers[0].tor.clear();
+  EXPECT_EQ(exporter::choose_peer(list, "hostA", PeerChoice::kOtherLeaf, "f").error(),
+            "host 'hostA' has no leaf (tor) in the peer list (4 hosts from test)");
+  // The list names this host by its own target (the mesh's self), whatever the host is called.
+  list = two_leaves();
+  list.self = "hostE:9470";
+  EXPECT_THAT(exporter::choose_peer(list, "some-name", PeerChoice::kSameLeaf, "f").value(),
+              ::testing::AnyOf("hostD", "hostF"));
+}
+
+// The peer list as a file_sd file (alerts.peers_file), written where the configuration says.
+std::string write_peers_file(const exporter::PeerList& list) {
+  json groups = json::array();
+  for (const auto& peer : list.peers) {
+    groups.push_back({{"targets", {peer.target}}, {"labels", {{"tor", peer.tor}}}});
+  }
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("alert_receiver_peers_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << groups.dump();
+  return path.string();
+}
+
+TEST_F(AlertReceiverTest, AHostPortAlertProbesAHostBehindTheSameLeaf) {
+  const auto peers = write_peers_file(two_leaves());
+  start(
+      "modules:\n  write_bw:\n    kind: write_bw\n  write_lat:\n    kind: write_lat\n"
+      "alerts:\n  peers_file: " +
+      peers + "\n");
+  receiver_->set_peer_directory({}, "9555");
+  // The shipped defaults: write_bw for symbol errors, write_lat for a link that went down, each
+  // to a host behind hostA's leaf, on the responders' port.
+  const auto answer = receive(
+      {alert("IbprobeSymbolErrorsRising", {{"instance", "hostA:9470"}, {"device", "mlx5_0"}}, "f1"),
+       alert("IbprobeLinkDowned", {{"instance", "hostA:9470"}, {"device", "mlx5_0"}}, "f2")});
+  ASSERT_EQ(answer.started.size(), 2u) << (answer.dropped.empty() ? "" : answer.dropped[0].detail);
+  finished(answer.started[0].run_id);
+  finished(answer.started[1].run_id);
+  const auto ran = calls();
+  ASSERT_EQ(ran.size(), 2u);
+  EXPECT_THAT(ran[0], ::testing::AnyOf("hostB:9555 write_bw", "hostC:9555 write_bw"));
+  EXPECT_THAT(ran[1], ::testing::AnyOf("hostB:9555 write_lat", "hostC:9555 write_lat"));
+  std::filesystem::remove(peers);
+}
+
+TEST_F(AlertReceiverTest, WithoutAPeerListAPeerChoiceIsDroppedWithTheReason) {
+  start("modules:\n  write_bw:\n    kind: write_bw\n");
+  const auto answer = receive(
+      {alert("IbprobeRetransmissions", {{"instance", "hostA"}, {"device", "mlx5_0"}}, "f1")});
+  EXPECT_THAT(reasons(answer), ElementsAre("no_peer_list"));
+  EXPECT_EQ(answer.dropped[0].detail,
+            "no peer list: set alerts.peers_file or run the mesh (mesh.enabled)");
+  EXPECT_TRUE(calls().empty());
+}
+
+TEST_F(AlertReceiverTest, AnUnreadablePeerListSaysWhichAndWhy) {
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  peers_file: /nonexistent/sd.json\n");
+  const auto unreadable = receive(
+      {alert("IbprobeRetransmissions", {{"instance", "hostA"}, {"device", "mlx5_0"}}, "f1")});
+  ASSERT_THAT(reasons(unreadable), ElementsAre("no_peer_list"));
+  EXPECT_THAT(unreadable.dropped[0].detail,
+              ::testing::StartsWith("alerts.peers_file: /nonexistent/sd.json"));
+  EXPECT_TRUE(calls().empty());
+}
+
+TEST_F(AlertReceiverTest, ASwitchPortAlertRunsFromTheHostAtTheCablesFarEnd) {
+  const auto peers = write_peers_file(two_leaves());
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  dispatch_port: 0\n  peers_file: " +
+        peers + "\n");
+  receiver_->set_peer_directory({}, "9471");
+  const auto switch_alert = [](const std::string& far_end, const std::string& fingerprint) {
+    return alert("IbprobeSwitchPortSymbolErrors",
+                 {{"instance", "fabric-exporter:9470"},
+                  {"node_description", "leaf1"},
+                  {"port", "3"},
+                  {"remote_description", far_end},
+                  {"remote_port", "1"}},
+                 fingerprint);
+  };
+  // The far end is this host: a probe from here to a host behind the other leaf, whichever
+  // exporter scraped the switch. The far end another host: theirs (dropped here, dispatch_port
+  // 0). A switch at the far end, or no far end: not a host to probe from.
+  const auto answer =
+      receive({switch_alert("hostA mlx5_0", "f1"), switch_alert("hostB mlx5_0", "f2"),
+               switch_alert("spine-1", "f3"), switch_alert("", "f4")});
+  ASSERT_EQ(answer.started.size(), 1u);
+  finished(answer.started[0].run_id);
+  ASSERT_EQ(calls().size(), 1u);
+  EXPECT_THAT(calls()[0], ::testing::AnyOf("hostD:9471 write_bw", "hostE:9471 write_bw",
+                                           "hostF:9471 write_bw"));
+  EXPECT_THAT(reasons(answer), ElementsAre("other_instance", "not_a_host", "no_host"));
+  EXPECT_EQ(answer.dropped[0].detail,
+            "the alert is about instance 'hostB', this exporter is 'hostA'");
+  EXPECT_EQ(answer.dropped[1].detail,
+            "remote_description 'spine-1' names no host of the peer list (6 hosts from "
+            "alerts.peers_file " +
+                peers + ")");
+  std::filesystem::remove(peers);
+}
+
 TEST_F(AlertReceiverTest, TheVerdictAsAnAlertForAlertmanager) {
   start();
   auto labels = kProbeAlert;
@@ -413,7 +554,14 @@ TEST(AlertRules, TheFilesAlertSectionIsChecked) {
   EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      peer: h\n"),
               HasSubstr("alert rule A needs one of module and module_label"));
   EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"),
-              HasSubstr("alert rule A needs one of peer and peer_label"));
+              HasSubstr("alert rule A needs one of peer, peer_label and peer_choice"));
+  EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"
+                      "      peer: h\n      peer_choice: same_leaf\n"),
+              HasSubstr("alert rule A needs one of peer, peer_label and peer_choice"));
+  EXPECT_THAT(refused("alerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"
+                      "      peer_choice: next_door\n"),
+              HasSubstr("alert rule A: peer_choice 'next_door' is none of same_leaf and "
+                        "other_leaf"));
   EXPECT_THAT(refused("alerts:\n  max_in_flight: 0\n"), HasSubstr("max_in_flight must be >= 1"));
   EXPECT_THAT(
       refused("alerts:\n  dispatch_basic_auth: {username: u, password_file: /nonexistent}\n"),
@@ -435,14 +583,7 @@ TEST(AlertRules, TheFilesAlertSectionIsChecked) {
   }
   std::filesystem::remove(password);
   EXPECT_THAT(refused("alerts:\n  repeats: 1h\n"), HasSubstr("repeats"));
-  // Without an alerts section: a rule for each shipped alert whose labels name the peer.
-  const auto defaults = exporter::default_probe_config().alerts;
-  std::vector<std::string> names;
-  for (const auto& rule : defaults.rules) names.push_back(rule.alertname);
-  EXPECT_THAT(names, ElementsAre("IbprobeProbeFailing", "IbprobeProbeBandwidthRegressed",
-                                 "IbprobeProbeLatencyRegressed", "IbprobeProbeErrorsDuringRun",
-                                 "IbprobeMeshPathLoss"));
-  EXPECT_EQ(defaults.repeat, std::chrono::hours(1));
+  EXPECT_EQ(exporter::default_probe_config().alerts.repeat, std::chrono::hours(1));
 }
 
 }  // namespace

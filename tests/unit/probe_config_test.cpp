@@ -5,10 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
 #include "exporter_test_helpers.h"
+#include "yaml-cpp/yaml.h"
 
 namespace ibprobe::testing {
 namespace {
@@ -650,6 +652,38 @@ TEST(ProbeConfigModesTest, EveryStepMustFitTheLimits) {
   expect_error_at(
       "limits: {max_message_size: 65536}\n" + one_module("    message_size: [4096, 1048576]\n"), 4,
       "above this responder's limit");
+}
+
+// Without an alerts section, every shipped alert whose runbook runs a probe has a rule that runs
+// the runbook's module (the first one its runbook's API call names), but the two whose runbook
+// needs a person: the exporter that would run it is down, or the alert names no host.
+TEST(AlertRules, TheDefaultsRunEachShippedRunbooksProbe) {
+  // The module, or the template naming the label that holds it.
+  std::map<std::string, std::string> runbook_module;
+  for (const auto& file : std::filesystem::directory_iterator(
+           std::filesystem::path(IBPROBE_SOURCE_DIR) / "dashboards/prometheus")) {
+    if (!file.path().string().ends_with(".rules.yml")) continue;
+    for (const auto& group : YAML::LoadFile(file.path().string())["groups"]) {
+      for (const auto& rule : group["rules"]) {
+        if (!rule["alert"]) continue;
+        const auto runbook = rule["annotations"]["runbook"].as<std::string>("");
+        if (runbook.find("/api/v1/probes") == std::string::npos) continue;
+        const auto at = runbook.find("\"module\":\"");
+        ASSERT_NE(at, std::string::npos) << rule["alert"].as<std::string>();
+        runbook_module[rule["alert"].as<std::string>()] =
+            runbook.substr(at + 10, runbook.find('"', at + 10) - (at + 10));
+      }
+    }
+  }
+  ASSERT_GT(runbook_module.size(), 20u);
+  std::map<std::string, std::string> default_module;
+  for (const auto& rule : exporter::default_alert_rules()) {
+    default_module[rule.alertname] =
+        rule.module.empty() ? "{{ $labels." + rule.module_label + " }}" : rule.module;
+  }
+  runbook_module.erase("IbprobeExporterDown");
+  runbook_module.erase("IbprobeMeshTorPairLoss");
+  EXPECT_EQ(default_module, runbook_module);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "ibprobe/collectors.h"
 #include "ibprobe/mesh_config.h"
 #include "ibprobe/mesh_pinger.h"
+#include "ibprobe/mesh_plan.h"
 
 namespace ibprobe::mesh {
 
@@ -38,6 +39,10 @@ class MeshRunner {
   // What this host's responder tells peers that ask.
   const probes::MeshEndpoint& endpoint() const;
   collectors::MetricSet metrics() const;
+  // The peer list the plan in force was made from (each host with its leaf), and this host's
+  // target in it: where the alert receiver picks a peer behind the same leaf or another.
+  std::vector<MeshPeer> peers() const;
+  const std::string& self() const;
 
  private:
   struct State;
