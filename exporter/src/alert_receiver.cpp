@@ -441,13 +441,18 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
   if (std::ranges::any_of(config->alerts.rules, rule_needs_peer_list)) {
     peers = read_peer_list(config->alerts);
   }
-  std::lock_guard lock(mutex_);
-  // Windows that have passed are forgotten, so the map holds only the alerts of one window.
-  const auto now = now_();
-  std::erase_if(last_started_,
-                [&](const auto& entry) { return now - entry.second >= config->alerts.repeat; });
+  {
+    std::lock_guard lock(mutex_);
+    // Windows that have passed are forgotten, so the map holds only the alerts of one window.
+    const auto now = now_();
+    std::erase_if(last_started_,
+                  [&](const auto& entry) { return now - entry.second >= config->alerts.repeat; });
+  }
   Answer answer;
   for (const auto& alert : message.alerts) {
+    // Alert by alert: a message of a thousand alerts never holds /metrics (metrics()) back for
+    // longer than one of them takes.
+    std::lock_guard lock(mutex_);
     ++notifications_[alert.firing ? "firing" : "resolved"];
     if (!alert.firing) {
       ++answer.resolved;
@@ -461,8 +466,10 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
     }
     if (!run) {
       ++dropped_[run.error().reason];
-      spdlog::info("alert {} fingerprint={} starts no probe ({}): {}", run.error().alertname,
-                   alert.fingerprint, run.error().reason, run.error().detail);
+      // One line per message says how many and why (below): a storm of a thousand alerts
+      // would otherwise write a thousand lines.
+      spdlog::debug("alert {} fingerprint={} starts no probe ({}): {}", run.error().alertname,
+                    alert.fingerprint, run.error().reason, run.error().detail);
       answer.dropped.push_back(std::move(run).error());
       continue;
     }
@@ -475,6 +482,20 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
     triggered_.push_back({key, id});
     if (triggered_.size() > kMaxTriggered) triggered_.pop_front();
     answer.started.push_back({alertname, alert.fingerprint, id});
+  }
+  if (!answer.dropped.empty()) {
+    std::map<std::string, std::size_t> by_reason;
+    for (const auto& drop : answer.dropped) ++by_reason[drop.reason];
+    std::string reasons;
+    for (const auto& [reason, count] : by_reason) {
+      reasons += (reasons.empty() ? "" : ", ") + reason + " " + std::to_string(count);
+    }
+    spdlog::info(
+        "webhook of {} alerts: {} started, {} sent on, {} resolved, {} dropped ({}); the "
+        "first dropped: {} fingerprint={}: {}",
+        message.alerts.size(), answer.started.size(), answer.dispatched.size(), answer.resolved,
+        answer.dropped.size(), reasons, answer.dropped[0].alertname, answer.dropped[0].fingerprint,
+        answer.dropped[0].detail);
   }
   return answer;
 }

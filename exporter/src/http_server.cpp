@@ -25,8 +25,6 @@
 
 namespace ibprobe::exporter {
 
-// Request bodies are small JSON documents (the async probe API); nothing larger is read.
-constexpr long long kMaxBodyBytes = 64 * 1024;
 // Response bodies up to this size are sent in one write with their headers.
 constexpr std::size_t kCopiedBodyBytes = 256 * 1024;
 
@@ -137,11 +135,11 @@ struct HttpServer::Impl {
     return request;
   }
 
-  // Reads a request body of at most kMaxBodyBytes; false when it is larger (or truncated).
-  static bool read_body(mg_connection* connection, HttpRequest& request) {
+  // Reads a request body of at most `limit` bytes; false when it is larger (or truncated).
+  static bool read_body(mg_connection* connection, HttpRequest& request, std::size_t limit) {
     const long long length = mg_get_request_info(connection)->content_length;
     if (length <= 0) return true;
-    if (length > kMaxBodyBytes) return false;
+    if (static_cast<unsigned long long>(length) > limit) return false;
     request.body.resize(static_cast<std::size_t>(length));
     std::size_t got = 0;
     while (got < request.body.size()) {
@@ -207,12 +205,15 @@ struct HttpServer::Impl {
                                                              ? nullptr
                                                              : &authorization->second)) {
         response = unauthorized(impl, connection);
-      } else if (!read_body(connection, request)) {
+        impl.routes.count_refused(Routes::Refusal::kUnauthorized);
+      } else if (const auto limit = Routes::max_body_bytes(request.path);
+                 !read_body(connection, request, limit)) {
         response = HttpResponse{413,
                                 "text/plain; charset=utf-8",
-                                "request body larger than " + std::to_string(kMaxBodyBytes) +
+                                "request body larger than " + std::to_string(limit) +
                                     " bytes, or shorter than its Content-Length\n",
                                 {{"Connection", "close"}}};
+        impl.routes.count_refused(Routes::Refusal::kBodyTooLarge);
       } else {
         response = impl.routes.handle(request);
       }

@@ -23,6 +23,11 @@ constexpr std::string_view kApiAlerts = "/api/v1/alerts";
 
 }  // namespace
 
+std::size_t Routes::max_body_bytes(std::string_view path) {
+  constexpr std::size_t kMaxRequestBodyBytes = 64 * 1024;
+  return path == kApiAlerts ? kMaxWebhookBytes : kMaxRequestBodyBytes;
+}
+
 Routes::Routes(const Config& config, collectors::Scraper& scraper, const ProbeApi* probes)
     : config_(config), scraper_(scraper), probes_(probes) {}
 
@@ -92,7 +97,16 @@ HttpResponse Routes::metrics() const {
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
   scraper_.append_text(response.body);
-  const auto info = build_info();
+  auto info = build_info();
+  for (const auto& [refusal, reason] : {std::pair{Refusal::kUnauthorized, "unauthorized"},
+                                        std::pair{Refusal::kBodyTooLarge, "body_too_large"}}) {
+    info.add("ibprobe_http_requests_refused_total",
+             "Requests refused before they were handled, by reason: unauthorized (401, missing "
+             "or wrong credentials), body_too_large (413).",
+             prometheus::MetricType::Counter, {{"reason", reason}},
+             static_cast<double>(
+                 refused_[static_cast<std::size_t>(refusal)].load(std::memory_order_relaxed)));
+  }
   std::vector<const collectors::MetricSet*> sets{&info};
   std::optional<collectors::MetricSet> extra;
   if (extra_metrics_) sets.push_back(&extra.emplace(extra_metrics_()));

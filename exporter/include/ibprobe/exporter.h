@@ -1,6 +1,7 @@
 // The exporter: flags, HTTP routes and the civetweb server. The only layer that speaks HTTP.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -126,6 +127,15 @@ class Routes {
   void set_extra_metrics(std::function<collectors::MetricSet()> extra) {
     extra_metrics_ = std::move(extra);
   }
+  // The largest request body `path` takes: Alertmanager's webhook carries up to a megabyte (a
+  // group of a thousand alerts), every other request a small JSON document.
+  static std::size_t max_body_bytes(std::string_view path);
+  // Requests the server refused before routing them, counted on /metrics, where a misconfigured
+  // Alertmanager or runbook script shows before anyone reads the logs.
+  enum class Refusal { kUnauthorized, kBodyTooLarge };
+  void count_refused(Refusal refusal) const {
+    refused_[static_cast<std::size_t>(refusal)].fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   HttpResponse metrics() const;
@@ -139,6 +149,7 @@ class Routes {
   fabric::Fabric* fabric_ = nullptr;
   std::function<collectors::MetricSet()> extra_metrics_;
   std::atomic<bool> ready_ = false;
+  mutable std::array<std::atomic<std::uint64_t>, 2> refused_ = {};
 };
 
 class HttpServer {
