@@ -559,6 +559,25 @@ def probes():
               "Lowest result of each check over the selected runs and time range: 1 passed "
               "every time, 0 failed at least once.",
               f"min by (side, check) (min_over_time(rdma_probe_check{{{sel}}}[$__range]))"),
+        table("Alert-started probes: verdicts",
+              "The last probe each alert started through the alert receiver (POST "
+              "/api/v1/alerts), on the exporter that ran it: the alert's labels, module, peer, "
+              "state, failure reason and diagnosis. The same verdict reaches Alertmanager as "
+              "IbprobeProbeVerdict when --alerts.alertmanager-url is set.",
+              'ibprobe_alert_probe_info{instance=~"$prober"}', w=24, h=7),
+        table("Alert-started probes: error counters that moved",
+              "Error-class counters that rose during the last probe each alert started, by "
+              "side: what the verdict errors_moved is about.",
+              'ibprobe_alert_probe_error_counter_delta{instance=~"$prober"}', w=12, h=7),
+        panel("timeseries", "Alerts answered by a probe, and dropped",
+              "Probes started by firing alerts, and alerts that started none by reason "
+              "(repeat: answered within the repeat window; in_flight_limit: a storm; no_peer: "
+              "no usable peer, ...).",
+              [target('sum by (instance) (increase(ibprobe_alert_probes_started_total'
+                      '{instance=~"$prober"}[$__rate_interval]))', "started {{instance}}", "A"),
+               target('sum by (instance, reason) (increase(ibprobe_alert_probes_dropped_total'
+                      '{instance=~"$prober"}[$__rate_interval]))',
+                      "dropped {{reason}} {{instance}}", "B")], w=12, h=7),
         panel("timeseries", "Run duration and setup time",
               "Whole probe (probe_duration_seconds) and request-to-first-post setup.",
               [target(f"probe_duration_seconds{{{sel}}}", "duration " + legend, "A"),

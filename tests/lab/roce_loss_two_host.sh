@@ -64,12 +64,18 @@ modules:
 alerts:
   instance: lab-b
   repeat: 15s
+  peers_file: $work/peers.json
   rules:
     - alertname: IbprobeRetransmissions
       match: {device: rxe0}
       module: write_bw
-      peer: $(lab addr A):9471
+      peer_choice: same_leaf
 YAML
+    # The peer list as Prometheus' file_sd has it: both hosts behind one leaf, so the receiver
+    # picks A, the only other host there, and probes its responder (9471, as B's own).
+    cat >"$work/peers.json" <<JSON
+[{"targets": ["lab-b:9470", "$(lab addr A):9470"], "labels": {"tor": "lab-leaf"}}]
+JSON
 }
 
 # One run from B to A through B's /probe; prints the debug answer (log lines, then metrics).
@@ -339,6 +345,29 @@ for run in json.load(sys.stdin)["probes"]:
     print(run["id"], run["state"], str(run.get("success", "-")).lower(), ",".join(moved) or "-")'
 }
 
+# The probes dashboard's alert-verdict tables, their queries as shipped, show the run: a row for
+# the alert on lab-b, and the hw_counters that moved.
+check_verdict_panels() {
+    local rows
+    rows=$(python3 - "$LAB_TEST_ROOT/dashboards/grafana/ibprobe-probes.json" "$PROM_API" <<'PY'
+import json, sys, urllib.parse, urllib.request
+board, api = sys.argv[1:3]
+for panel in json.load(open(board))["panels"]:
+    if not panel["title"].startswith("Alert-started probes: "):
+        continue
+    expr = panel["targets"][0]["expr"].replace("$prober", ".*")
+    with urllib.request.urlopen(api + "/query?" + urllib.parse.urlencode({"query": expr})) as r:
+        result = json.load(r)["data"]["result"]
+    rows = [m["metric"] for m in result
+            if m["metric"].get("alertname") == "IbprobeRetransmissions"
+            and m["metric"].get("instance") == "lab-b"]
+    print(panel["title"], len(rows), rows[0].get("counter", rows[0].get("diagnosis")) if rows else "-")
+PY
+    ) || fail "cannot run the dashboard's alert-verdict queries"
+    note "dashboard panels: $(tr '\n' ';' <<<"$rows")"
+    [[ $(grep -c ' [1-9][0-9]* ' <<<"$rows") == 2 ]] || fail "the alert-verdict panels do not show the run: $rows"
+}
+
 # The alert fired with the loss still on: the receiver's run sees it, and its verdict reaches
 # Prometheus. Then the loss goes, and the next notification's run is healthy.
 check_alert_probe() {
@@ -362,6 +391,7 @@ for a in json.load(sys.stdin)["data"]["alerts"]:
     first=$(alert_runs | awk '$2 == "succeeded" || $2 == "failed"' | tail -1)
     note "alert to verdict: ${verdict_seconds} s from IbprobeRetransmissions firing (Prometheus' activeAt + for) to the verdict in Prometheus (polled every second); run $first"
     ((verdict_seconds <= 90)) || fail "the verdict took ${verdict_seconds} s from the alert firing"
+    check_verdict_panels
     local pushed
     pushed=$(await_verdict 'errors_moved .*completer_retry_err')
     note "verdict in Alertmanager: $pushed"
