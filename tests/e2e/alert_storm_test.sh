@@ -19,12 +19,7 @@ exporter_test_begin ibprobe-alert-storm "$@"
 
 "$fixture_bin" "$work/sys" >/dev/null
 password=alert-receiver-secret
-hash=$(python3 -W ignore -c "import crypt; print(crypt.crypt('$password', crypt.mksalt(crypt.METHOD_BLOWFISH)))")
-cat >"$work/web.yml" <<YAML
-basic_auth_users:
-  alertmanager: '$hash'
-unauthenticated_paths: [/metrics, /-/healthy, /-/ready]
-YAML
+write_basic_auth_web_config alertmanager "$password"
 cat >"$work/ibprobe.yml" <<'YAML'
 modules:
   write_bw: {kind: write_bw, timeout: 60s}
@@ -34,24 +29,13 @@ alerts: {max_in_flight: 2, repeat: 1h, dispatch_port: 0}
 YAML
 
 # A peer that accepts and never answers: a started probe hangs in its handshake.
-python3 - "$work/peer_port" <<'PY' &
-import socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-open(sys.argv[1], "w").write(str(s.getsockname()[1]))
-held = []
-while True:
-    held.append(s.accept()[0])
-PY
-pids+=($!)
-wait_for 60 test -s "$work/peer_port" || fail "hanging peer did not start"
+start_hanging_peer
 
 launch_exporter --web.config.file="$work/web.yml" --config.file="$work/ibprobe.yml" \
   --probe.responder-address="127.0.0.1:$(free_port)"
 wait_for 60 curl -sf "http://127.0.0.1:$port/-/ready" || fail "exporter not ready"
 
-python3 - "http://127.0.0.1:$port" "127.0.0.1:$(cat "$work/peer_port")" "$password" <<'PY' ||
+python3 - "http://127.0.0.1:$port" "$hanging_peer" "$password" <<'PY' ||
 import base64, http.client, json, statistics, sys, threading, time, urllib.parse
 
 url, peer, password = sys.argv[1:4]

@@ -23,12 +23,7 @@ expect() {
 
 "$fixture_bin" "$work/sys" >/dev/null
 password=correct-horse-battery
-hash=$(python3 -W ignore -c "import crypt; print(crypt.crypt('$password', crypt.mksalt(crypt.METHOD_BLOWFISH)))")
-cat >"$work/web.yml" <<YAML
-basic_auth_users:
-  runbook: '$hash'
-unauthenticated_paths: [/metrics, /-/healthy, /-/ready]
-YAML
+write_basic_auth_web_config runbook "$password"
 cat >"$work/ibprobe.yml" <<'YAML'
 modules:
   write_bw: {kind: write_bw, iterations: 100, timeout: 5s}

@@ -56,19 +56,8 @@ echo "SIGTERM to exit, idle: ${idle[*]} ms"
 for ms in "${idle[@]}"; do within_bound "$ms" || fail "idle exit took $ms ms"; done
 
 # A peer that accepts and never answers: the probe hangs in its handshake.
-python3 - "$work/peer_port" <<'PY' &
-import socket, sys, time
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(16)
-open(sys.argv[1], "w").write(str(s.getsockname()[1]))
-held = []
-while True:
-    held.append(s.accept()[0])
-PY
-pids+=($!)
-wait_for 60 test -s "$work/peer_port" || fail "hanging peer did not start"
-peer=127.0.0.1:$(cat "$work/peer_port")
+start_hanging_peer
+peer=$hanging_peer
 
 # Five requests may wait at once: the four waiters and the /probe scrape below.
 start_exporter --web.max-waiting-requests=5

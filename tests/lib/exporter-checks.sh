@@ -55,3 +55,33 @@ launch_exporter() { # [WRAPPER... --] FLAGS...
   wait_for 60 grep -q ' port [0-9]* (metrics at' "$work/exporter.log" || fail "exporter did not start"
   port=$(sed -n 's/.* port \([0-9]*\) (metrics at.*/\1/p' "$work/exporter.log" | head -n1)
 }
+
+# Writes $work/web.yml: basic auth for USER with PASSWORD (bcrypt), /metrics and /-/* open.
+write_basic_auth_web_config() { # USER PASSWORD
+  local hash
+  hash=$(python3 -W ignore -c "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))" "$2")
+  cat >"$work/web.yml" <<YAML
+basic_auth_users:
+  $1: '$hash'
+unauthenticated_paths: [/metrics, /-/healthy, /-/ready]
+YAML
+}
+
+# Starts a peer that accepts connections and never answers (a probe to it hangs in its
+# handshake) and sets hanging_peer to its HOST:PORT.
+# shellcheck disable=SC2034  # hanging_peer is for the sourcing script
+start_hanging_peer() {
+  python3 - "$work/hanging_peer_port" <<'PY' &
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+held = []
+while True:
+    held.append(s.accept()[0])
+PY
+  pids+=($!)
+  wait_for 60 test -s "$work/hanging_peer_port" || fail "hanging peer did not start"
+  hanging_peer=127.0.0.1:$(cat "$work/hanging_peer_port")
+}
