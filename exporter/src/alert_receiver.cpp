@@ -265,7 +265,8 @@ void AlertReceiver::send(std::stop_token stop) {
     const auto post = [&](const Outgoing& out, const std::string& what) {
       std::vector<std::string> headers{std::string(kSentOnHeader) + ": " + host_name_};
       if (!out.authorization.empty()) headers.push_back("Authorization: " + out.authorization);
-      const auto reply = post_json(out.url, out.body, Clock::now() + kRequestTimeout, headers);
+      const auto reply =
+          post_json(out.url, out.body, Clock::now() + kRequestTimeout, headers, out.tls);
       const std::string where = out.url.host + ":" + out.url.port;
       if (!reply) {
         spdlog::warn("{} did not reach {}: {}", what, where, reply.error());
@@ -384,7 +385,8 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
       return drop("dispatch_queue_full",
                   std::to_string(kMaxQueuedDispatches) + " alerts wait to be sent on already");
     }
-    HttpUrl url{instance_host(instance), std::to_string(response.dispatch_port), "/api/v1/alerts"};
+    HttpUrl url{instance_host(instance), std::to_string(response.dispatch_port), "/api/v1/alerts",
+                response.dispatch_tls.has_value()};
     // One alert per message, as Alertmanager would send it: the other exporter's receiver
     // answers it by its own rules, its own repeat window and bounds.
     const nlohmann::json message = {{"version", "4"},
@@ -397,7 +399,8 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
                                        {"startsAt", alert.starts_at},
                                        {"fingerprint", alert.fingerprint}}}}};
     Dispatched dispatched{alertname, alert.fingerprint, url.host + ":" + url.port};
-    to_dispatch_.push_back({std::move(url), message.dump(), response.dispatch_authorization});
+    to_dispatch_.push_back({std::move(url), message.dump(), response.dispatch_authorization,
+                            response.dispatch_tls.value_or(TlsClientOptions{})});
     work_.notify_all();
     last_started_[alert.fingerprint] = now;
     return dispatched;

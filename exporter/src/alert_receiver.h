@@ -152,6 +152,7 @@ class AlertReceiver {
     HttpUrl url;
     std::string body;
     std::string authorization;
+    TlsClientOptions tls = {};
   };
   // Alerts waiting to be sent on; past this many, more are dropped (dispatch_queue_full).
   static constexpr std::size_t kMaxQueuedDispatches = 64;

@@ -68,9 +68,10 @@ void add_server_options(CLI::App& app, Config& config, StagedFlags& staged) {
                  "Probe modules, allowed targets and scheduler bounds (YAML; reloaded on SIGHUP "
                  "and POST /-/reload); empty: the built-in modules")
       ->check(CLI::ExistingFile);
-  app.add_option("--alerts.alertmanager-url", config.alertmanager_url,
-                 "Alertmanager (http://HOST:PORT) to push the verdict of every alert-started probe "
-                 "to, as an IbprobeProbeVerdict alert with the original alert's labels");
+  app.add_option(
+      "--alerts.alertmanager-url", config.alertmanager_url,
+      "Alertmanager (http[s]://HOST:PORT) to push the verdict of every alert-started probe "
+      "to, as an IbprobeProbeVerdict alert with the original alert's labels");
   app.add_option("--web.config.file", config.web_config_file,
                  "TLS and authentication of the HTTP server (exporter-toolkit web config YAML)");
   app.add_option("--probe.secret-file", staged.probe_secret_file,

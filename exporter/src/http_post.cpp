@@ -1,5 +1,6 @@
 #include "http_post.h"
 
+#include <dlfcn.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <memory>
 
+#include "exporter_libraries.h"
+#include "https_client.h"
 #include "ibprobe/unique_fd.h"
 
 namespace ibprobe::exporter {
@@ -63,18 +66,45 @@ std::expected<UniqueFd, std::string> connect_to(const HttpUrl& url, Clock::time_
   return std::unexpected("cannot connect to " + url.host + ":" + url.port + ": " + last_error);
 }
 
+// "HTTP/1.1 200 OK\r\n...": the status and the body.
+std::expected<HttpReply, std::string> parse_reply(const std::string& raw) {
+  if (!raw.starts_with("HTTP/1.") || raw.size() < 12 || raw[8] != ' ') {
+    return std::unexpected("the reply is not HTTP: '" + raw.substr(0, 40) + "'");
+  }
+  HttpReply reply;
+  reply.status = std::atoi(raw.c_str() + 9);
+  if (const auto end = raw.find("\r\n\r\n"); end != std::string::npos)
+    reply.body = raw.substr(end + 4);
+  return reply;
+}
+
+// The HTTPS client library's exchange function, loaded once, or why it cannot be.
+const std::expected<HttpsExchangeFunction, std::string>& https_exchange() {
+  static const auto function = []() -> std::expected<HttpsExchangeFunction, std::string> {
+    const auto library =
+        load_exporter_library(kHttpsClientLibrary, IBPROBE_HTTPS_CLIENT_BUILD_PATH, RTLD_NOW);
+    if (!library) return std::unexpected(library.error());
+    void* symbol = dlsym(*library, kHttpsExchangeSymbol);
+    if (!symbol) return std::unexpected(std::string(kHttpsClientLibrary) + " has no exchange");
+    return reinterpret_cast<HttpsExchangeFunction>(symbol);
+  }();
+  return function;
+}
+
 }  // namespace
 
 std::expected<HttpUrl, std::string> parse_http_url(const std::string& url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.starts_with("https://")) {
-    return std::unexpected("'" + url +
-                           "': https is not supported for outgoing requests; use http:// (e.g. to "
-                           "a local Alertmanager or a TLS-terminating proxy)");
-  }
-  if (!url.starts_with(kScheme)) return std::unexpected("'" + url + "' is not an http:// URL");
-  std::string_view rest = std::string_view(url).substr(kScheme.size());
   HttpUrl out;
+  std::string_view rest;
+  if (url.starts_with("https://")) {
+    out.https = true;
+    out.port = "443";
+    rest = std::string_view(url).substr(8);
+  } else if (url.starts_with("http://")) {
+    rest = std::string_view(url).substr(7);
+  } else {
+    return std::unexpected("'" + url + "' is not an http:// or https:// URL");
+  }
   const auto slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) out.path = std::string(rest.substr(slash));
@@ -104,7 +134,9 @@ std::expected<HttpUrl, std::string> parse_http_url(const std::string& url) {
 
 std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::string& json,
                                                 Clock::time_point deadline,
-                                                const std::vector<std::string>& headers) {
+                                                const std::vector<std::string>& headers,
+                                                const TlsClientOptions& tls) {
+  if (url.https && !https_exchange()) return std::unexpected(https_exchange().error());
   auto fd = connect_to(url, deadline);
   if (!fd) return std::unexpected(fd.error());
   const bool v6 = url.host.find(':') != std::string::npos;
@@ -115,6 +147,23 @@ std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::s
       "\r\nConnection: close\r\n";
   for (const auto& header : headers) request += header + "\r\n";
   request += "\r\n" + json;
+  std::string raw;
+  if (url.https) {
+    IbprobeHttpsExchange exchange{};
+    exchange.fd = fd->get();
+    exchange.host = url.host.c_str();
+    exchange.ca_file = tls.ca_file.c_str();
+    exchange.insecure_skip_verify = tls.insecure_skip_verify ? 1 : 0;
+    exchange.timeout_ms = remaining_ms(deadline);
+    exchange.request = request.data();
+    exchange.request_size = request.size();
+    raw.resize(kMaxReplyBytes);
+    exchange.reply = raw.data();
+    exchange.reply_capacity = raw.size();
+    if ((**https_exchange())(&exchange) != 0) return std::unexpected(std::string(exchange.error));
+    raw.resize(exchange.reply_size);
+    return parse_reply(raw);
+  }
   for (std::size_t sent = 0; sent < request.size();) {
     if (!wait_for(fd->get(), POLLOUT, deadline)) return std::unexpected("sending timed out");
     const auto n = ::send(fd->get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -123,7 +172,6 @@ std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::s
     }
     if (n > 0) sent += static_cast<std::size_t>(n);
   }
-  std::string raw;
   char buffer[4096];
   while (raw.size() < kMaxReplyBytes) {
     if (!wait_for(fd->get(), POLLIN, deadline)) return std::unexpected("the reply timed out");
@@ -135,15 +183,7 @@ std::expected<HttpReply, std::string> post_json(const HttpUrl& url, const std::s
     }
     raw.append(buffer, static_cast<std::size_t>(n));
   }
-  // "HTTP/1.1 200 OK\r\n..."
-  if (!raw.starts_with("HTTP/1.") || raw.size() < 12 || raw[8] != ' ') {
-    return std::unexpected("the reply is not HTTP: '" + raw.substr(0, 40) + "'");
-  }
-  HttpReply reply;
-  reply.status = std::atoi(raw.c_str() + 9);
-  if (const auto end = raw.find("\r\n\r\n"); end != std::string::npos)
-    reply.body = raw.substr(end + 4);
-  return reply;
+  return parse_reply(raw);
 }
 
 }  // namespace ibprobe::exporter

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "client_watch.h"
+#include "exporter_libraries.h"
 #include "ibprobe/exporter.h"
 #include "ibprobe/host_port.h"
 #include "ibprobe/unique_fd.h"
@@ -35,22 +36,12 @@ namespace {
 // empty string when done, else why not. With them a host needs only the versioned runtime
 // libraries (libssl3), not the -dev package that provides the unversioned names.
 std::string load_civetweb_ssl_compat() {
-  std::error_code ec;
-  const auto exe_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   for (const auto& [name, build_path] :
        {std::pair{"libibprobe_civetweb_crypto.so", IBPROBE_CIVETWEB_CRYPTO_BUILD_PATH},
         std::pair{"libibprobe_civetweb_ssl.so", IBPROBE_CIVETWEB_SSL_BUILD_PATH}}) {
-    std::string tried;
-    bool loaded = false;
-    for (const std::filesystem::path& path : {exe_dir / ".." / "lib" / "ibprobe" / name,
-                                              exe_dir / name, std::filesystem::path(build_path)}) {
-      if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-        loaded = true;
-        break;
-      }
-      tried += (tried.empty() ? "" : ", ") + path.string();
+    if (auto loaded = load_exporter_library(name, build_path, RTLD_NOW | RTLD_GLOBAL); !loaded) {
+      return loaded.error();
     }
-    if (!loaded) return std::string("cannot load ") + name + " (tried " + tried + ")";
   }
   return "";
 }

@@ -486,7 +486,22 @@ void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
   require_map(node, "alerts");
   reject_unknown_keys(node, "alerts",
                       {"rules", "repeat", "max_in_flight", "instance", "dispatch_port",
-                       "dispatch_basic_auth", "peers_file"});
+                       "dispatch_basic_auth", "dispatch_tls", "peers_file"});
+  if (const auto tls = node["dispatch_tls"]) {
+    require_map(tls, "dispatch_tls");
+    reject_unknown_keys(tls, "dispatch_tls", {"ca_file", "insecure_skip_verify"});
+    auto& options = config.alerts.dispatch_tls.emplace();
+    if (tls["ca_file"]) {
+      options.ca_file = scalar(tls["ca_file"], "ca_file");
+      if (!std::ifstream(options.ca_file)) {
+        fail(tls["ca_file"], "dispatch_tls: cannot read the authorities of " + options.ca_file);
+      }
+    }
+    if (tls["insecure_skip_verify"]) {
+      options.insecure_skip_verify =
+          boolean(tls["insecure_skip_verify"], "dispatch_tls.insecure_skip_verify");
+    }
+  }
   if (node["peers_file"]) config.alerts.peers_file = scalar(node["peers_file"], "peers_file");
   if (node["dispatch_port"]) {
     config.alerts.dispatch_port =

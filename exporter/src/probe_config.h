@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http_post.h"
 #include "ibprobe/mesh_config.h"
 #include "ibprobe/probes.h"
 #include "ibprobe/sweep.h"
@@ -82,6 +83,9 @@ struct AlertResponse {
   // The Authorization header value for those requests ("Basic ..." from dispatch_basic_auth),
   // for exporters whose --web.config.file asks for basic auth; empty: none.
   std::string dispatch_authorization = {};
+  // Set (dispatch_tls in the file): those requests go over HTTPS, the exporters' certificates
+  // checked as it says, for exporters whose --web.config.file serves TLS.
+  std::optional<TlsClientOptions> dispatch_tls = std::nullopt;
   // The peer list `peer_choice` picks from: a file_sd file with a `tor` label per group (the one
   // Prometheus scrapes the exporters with), read at each webhook; empty: the running mesh's peer
   // list (which may come from the fabric model, mesh.peers_fabric).

@@ -77,6 +77,7 @@ diff <(sort "$work/conffiles") <(printf '%s\n' /etc/default/ibprobe-exporter /et
 dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|' | grep -v '/$' >"$work/files"
 for file in /usr/bin/ibprobe_exporter /usr/bin/ibprobe_probe /usr/lib/systemd/system/ibprobe-exporter.service \
   /usr/lib/ibprobe/libibprobe_civetweb_ssl.so /usr/lib/ibprobe/libibprobe_civetweb_crypto.so \
+  /usr/lib/ibprobe/libibprobe_https_client.so \
   /usr/share/ibprobe/prometheus/ibprobe-alerts.rules.yml /usr/share/ibprobe/prometheus/ibprobe-recording.rules.yml \
   /usr/share/ibprobe/grafana/ibprobe-fabric-overview.json /usr/share/ibprobe/examples/prometheus.yml; do
   grep -qx "$file" "$work/files" || fail "package lacks $file"

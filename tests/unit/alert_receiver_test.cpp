@@ -528,9 +528,13 @@ TEST(HttpUrl, PlainHttpOnlyWithItsParts) {
   EXPECT_EQ(v6->host, "fd00::1");
   EXPECT_EQ(v6->path, "/");
   EXPECT_EQ(exporter::parse_http_url("http://am").value().port, "80");
-  EXPECT_THAT(exporter::parse_http_url("https://am:9093").error(),
-              HasSubstr("https is not supported for outgoing requests"));
-  EXPECT_THAT(exporter::parse_http_url("am:9093").error(), HasSubstr("is not an http:// URL"));
+  const auto https = exporter::parse_http_url("https://am.example/api");
+  ASSERT_TRUE(https.has_value());
+  EXPECT_TRUE(https->https);
+  EXPECT_EQ(https->port, "443");
+  EXPECT_FALSE(url->https);
+  EXPECT_THAT(exporter::parse_http_url("am:9093").error(),
+              HasSubstr("is not an http:// or https:// URL"));
   EXPECT_THAT(exporter::parse_http_url("http://am:99999").error(), HasSubstr("is not 1..65535"));
   EXPECT_THAT(exporter::parse_http_url("http://:9093").error(), HasSubstr("names no host"));
 }
@@ -563,6 +567,16 @@ TEST(AlertRules, TheFilesAlertSectionIsChecked) {
               HasSubstr("alert rule A: peer_choice 'next_door' is none of same_leaf and "
                         "other_leaf"));
   EXPECT_THAT(refused("alerts:\n  max_in_flight: 0\n"), HasSubstr("max_in_flight must be >= 1"));
+  EXPECT_THAT(refused("alerts:\n  dispatch_tls: {ca_file: /nonexistent/ca.pem}\n"),
+              HasSubstr("dispatch_tls: cannot read the authorities of /nonexistent/ca.pem"));
+  EXPECT_THAT(refused("alerts:\n  dispatch_tls: {ca: x}\n"), HasSubstr("ca"));
+  const auto tls = exporter::parse_probe_config(
+      "modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  dispatch_tls: "
+      "{insecure_skip_verify: true}\n");
+  ASSERT_TRUE(tls.has_value()) << tls.error();
+  ASSERT_TRUE(tls->alerts.dispatch_tls.has_value());
+  EXPECT_TRUE(tls->alerts.dispatch_tls->insecure_skip_verify);
+  EXPECT_FALSE(exporter::default_probe_config().alerts.dispatch_tls.has_value());
   EXPECT_THAT(
       refused("alerts:\n  dispatch_basic_auth: {username: u, password_file: /nonexistent}\n"),
       HasSubstr("dispatch_basic_auth: cannot read the password from /nonexistent"));

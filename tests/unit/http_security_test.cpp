@@ -14,6 +14,7 @@
 
 #include "collect_helpers.h"
 #include "http_client.h"
+#include "http_post.h"
 #include "ibprobe/exporter.h"
 #include "sysfs_fixture.h"
 #include "web_config.h"
@@ -279,6 +280,31 @@ TEST_F(HttpTls, ClientThatDoesNotTrustTheCertificateFails) {
   const Exporter exporter(pki_->web_config(""));
   const auto outcome = https_get(exporter.port(), {pki_->file("ca.crt")}, "/metrics");
   EXPECT_FALSE(outcome.handshake);
+}
+
+// The alert receiver's outgoing requests over HTTPS (post_json, with its client library loaded on
+// the first https URL): the server's certificate is checked against the authorities given, for
+// the address asked for, unless told not to. A POST to /metrics is answered 405: the exchange
+// went through.
+TEST_F(HttpTls, OutgoingPostsCheckTheServersCertificate) {
+  const Exporter exporter(pki_->web_config(""));
+  using namespace std::chrono_literals;
+  const auto post = [&](const std::string& host, const exporter::TlsClientOptions& tls,
+                        bool https = true) {
+    const exporter::HttpUrl url{host, std::to_string(exporter.port()), "/metrics", https};
+    return exporter::post_json(url, "{}", std::chrono::steady_clock::now() + 5s, {}, tls);
+  };
+  const auto trusted = post("127.0.0.1", {pki_->file("server.crt").string()});
+  ASSERT_TRUE(trusted.has_value()) << trusted.error();
+  EXPECT_EQ(trusted->status, 405);
+  // The certificate names localhost and 127.0.0.1, both checked.
+  EXPECT_EQ(post("localhost", {pki_->file("server.crt").string()}).value().status, 405);
+  const auto untrusted = post("127.0.0.1", {pki_->file("ca.crt").string()});
+  ASSERT_FALSE(untrusted.has_value());
+  EXPECT_EQ(untrusted.error(), "TLS handshake with 127.0.0.1 failed: self-signed certificate");
+  EXPECT_EQ(post("127.0.0.1", {"", true}).value().status, 405);
+  // Plain HTTP to the TLS port gets no HTTP reply.
+  EXPECT_FALSE(post("127.0.0.1", {}, false).has_value());
 }
 
 TEST_F(HttpTls, MinimumVersionIsEnforced) {
