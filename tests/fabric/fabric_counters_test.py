@@ -229,8 +229,15 @@ def main(exporter):
                    "ibprobe_fabric_discovery_duration_seconds")
         check(seen_after <= interval + 2 * took + 0.5,
               f"cut cable seen after {seen_after:.2f} s (interval {interval} s, discovery {took:.2f} s)")
+        # The port's series keep the former far end's labels while it is down: the same series
+        # go down and come back, rather than vanishing and reappearing under other labels.
         now = series(samples, "rdma_port_errors_total", port=str(port), counter="symbol_error")
-        check(len(now) == 1 and "remote_guid" not in now[0][0], f"{leaf} port {port}: no far end after the cut")
+        check(len(now) == 1 and now[0][0].get("remote_description") == descriptions[host],
+              f"{leaf} port {port}: the former far end still labels it after the cut: {now}")
+        state = series(samples, "rdma_fabric_port_state", port=str(port))
+        check(len(state) == 1 and state[0][1] == 1
+              and state[0][0].get("remote_description") == descriptions[host],
+              f"{leaf} port {port}: PortState Down under the same labels: {state}")
         print(f"cut cable {leaf}[{port}] -> {host} seen after {seen_after:.2f} s (interval {interval} s)")
         sim.console(f'Link "{leaf}"[{port}] "{host}"[1]')
         back = time.monotonic()

@@ -273,7 +273,9 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
                    port_counters_response(3, {{"link_downed", 3}, {"port_xmit_wait", 5}}));
   transport.expect(12, extended_request(3), extended_response(3, {{"port_xmit_data", 1000}}));
   RecordingSink errors;
-  const auto snapshot = fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors);
+  std::map<std::uint16_t, fabric::DetailSupports> support;
+  const auto snapshot =
+      fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors, support);
   EXPECT_TRUE(errors.recorded.empty());
   ASSERT_EQ(snapshot.size(), 1u);
   EXPECT_EQ(snapshot[0].target, (RemotePort{12, 3}));
