@@ -447,6 +447,12 @@ struct Fabric::Impl {
           drop_unsupported_extended(info, extended);
           counters.merge(extended);
         }
+        // Wait counters of VLs the port does not use never move: no series for them.
+        const int vls = plan.node->ports[i].operational_vls;
+        std::erase_if(detail_counters[{plan.node->guid, i}], [&](const auto& entry) {
+          const auto vl = mad::vl_of_xmit_wait(entry.first);
+          return vl && vls > 0 && *vl >= vls;
+        });
         counters.merge(detail_counters[{plan.node->guid, i}]);
         add_counter_series(out, identity, counters);
         ++ports_read;

@@ -82,6 +82,12 @@ TEST(NodeNameMap, AFabricWithAnUnreadableOrBadMapIsNotOpened) {
 }
 
 TEST(PortInfoEncodings, WidthsAndSpeeds) {
+  EXPECT_EQ(operational_vls(1), 1);
+  EXPECT_EQ(operational_vls(3), 4);
+  EXPECT_EQ(operational_vls(4), 8);
+  EXPECT_EQ(operational_vls(5), 15);
+  EXPECT_EQ(operational_vls(0), 0);
+  EXPECT_EQ(operational_vls(6), 0);
   EXPECT_EQ(width_lanes(1), 1);
   EXPECT_EQ(width_lanes(2), 4);
   EXPECT_EQ(width_lanes(8), 12);
