@@ -393,7 +393,10 @@ struct Fabric::Impl {
             queries.push_back({node->lid, mad::MgmtClass::kPerfMgt,
                                mad::Attribute::kPortCountersExtended, number});
           }
-          add_detail_queries(node->lid, number, facts->second.details, port_plan.details, queries);
+          if (options.detail_counters) {
+            add_detail_queries(node->lid, number, facts->second.details, port_plan.details,
+                               queries);
+          }
           plan.ports.push_back(std::move(port_plan));
         }
         plans.push_back(std::move(plan));

@@ -7,7 +7,8 @@
   same port; a value at 65535 is flagged saturated; the whole-fabric read has VL wait series for
   the VLs the port's PortInfo OperVLs names (smpquery), remote_pma, without PortInfo, all 16;
 - a read costs at most one MAD per detail attribute per port (ibsim's PMAs answer all three, so
-  exactly five per port: PortCounters, PortCountersExtended and the three details);
+  exactly five per port: PortCounters, PortCountersExtended and the three details), and two
+  with --no-fabric.detail-counters, which has no detail series;
 - an inter-switch cable unplugged and plugged back (ibsim's Unlink, ReLink) is a flap on both
   switch ports: PortState goes Down and Active again under the same labels (both cable ends
   named), and the LinkDownedCounter delta shows it. ibsim itself does not count LinkDowned
@@ -196,6 +197,19 @@ def main(exporter):
         got = [one(remote_samples, "rdma_port_vl_transmit_wait_ticks_total", vl=str(vl), **remote)
                for vl in range(VLS)]
         check(got == waits, f"remote_pma {remote_lid}:{remote_port}: VL waits {got} == {waits}")
+
+        _, plain = sf.start_exporter(sim, exporter, "--collector.fabric",
+                                     "--fabric.discovery-interval-seconds=3600",
+                                     "--no-fabric.detail-counters")
+        sf.wait_for_model(plain, SPINES + LEAVES)
+        sf.http_get(plain + "/metrics")
+        m = sf.parse_metrics(sf.http_get(plain + "/metrics")[1])
+        labels = {label for _, _, label in DETAIL_FIELDS}
+        check(one(m, "ibprobe_fabric_scrape_mads") == 2 * switch_ports
+              and not [l for n, l, _ in m if n == "rdma_port_errors_total" and l["counter"] in labels]
+              and not series(m, "rdma_port_vl_transmit_wait_ticks_total"),
+              f"--no-fabric.detail-counters: {one(m, 'ibprobe_fabric_scrape_mads')} MADs for "
+              f"{switch_ports} ports, no detail series")
 
         # --- a flap: an inter-switch cable out and back in ---------------------------------------
         leaf, spine = by_name["leaf-01"], "spine-01"

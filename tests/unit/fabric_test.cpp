@@ -184,6 +184,9 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   EXPECT_EQ(f.budget, std::chrono::milliseconds(1500));
   EXPECT_EQ(f.concurrency, 4);
   EXPECT_EQ(f.discovery_deadline, std::chrono::seconds(30));
+  EXPECT_TRUE(f.detail_counters);
+  EXPECT_FALSE(parse_args({"--collector.fabric", "--no-fabric.detail-counters"}, config));
+  EXPECT_FALSE(config.fabric_options.detail_counters);
 }
 
 TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {
