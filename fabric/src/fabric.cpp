@@ -224,12 +224,15 @@ struct Fabric::Impl {
   bool last_requested_success = false;
   std::condition_variable_any done;
 
-  // What a switch's PMA has, learned from its answers.
+  // What a switch's PMA has, learned from its answers. A rediscovery may have found replaced
+  // switches or new firmware: facts learned under an older model are asked again, and kept
+  // until an answer comes.
   struct PmaFacts {
     mad::ClassPortInfo info = {};
     DetailSupports details = {};
-    bool stale = false;  // a discovery ran since: ask again, keep these until an answer
+    std::uint64_t model_generation = 0;
   };
+  std::atomic<std::uint64_t> model_generation{0};  // successful discoveries so far
 
   // One umad agent answers one read at a time.
   mutable std::mutex exchange_mutex;
@@ -257,12 +260,6 @@ struct Fabric::Impl {
     }
   }
 
-  // A rediscovery may have found replaced switches or new firmware: ask their PMAs again.
-  void forget_pma_facts() {
-    std::lock_guard lock(exchange_mutex);
-    for (auto& [guid, facts] : pma_facts) facts.stale = true;
-  }
-
   bool discover_once(const std::stop_token& stop) {
     const auto start = Clock::now();
     auto result = discover_in_child(discovery_command, options.discovery_deadline, stop);
@@ -274,8 +271,8 @@ struct Fabric::Impl {
       log_master_change(model.get(), *fresh);
       for (const auto& change : history.update(*fresh)) ++changes[change.kind];
       model = std::move(fresh);
+      ++model_generation;
       last_success = true;
-      forget_pma_facts();
       last_mads = result->mads;
       ++successes;
     } else {
@@ -360,9 +357,10 @@ struct Fabric::Impl {
       // extended table is there.
       std::vector<MadQuery> info_queries;
       std::vector<const FabricNode*> asked;
+      const std::uint64_t generation = model_generation.load();
       for (const auto* node : switches) {
         const auto known = pma_facts.find(node->guid);
-        if (known != pma_facts.end() && !known->second.stale) continue;
+        if (known != pma_facts.end() && known->second.model_generation == generation) continue;
         info_queries.push_back(
             {node->lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo});
         asked.push_back(node);
@@ -372,7 +370,7 @@ struct Fabric::Impl {
         for (std::size_t i = 0; i < answers.size(); ++i) {
           if (answers[i]) {
             pma_facts[asked[i]->guid] =
-                PmaFacts{mad::decode_class_port_info(mad::data_of(*answers[i])), {}, false};
+                PmaFacts{mad::decode_class_port_info(mad::data_of(*answers[i])), {}, generation};
           }
         }
       }

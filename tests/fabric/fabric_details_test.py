@@ -158,6 +158,14 @@ def main(exporter):
               f"PortCountersExtended and one per detail attribute")
         check(one(samples, "ibprobe_fabric_scrape_ports") == switch_ports,
               f"every switch port answered ({one(samples, 'ibprobe_fabric_scrape_ports')})")
+        # After a discovery each switch's PMA is asked again what it has (ClassPortInfo, and
+        # the details with the next read), once.
+        sf.http_get(base + "/fabric/discover", method="POST", timeout=120)
+        relearn = [one(sf.parse_metrics(sf.http_get(base + "/metrics")[1]),
+                       "ibprobe_fabric_scrape_mads") for _ in range(2)]
+        check(relearn == [switch_ports * (2 + DETAILS_PER_PORT) + SPINES + LEAVES,
+                          switch_ports * (2 + DETAILS_PER_PORT)],
+              f"after a discovery: {relearn} MADs, ClassPortInfo of each switch asked once again")
 
         exact = True
         for (name, port), (values, waits) in expected.items():
