@@ -1,7 +1,8 @@
 // Remote port counters over PerfMgt MADs: per target LID, ClassPortInfo tells which counters the
 // PMA has (extended 64-bit table, PortXmitWait, AllPortSelect) and NodeInfo names the node and
-// counts its ports; then PortCounters and PortCountersExtended of each asked port. Exported in
-// the port_counters families, labelled by lid and port instead of device.
+// counts its ports; then PortCounters and PortCountersExtended of each asked port, and on request
+// the detail attributes of PMAs that have not answered "not supported". Exported in the
+// port_counters families, labelled by lid and port instead of device.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>

@@ -4,8 +4,9 @@
   ibsim's PerformanceSet on every switch port comes out exactly in the exporter's series (the
   whole-fabric read, and remote_pma with --collector.remote_pma.detail-counters for one switch
   port), and equals what `perfquery --rcverr`, `--xmtdisc` and `--vlxmitcounters` print for the
-  same port; a value at 65535 is flagged saturated; the whole-fabric read has VL wait series for
-  the VLs the port's PortInfo OperVLs names (smpquery), remote_pma, without PortInfo, all 16;
+  same port (on 9 of the 32: the first and last of each switch and the remote_pma one); a value
+  at 65535 is flagged saturated; the whole-fabric read has VL wait series for the VLs the port's
+  PortInfo OperVLs names (smpquery), remote_pma, without PortInfo, all 16;
 - a read costs at most one MAD per detail attribute per port (ibsim's PMAs answer all three, so
   exactly five per port: PortCounters, PortCountersExtended and the three details), and two
   with --no-fabric.detail-counters, which has no detail series;
@@ -118,9 +119,14 @@ def main(exporter):
                   "ibsim took every PerformanceSet")
         print(f"set {len(commands)} detail counters on {len(expected)} switch ports")
 
-        # The reference: perfquery's own decoding of the same attributes, port by port.
+        # The reference: perfquery's own decoding of the same attributes, on the first and last
+        # port of every switch, the saturated one and the one remote_pma reads below.
+        remote_switch, remote_port = "leaf-02", 3
+        sampled = {saturated_port, (remote_switch, remote_port)}
+        sampled |= {(name, p) for name, sw in by_name.items() for p in (1, sw.ports)}
         reference_ok = True
-        for (name, port), (values, waits) in expected.items():
+        for name, port in sorted(sampled):
+            values, waits = expected[(name, port)]
             lid = lids[switch_guids[name]]
             for attribute, option in PERFQUERY_OPTION.items():
                 printed = perfquery_fields(sim, option, lid, port)
@@ -133,11 +139,10 @@ def main(exporter):
             if [printed.get(f"PortVLXmitWait{vl}") for vl in range(VLS)] != waits:
                 reference_ok = False
                 print(f"FAIL perfquery --vlxmitcounters {name}[{port}]: {printed} != {waits}")
-        check(reference_ok, "perfquery prints every value set, on every switch port")
+        check(reference_ok, f"perfquery prints every value set, on {len(sampled)} switch ports")
 
         # remote_pma reads one leaf port, in an exporter of its own: libumad2sim hands a
         # process's PerfMgt answers to one of its umad agents only.
-        remote_switch, remote_port = "leaf-02", 3
         remote_lid = lids[switch_guids[remote_switch]]
         _, remote_base = sf.start_exporter(
             sim, exporter, "--collector.remote_pma",
