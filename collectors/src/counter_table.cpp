@@ -56,6 +56,18 @@ constexpr std::array kCounters = {
     CounterSpec{"local_link_integrity_errors", kErrorFamily, kErrorHelp, kError, 4, 1},
     CounterSpec{"excessive_buffer_overrun_errors", kErrorFamily, kErrorHelp, kError, 4, 1},
     CounterSpec{"VL15_dropped", kErrorFamily, kErrorHelp, kError, 16, 1},
+    // PortRcvErrorDetails and PortXmitDiscardDetails: which kind of receive error or transmit
+    // discard the two totals above counted. Only remote PMAs answer them (no sysfs files).
+    CounterSpec{"port_local_physical_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_malformed_packet_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_buffer_overrun_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_dlid_mapping_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_vl_mapping_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_looping_errors", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_inactive_discards", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_neighbor_mtu_discards", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_sw_lifetime_limit_discards", kErrorFamily, kErrorHelp, kError, 16, 1},
+    CounterSpec{"port_sw_hoq_lifetime_limit_discards", kErrorFamily, kErrorHelp, kError, 16, 1},
 };
 
 // Pre-4.5 MLNX_OFED kernels put the 64-bit PortCountersExtended values in counters_ext/.

@@ -612,6 +612,17 @@ def switch_ports():
               [target(f"sum by (node_description, port, counter) (increase("
                       f"rdma_port_errors_total{{{sw}}}[$__rate_interval])) > 0",
                       cable + " {{counter}}")], w=24),
+        table("Flapping links",
+              "Switch ports whose link went down within the time range (LinkDownedCounter), with "
+              "the cable's far end: the port keeps the far end's labels while it is down.",
+              f"sum by (node_description, port, remote_description, remote_port) (increase("
+              f"rdma_port_errors_total{{{sw},counter=\"link_downed\"}}[$__range])) > 0",
+              w=12, h=9),
+        panel("timeseries", "Transmit wait by virtual lane",
+              "Ticks per second each VL of a switch port had data to send and no credits "
+              "(PortVLXmitWaitCounters): which VL of which cable is congested.",
+              [target(f"topk(20, rate(rdma_port_vl_transmit_wait_ticks_total{{{sw}}}"
+                      "[$__rate_interval]))", cable + " VL{{vl}}")], w=12, h=9),
         table("Cables below capability",
               "Cables running narrower (width) or slower (speed) than the best both ends "
               "support (iblinkinfo's \"Could be\").",

@@ -154,6 +154,11 @@ void add_remote_pma_options(CLI::App& app, Config& config, StagedFlags& staged) 
                "Time all remote queries of one scrape may take together", 1, 600000);
   add_in_range(app, "--collector.remote_pma.concurrency", remote.concurrency,
                "MADs in flight at once", 1, 256);
+  app.add_flag("--collector.remote_pma.detail-counters,!--no-collector.remote_pma.detail-counters",
+               remote.detail_counters,
+               "Also read PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters "
+               "of each target from PMAs that answer them: up to three more MADs per port per "
+               "scrape (default: off)");
 }
 
 // Discovery of the InfiniBand fabric and the reads of its switches.
@@ -191,6 +196,10 @@ void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
                1, 600000);
   add_in_range(app, "--fabric.concurrency", fabric.concurrency, "PerfMgt MADs in flight at once", 1,
                256);
+  app.add_flag("--fabric.detail-counters,!--no-fabric.detail-counters", fabric.detail_counters,
+               "Also read PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters "
+               "of every switch port whose PMA answers them: up to three more MADs per port per "
+               "read (default: on)");
   staged.discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
   add_in_range(app, "--fabric.discovery-deadline-seconds", staged.discovery_deadline,
                "Time one discovery may take; its process is killed after it and the previous "

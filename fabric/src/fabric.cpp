@@ -1,6 +1,8 @@
 // The fabric: a discovery thread keeps the model (the last good one when a discovery fails), and
 // reads of switch ports go through one umad port: per switch, ClassPortInfo once (cached), then
-// PortCounters and PortCountersExtended of every port, two MADs per port per read.
+// PortCounters and PortCountersExtended of every port, two MADs per port per read, and the three
+// detail attributes of every port of a switch whose PMA has not answered "not supported" (what a
+// PMA supports is learned again after each discovery).
 #include "ibprobe/fabric.h"
 
 #include <spdlog/spdlog.h>
@@ -222,9 +224,19 @@ struct Fabric::Impl {
   bool last_requested_success = false;
   std::condition_variable_any done;
 
+  // What a switch's PMA has, learned from its answers. A rediscovery may have found replaced
+  // switches or new firmware: facts learned under an older model are asked again, and kept
+  // until an answer comes.
+  struct PmaFacts {
+    mad::ClassPortInfo info = {};
+    DetailSupports details = {};
+    std::uint64_t model_generation = 0;
+  };
+  std::atomic<std::uint64_t> model_generation{0};  // successful discoveries so far
+
   // One umad agent answers one read at a time.
   mutable std::mutex exchange_mutex;
-  mutable std::unordered_map<std::uint64_t, mad::ClassPortInfo> class_port_info;
+  mutable std::unordered_map<std::uint64_t, PmaFacts> pma_facts;  // by node GUID
   mutable std::array<std::atomic<std::uint64_t>, 16> lost_by_reason{};
   mutable std::atomic<std::uint64_t> mads_sent{0};
 
@@ -259,6 +271,7 @@ struct Fabric::Impl {
       log_master_change(model.get(), *fresh);
       for (const auto& change : history.update(*fresh)) ++changes[change.kind];
       model = std::move(fresh);
+      ++model_generation;
       last_success = true;
       last_mads = result->mads;
       ++successes;
@@ -294,11 +307,32 @@ struct Fabric::Impl {
     }
   }
 
+  struct PortPlan {
+    std::size_t basic = 0;
+    std::size_t extended = SIZE_MAX;
+    DetailPlan details = {};
+  };
   struct SwitchPlan {
     const FabricNode* node;
     mad::ClassPortInfo info;
-    std::vector<std::pair<std::size_t, std::size_t>> ports;  // basic, extended query per port
+    std::vector<PortPlan> ports;
   };
+
+  // The far end each port of these switches had when last seen: a port that is down keeps its
+  // series and their labels, so a flap reads as one series going down and up.
+  std::map<std::pair<std::uint64_t, int>, FabricRemote> remembered_remotes(
+      const std::vector<const FabricNode*>& switches) const {
+    std::map<std::pair<std::uint64_t, int>, FabricRemote> remotes;
+    std::lock_guard lock(model_mutex);
+    const auto& links = history.links();
+    for (const auto* node : switches) {
+      for (auto it = links.lower_bound({node->guid, 0});
+           it != links.end() && it->first.first == node->guid; ++it) {
+        remotes.emplace(it->first, it->second.remote);
+      }
+    }
+    return remotes;
+  }
 
   // Reads the given switches in one exchange and adds their series.
   void read(const std::vector<const FabricNode*>& switches, milliseconds budget, MetricSet& out,
@@ -311,15 +345,22 @@ struct Fabric::Impl {
     std::size_t ports_read = 0;
     std::vector<SwitchPlan> plans;
     std::vector<MadExchange::Answer> answers;
+    // Decoded while the exchange is at hand: its "not supported" answers teach the PMA's facts.
+    std::map<std::pair<std::uint64_t, std::size_t>,
+             std::map<std::string, RemoteCounter, std::less<>>>
+        detail_counters;
     {
       // Only the exchange needs the port; the series are built after it, beside the next read.
       std::lock_guard lock(exchange_mutex);
       MadExchange exchange(*port.transport, read_limits, start + budget, errors);
-      // ClassPortInfo of switches not asked yet: it decides whether the extended table is there.
+      // ClassPortInfo of switches not asked since the last discovery: it decides whether the
+      // extended table is there.
       std::vector<MadQuery> info_queries;
       std::vector<const FabricNode*> asked;
+      const std::uint64_t generation = model_generation.load();
       for (const auto* node : switches) {
-        if (class_port_info.contains(node->guid)) continue;
+        const auto known = pma_facts.find(node->guid);
+        if (known != pma_facts.end() && known->second.model_generation == generation) continue;
         info_queries.push_back(
             {node->lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kClassPortInfo});
         asked.push_back(node);
@@ -328,43 +369,68 @@ struct Fabric::Impl {
         const auto answers = exchange.run(info_queries);
         for (std::size_t i = 0; i < answers.size(); ++i) {
           if (answers[i]) {
-            class_port_info[asked[i]->guid] =
-                mad::decode_class_port_info(mad::data_of(*answers[i]));
+            pma_facts[asked[i]->guid] =
+                PmaFacts{mad::decode_class_port_info(mad::data_of(*answers[i])), {}, generation};
           }
         }
       }
       std::vector<MadQuery> queries;
       for (const auto* node : switches) {
-        const auto info = class_port_info.find(node->guid);
-        if (info == class_port_info.end()) continue;  // its loss is counted already
-        SwitchPlan plan{node, info->second, {}};
-        const bool extended = has_extended_counters(info->second);
+        const auto facts = pma_facts.find(node->guid);
+        if (facts == pma_facts.end()) continue;  // its loss is counted already
+        SwitchPlan plan{node, facts->second.info, {}};
+        const bool extended = has_extended_counters(facts->second.info);
         for (const auto& p : node->ports) {
           const auto number = static_cast<std::uint8_t>(p.number);
-          const std::size_t basic = queries.size();
+          PortPlan port_plan;
+          port_plan.basic = queries.size();
           queries.push_back(
               {node->lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, number});
-          std::size_t ext = SIZE_MAX;
           if (extended) {
-            ext = queries.size();
+            port_plan.extended = queries.size();
             queries.push_back({node->lid, mad::MgmtClass::kPerfMgt,
                                mad::Attribute::kPortCountersExtended, number});
           }
-          plan.ports.emplace_back(basic, ext);
+          if (options.detail_counters) {
+            add_detail_queries(node->lid, number, facts->second.details, port_plan.details,
+                               queries);
+          }
+          plan.ports.push_back(std::move(port_plan));
         }
         plans.push_back(std::move(plan));
       }
       answers = exchange.run(queries);
       mads = exchange.mads_sent();
+      for (const auto& plan : plans) {
+        auto& support = pma_facts[plan.node->guid].details;
+        for (std::size_t i = 0; i < plan.ports.size(); ++i) {
+          take_detail_answers(plan.ports[i].details, answers, exchange, support,
+                              detail_counters[{plan.node->guid, i}]);
+        }
+      }
+    }
+    // Every port's state comes from the model, so it is shown whether or not its PMA answered.
+    const auto remotes = remembered_remotes(switches);
+    std::map<std::pair<std::uint64_t, std::size_t>, MetricSet::LabelSet> identities;
+    for (const auto* node : switches) {
+      for (std::size_t i = 0; i < node->ports.size(); ++i) {
+        const FabricPort& fabric_port = node->ports[i];
+        auto remote = fabric_port.remote;
+        if (!remote) {
+          const auto seen = remotes.find({node->guid, fabric_port.number});
+          if (seen != remotes.end()) remote = seen->second;
+        }
+        const auto identity = out.label_set(port_identity(*node, fabric_port.number, remote));
+        add_link_series(out, identity, fabric_port);
+        identities.emplace(std::pair{node->guid, i}, identity);
+      }
     }
     for (const auto& plan : plans) {
       const auto& info = plan.info;
       for (std::size_t i = 0; i < plan.ports.size(); ++i) {
-        const FabricPort& fabric_port = plan.node->ports[i];
-        const auto identity =
-            out.label_set(port_identity(*plan.node, fabric_port.number, fabric_port.remote));
-        add_link_series(out, identity, fabric_port);
-        const auto [basic, ext] = plan.ports[i];
+        const auto& identity = identities.at({plan.node->guid, i});
+        const auto basic = plan.ports[i].basic;
+        const auto ext = plan.ports[i].extended;
         // Both tables or neither: half a port would read as counters going down.
         if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) continue;
         std::map<std::string, RemoteCounter, std::less<>> counters;
@@ -382,6 +448,13 @@ struct Fabric::Impl {
           drop_unsupported_extended(info, extended);
           counters.merge(extended);
         }
+        // Wait counters of VLs the port does not use never move: no series for them.
+        const int vls = plan.node->ports[i].operational_vls;
+        std::erase_if(detail_counters[{plan.node->guid, i}], [&](const auto& entry) {
+          const auto vl = mad::vl_of_xmit_wait(entry.first);
+          return vl && vls > 0 && *vl >= vls;
+        });
+        counters.merge(detail_counters[{plan.node->guid, i}]);
         add_counter_series(out, identity, counters);
         ++ports_read;
       }

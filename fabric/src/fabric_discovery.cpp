@@ -61,6 +61,7 @@ FabricPort port_of(const ibnd_port_t& port) {
   result.number = port.portnum;
   result.state = static_cast<int>(field(port.info, IB_PORT_STATE_F));
   result.physical_state = static_cast<int>(field(port.info, IB_PORT_PHYS_STATE_F));
+  result.operational_vls = operational_vls(field(port.info, IB_PORT_OPER_VLS_F));
   const bool up = result.state > 1;  // Init, Armed or Active: the link trained
   if (up) {
     result.width_lanes = width_lanes(field(port.info, IB_PORT_LINK_WIDTH_ACTIVE_F));

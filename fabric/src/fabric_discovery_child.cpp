@@ -160,7 +160,8 @@ json port_to_json(const FabricPort& port) {
            {"width_lanes", port.width_lanes},
            {"lane_gigabits", port.lane_gigabits},
            {"supported_width_lanes", port.supported_width_lanes},
-           {"supported_lane_gigabits", port.supported_lane_gigabits}};
+           {"supported_lane_gigabits", port.supported_lane_gigabits},
+           {"operational_vls", port.operational_vls}};
   if (port.remote) {
     out["remote"] = {{"guid", port.remote->guid},
                      {"description", port.remote->description},
@@ -178,6 +179,7 @@ FabricPort port_from_json(const json& in) {
   port.lane_gigabits = in.at("lane_gigabits").get<double>();
   port.supported_width_lanes = integer_at<int>(in, "supported_width_lanes");
   port.supported_lane_gigabits = in.at("supported_lane_gigabits").get<double>();
+  port.operational_vls = integer_at<int>(in, "operational_vls");
   if (const auto remote = in.find("remote"); remote != in.end()) {
     port.remote = FabricRemote{integer_at<std::uint64_t>(*remote, "guid"),
                                remote->at("description").get<std::string>(),

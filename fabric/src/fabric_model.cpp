@@ -76,6 +76,12 @@ int width_lanes(unsigned link_width) {
   return 0;
 }
 
+int operational_vls(unsigned oper_vls) {
+  // IBA vol. 1 14.2.5.6 OperationalVLs: 1 VL0, 2 VL0-1, 3 VL0-3, 4 VL0-7, 5 VL0-14.
+  constexpr int kCounts[] = {0, 1, 2, 4, 8, 15};
+  return oper_vls < std::size(kCounts) ? kCounts[oper_vls] : 0;
+}
+
 int widest_lanes(unsigned link_width_mask) {
   int widest = 0;
   for (const auto& [bit, lanes] : kWidths) {

@@ -22,16 +22,11 @@ std::uint32_t next_transaction_id() {
   return next.fetch_add(1);
 }
 
-bool is_counter_attribute(mad::Attribute attribute) {
-  return attribute == mad::Attribute::kPortCounters ||
-         attribute == mad::Attribute::kPortCountersExtended;
-}
-
 }  // namespace
 
 std::string describe(const MadQuery& query) {
   std::string text = "lid " + std::to_string(query.lid);
-  if (is_counter_attribute(query.attribute)) {
+  if (mad::is_per_port(query.attribute)) {
     text += query.port_select == mad::kAllPorts ? " all ports"
                                                 : " port " + std::to_string(query.port_select);
   }
@@ -41,6 +36,7 @@ std::string describe(const MadQuery& query) {
 std::vector<MadExchange::Answer> MadExchange::run(const std::vector<MadQuery>& queries) {
   queries_ = &queries;
   results_.assign(queries.size(), std::nullopt);
+  unsupported_.assign(queries.size(), false);
   attempts_.assign(queries.size(), 0);
   pending_.clear();
   in_flight_.clear();
@@ -132,6 +128,11 @@ void MadExchange::accept(const MadTransport::Received& received) {
     fail(q, ReadError::kMalformed, "answer is not the GetResp of this attribute");
     return;
   }
+  if (header->status != 0 && query.may_be_unsupported &&
+      mad::is_unsupported_status(header->status)) {
+    unsupported_[q] = true;
+    return;
+  }
   if (header->status != 0) {
     fail(q, ReadError::kMadStatus, "MAD status " + mad::describe_status(header->status));
     return;
@@ -142,7 +143,7 @@ void MadExchange::accept(const MadTransport::Received& received) {
          "truncated answer of " + std::to_string(received.mad.size()) + " bytes");
     return;
   }
-  if (is_counter_attribute(query.attribute) && mad::port_select_of(data) != query.port_select) {
+  if (mad::is_per_port(query.attribute) && mad::port_select_of(data) != query.port_select) {
     fail(q, ReadError::kMalformed,
          "answer is for port " + std::to_string(mad::port_select_of(data)));
     return;

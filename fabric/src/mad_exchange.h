@@ -29,6 +29,9 @@ struct MadQuery {
   mad::MgmtClass mgmt_class;
   mad::Attribute attribute;
   std::uint8_t port_select = 0;
+  // An attribute the PMA may lack (mad::kDetailAttributes): a "not supported" status is then an
+  // answer, reported by MadExchange::unsupported, not a loss.
+  bool may_be_unsupported = false;
 };
 
 // "lid 12 port 3 PortCounters", as error records name a query.
@@ -45,6 +48,9 @@ class MadExchange {
 
   // One answer per query, in the queries' order; nullopt for each that failed (and was recorded).
   std::vector<Answer> run(const std::vector<MadQuery>& queries);
+
+  // Whether the last run's query `q` was answered "not supported" (may_be_unsupported only).
+  bool unsupported(std::size_t q) const { return unsupported_[q]; }
 
   // MADs handed to the transport so far, retries included.
   std::size_t mads_sent() const { return mads_sent_; }
@@ -69,6 +75,7 @@ class MadExchange {
   collectors::ErrorSink& errors_;
   const std::vector<MadQuery>* queries_ = nullptr;
   std::vector<Answer> results_;
+  std::vector<bool> unsupported_;
   std::vector<int> attempts_;
   std::deque<std::size_t> pending_;
   std::vector<InFlight> in_flight_;

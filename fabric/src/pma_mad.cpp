@@ -1,5 +1,9 @@
 #include "pma_mad.h"
 
+#include <infiniband/mad.h>
+
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include "ibprobe/enum_names.h"
@@ -41,6 +45,47 @@ constexpr CounterField kPortCountersExtended[] = {
     {"multicast_xmit_packets", 448, 64}, {"multicast_rcv_packets", 512, 64},
 };
 
+struct DetailField {
+  std::string_view counter;
+  MAD_FIELDS field;
+};
+
+// Every detail counter is 16 bits wide (libibmad fields.c; IBA vol. 1 16.1.4.x).
+constexpr int kDetailWidth = 16;
+
+constexpr DetailField kRcvErrorDetails[] = {
+    {"port_local_physical_errors", IB_PC_RCV_LOCAL_PHY_ERR_F},
+    {"port_malformed_packet_errors", IB_PC_RCV_MALFORMED_PKT_ERR_F},
+    {"port_buffer_overrun_errors", IB_PC_RCV_BUF_OVR_ERR_F},
+    {"port_dlid_mapping_errors", IB_PC_RCV_DLID_MAP_ERR_F},
+    {"port_vl_mapping_errors", IB_PC_RCV_VL_MAP_ERR_F},
+    {"port_looping_errors", IB_PC_RCV_LOOPING_ERR_F},
+};
+
+constexpr DetailField kXmitDiscardDetails[] = {
+    {"port_inactive_discards", IB_PC_XMT_INACT_DISC_F},
+    {"port_neighbor_mtu_discards", IB_PC_XMT_NEIGH_MTU_DISC_F},
+    {"port_sw_lifetime_limit_discards", IB_PC_XMT_SW_LIFE_DISC_F},
+    {"port_sw_hoq_lifetime_limit_discards", IB_PC_XMT_SW_HOL_DISC_F},
+};
+
+constexpr std::string_view kVlXmitWaitPrefix = "port_vl_xmit_wait_";
+constexpr std::string_view kVlXmitWait[] = {
+    "port_vl_xmit_wait_0",  "port_vl_xmit_wait_1",  "port_vl_xmit_wait_2",  "port_vl_xmit_wait_3",
+    "port_vl_xmit_wait_4",  "port_vl_xmit_wait_5",  "port_vl_xmit_wait_6",  "port_vl_xmit_wait_7",
+    "port_vl_xmit_wait_8",  "port_vl_xmit_wait_9",  "port_vl_xmit_wait_10", "port_vl_xmit_wait_11",
+    "port_vl_xmit_wait_12", "port_vl_xmit_wait_13", "port_vl_xmit_wait_14", "port_vl_xmit_wait_15",
+};
+
+std::uint64_t decode_detail_field(std::span<const std::uint8_t> data, MAD_FIELDS field) {
+  // libibmad reads through a non-const pointer; give it a copy of the data area.
+  std::array<std::uint8_t, kMadSize - kDataOffset> copy{};
+  std::copy_n(data.begin(), std::min(data.size(), copy.size()), copy.begin());
+  std::uint32_t value = 0;
+  mad_decode_field(copy.data(), field, &value);
+  return value;
+}
+
 void put_be(Mad& mad, std::size_t offset, std::uint64_t value, int bytes) {
   for (int i = bytes - 1; i >= 0; --i, value >>= 8) {
     mad[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(value);
@@ -53,16 +98,30 @@ std::uint64_t get_be(std::span<const std::uint8_t> bytes, std::size_t offset, in
   return value;
 }
 
-constexpr EnumNames<Attribute, 4> kAttributeNames{
+constexpr EnumNames<Attribute, 7> kAttributeNames{
     {{Attribute::kClassPortInfo, "ClassPortInfo"},
      {Attribute::kNodeInfo, "NodeInfo"},
      {Attribute::kPortCounters, "PortCounters"},
+     {Attribute::kPortRcvErrorDetails, "PortRcvErrorDetails"},
+     {Attribute::kPortXmitDiscardDetails, "PortXmitDiscardDetails"},
+     {Attribute::kPortVLXmitWaitCounters, "PortVLXmitWaitCounters"},
      {Attribute::kPortCountersExtended, "PortCountersExtended"}}};
 
 }  // namespace
 
 std::string_view to_string(Attribute attribute) {
   return name_of(kAttributeNames, attribute, "unknown attribute");
+}
+
+bool is_per_port(Attribute attribute) {
+  return attribute == Attribute::kPortCounters || attribute == Attribute::kPortCountersExtended ||
+         std::find(kDetailAttributes.begin(), kDetailAttributes.end(), attribute) !=
+             kDetailAttributes.end();
+}
+
+bool is_unsupported_status(std::uint16_t status) {
+  const unsigned invalid_field = (status >> 2) & 0x7;
+  return invalid_field == 2 || invalid_field == 3;  // method, method/attribute not supported
 }
 
 Mad encode_get(const Request& request) {
@@ -73,10 +132,7 @@ Mad encode_get(const Request& request) {
   mad[3] = static_cast<std::uint8_t>(Method::kGet);
   put_be(mad, kTransactionIdOffset, request.transaction_id, 8);
   put_be(mad, kAttributeIdOffset, static_cast<std::uint16_t>(request.attribute), 2);
-  if (request.attribute == Attribute::kPortCounters ||
-      request.attribute == Attribute::kPortCountersExtended) {
-    mad[kDataOffset + 1] = request.port_select;
-  }
+  if (is_per_port(request.attribute)) mad[kDataOffset + 1] = request.port_select;
   return mad;
 }
 
@@ -182,6 +238,42 @@ std::vector<CounterValue> decode_counters(std::span<const std::uint8_t> data,
     values.push_back({field.counter, read_bits(data, field.bit_offset, field.width), field.width});
   }
   return values;
+}
+
+std::vector<CounterValue> decode_detail_counters(Attribute attribute,
+                                                 std::span<const std::uint8_t> data) {
+  std::vector<CounterValue> values;
+  auto decode_all = [&](std::span<const DetailField> fields) {
+    for (const auto& [counter, field] : fields) {
+      values.push_back({counter, decode_detail_field(data, field), kDetailWidth});
+    }
+  };
+  switch (attribute) {
+    case Attribute::kPortRcvErrorDetails:
+      decode_all(kRcvErrorDetails);
+      break;
+    case Attribute::kPortXmitDiscardDetails:
+      decode_all(kXmitDiscardDetails);
+      break;
+    case Attribute::kPortVLXmitWaitCounters:
+      for (int vl = 0; vl < static_cast<int>(std::size(kVlXmitWait)); ++vl) {
+        const auto field = static_cast<MAD_FIELDS>(IB_PC_PORT_VL_XMIT_WAIT0_F + vl);
+        values.push_back({kVlXmitWait[vl], decode_detail_field(data, field), kDetailWidth});
+      }
+      break;
+    default:
+      break;
+  }
+  return values;
+}
+
+std::optional<int> vl_of_xmit_wait(std::string_view counter) {
+  if (!counter.starts_with(kVlXmitWaitPrefix)) return std::nullopt;
+  counter.remove_prefix(kVlXmitWaitPrefix.size());
+  int vl = 0;
+  const auto [end, ec] = std::from_chars(counter.data(), counter.data() + counter.size(), vl);
+  if (ec != std::errc() || end != counter.data() + counter.size()) return std::nullopt;
+  return vl;
 }
 
 }  // namespace ibprobe::fabric::mad

@@ -1,7 +1,8 @@
 // Encoding and decoding of the management datagrams (MADs) the remote PMA collector exchanges:
-// PerfMgt ClassPortInfo, PortCounters and PortCountersExtended, and the LID-routed SMP NodeInfo
-// that names the node and counts its ports. Pure byte work, no I/O: field layouts per IBA vol. 1
-// (MAD common header 13.4.3, PerfMgt 16.1.3, NodeInfo 14.2.5.3), all big-endian.
+// PerfMgt ClassPortInfo, PortCounters and PortCountersExtended, the optional detail attributes
+// (PortRcvErrorDetails, PortXmitDiscardDetails, PortVLXmitWaitCounters), and the LID-routed SMP
+// NodeInfo that names the node and counts its ports. Pure byte work, no I/O: field layouts per IBA
+// vol. 1 (MAD common header 13.4.3, PerfMgt 16.1.3, NodeInfo 14.2.5.3), all big-endian.
 #pragma once
 
 #include <array>
@@ -36,9 +37,25 @@ enum class Attribute : std::uint16_t {
   kClassPortInfo = 0x0001,
   kNodeInfo = 0x0011,
   kPortCounters = 0x0012,
+  kPortRcvErrorDetails = 0x0015,
+  kPortXmitDiscardDetails = 0x0016,
+  kPortVLXmitWaitCounters = 0x001C,
   kPortCountersExtended = 0x001D,
 };
 std::string_view to_string(Attribute attribute);
+
+// The PerfMgt attributes about one port, whose data area starts with PortSelect.
+bool is_per_port(Attribute attribute);
+
+// PerfMgt attributes a PMA may lack: ClassPortInfo has no capability bit for them (IBA vol. 1
+// 16.1.3; libibmad's IB_PM_* bits stop at QP1 drops), so a PMA tells by answering a Get with the
+// status "method/attribute combination not supported".
+inline constexpr std::array kDetailAttributes = {Attribute::kPortRcvErrorDetails,
+                                                 Attribute::kPortXmitDiscardDetails,
+                                                 Attribute::kPortVLXmitWaitCounters};
+
+// Whether a MAD status says the attribute (or the Get of it) is not implemented.
+bool is_unsupported_status(std::uint16_t status);
 
 // PortSelect 0xFF asks for the sum over all ports (only with CapabilityMask AllPortSelect).
 inline constexpr std::uint8_t kAllPorts = 0xFF;
@@ -55,7 +72,7 @@ struct Request {
   MgmtClass mgmt_class;
   Attribute attribute;
   std::uint64_t transaction_id;
-  std::uint8_t port_select = 0;  // PortCounters / PortCountersExtended only
+  std::uint8_t port_select = 0;  // per-port attributes only
 };
 
 // A Get of the request's attribute (attribute modifier 0).
@@ -116,9 +133,20 @@ struct CounterValue {
 std::span<const CounterField> port_counters_fields();
 std::span<const CounterField> port_counters_extended_fields();
 
-// PortSelect of a PortCounters or PortCountersExtended data area.
+// PortSelect of a per-port attribute's data area.
 std::uint8_t port_select_of(std::span<const std::uint8_t> data);
 std::vector<CounterValue> decode_counters(std::span<const std::uint8_t> data,
                                           std::span<const CounterField> fields);
+
+// The counters of a detail attribute's data area, decoded with libibmad's field tables (as
+// perfquery --rcverr, --xmtdisc and --vlxmitcounters print them). PortRcvErrorDetails and
+// PortXmitDiscardDetails counters are named port_<field> in snake case
+// (port_malformed_packet_errors, port_sw_lifetime_limit_discards, ...); PortVLXmitWaitCounters' are
+// port_vl_xmit_wait_<vl>. Empty for any other attribute.
+std::vector<CounterValue> decode_detail_counters(Attribute attribute,
+                                                 std::span<const std::uint8_t> data);
+
+// "port_vl_xmit_wait_<vl>" -> vl; nullopt for any other name.
+std::optional<int> vl_of_xmit_wait(std::string_view counter);
 
 }  // namespace ibprobe::fabric::mad

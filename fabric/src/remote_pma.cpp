@@ -1,7 +1,8 @@
 // Remote port counters over PerfMgt MADs: per target LID, ClassPortInfo tells which counters the
 // PMA has (extended 64-bit table, PortXmitWait, AllPortSelect) and NodeInfo names the node and
-// counts its ports; then PortCounters and PortCountersExtended of each asked port. Exported in
-// the port_counters families, labelled by lid and port instead of device.
+// counts its ports; then PortCounters and PortCountersExtended of each asked port, and on request
+// the detail attributes of PMAs that have not answered "not supported". Exported in the
+// port_counters families, labelled by lid and port instead of device.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -39,19 +40,26 @@ struct NodeFacts {
 
 // Sums one attribute's counters over the answers of every asked port; nullopt unless all of them
 // answered (a partial sum would read as a counter going down).
-std::optional<std::map<std::string, RemoteCounter, std::less<>>> sum_counters(
-    const std::vector<std::optional<std::vector<std::uint8_t>>>& answers,
-    std::span<const mad::CounterField> fields) {
+template <typename Decode>
+std::optional<std::map<std::string, RemoteCounter, std::less<>>> sum_decoded(
+    const std::vector<std::optional<std::vector<std::uint8_t>>>& answers, const Decode& decode) {
   std::map<std::string, RemoteCounter, std::less<>> sums;
   for (const auto& answer : answers) {
     if (!answer) return std::nullopt;
-    for (const auto& [counter, value, width] :
-         mad::decode_counters(mad::data_of(*answer), fields)) {
+    for (const auto& [counter, value, width] : decode(mad::data_of(*answer))) {
       auto [it, inserted] = sums.try_emplace(std::string(counter), RemoteCounter{value, width});
       if (!inserted) it->second.value = saturating_add(it->second.value, value, width);
     }
   }
   return sums;
+}
+
+std::optional<std::map<std::string, RemoteCounter, std::less<>>> sum_counters(
+    const std::vector<std::optional<std::vector<std::uint8_t>>>& answers,
+    std::span<const mad::CounterField> fields) {
+  return sum_decoded(answers, [&](std::span<const std::uint8_t> data) {
+    return mad::decode_counters(data, fields);
+  });
 }
 
 std::string port_label(const RemotePort& target) {
@@ -80,7 +88,7 @@ class RemotePmaFabricCollector final : public FabricCollector {
     std::vector<RemotePortCounters> results;
     {
       std::lock_guard lock(mutex_);
-      results = query_remote_ports(*port_.transport, options_, errors);
+      results = query_remote_ports(*port_.transport, options_, errors, detail_support_);
     }
     for (const auto& result : results) {
       MetricSet::Labels labels{{"lid", std::to_string(result.target.lid)},
@@ -94,6 +102,7 @@ class RemotePmaFabricCollector final : public FabricCollector {
   RemotePmaOptions options_;
   UmadOpenResult port_;
   mutable std::mutex mutex_;
+  mutable std::map<std::uint16_t, DetailSupports> detail_support_;  // by LID, under mutex_
 };
 
 }  // namespace
@@ -103,11 +112,47 @@ void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
   for (const auto& [counter, sample] : counters) {
     if (const CounterSpec* spec = find_port_counter(counter, false)) {
       add_counter_sample(out, *spec, identity, sample.value);
+    } else if (const auto vl = mad::vl_of_xmit_wait(counter)) {
+      out.add("rdma_port_vl_transmit_wait_ticks_total",
+              "Ticks during which the port had data to send on the virtual lane but sent none "
+              "(PortVLXmitWaitCounters: which VL waits for credits). 16 bit, saturates.",
+              prometheus::MetricType::Counter, identity, {{"vl", std::to_string(*vl)}},
+              static_cast<double>(sample.value));
     }
   }
   for (const auto& [counter, sample] : counters) {
     if (sample.width >= 64) continue;
     add_saturation_sample(out, counter, identity, sample.value == saturation_value(sample.width));
+  }
+}
+
+void add_detail_queries(std::uint16_t lid, std::uint8_t port, const DetailSupports& support,
+                        DetailPlan& plan, std::vector<MadQuery>& queries) {
+  for (std::size_t a = 0; a < mad::kDetailAttributes.size(); ++a) {
+    if (support[a] == DetailSupport::kUnsupported) continue;
+    plan[a].push_back(queries.size());
+    queries.push_back({lid, mad::MgmtClass::kPerfMgt, mad::kDetailAttributes[a], port, true});
+  }
+}
+
+void take_detail_answers(const DetailPlan& plan, const std::vector<MadExchange::Answer>& answers,
+                         const MadExchange& exchange, DetailSupports& support,
+                         std::map<std::string, RemoteCounter, std::less<>>& counters) {
+  for (std::size_t a = 0; a < plan.size(); ++a) {
+    if (plan[a].empty()) continue;
+    std::vector<MadExchange::Answer> asked;
+    for (const auto q : plan[a]) {
+      if (exchange.unsupported(q)) support[a] = DetailSupport::kUnsupported;
+      if (answers[q] && support[a] == DetailSupport::kUnknown)
+        support[a] = DetailSupport::kSupported;
+      asked.push_back(answers[q]);
+    }
+    if (support[a] != DetailSupport::kSupported) continue;
+    const auto attribute = mad::kDetailAttributes[a];
+    auto sums = sum_decoded(asked, [&](std::span<const std::uint8_t> data) {
+      return mad::decode_detail_counters(attribute, data);
+    });
+    if (sums) counters.merge(*sums);
   }
 }
 
@@ -178,9 +223,9 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width) {
   return b > max - std::min(a, max) ? max : a + b;
 }
 
-std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
-                                                   const RemotePmaOptions& options,
-                                                   ErrorSink& errors) {
+std::vector<RemotePortCounters> query_remote_ports(
+    MadTransport& transport, const RemotePmaOptions& options, ErrorSink& errors,
+    std::map<std::uint16_t, DetailSupports>& support) {
   const ExchangeLimits limits{options.timeout, options.retries, options.budget,
                               options.concurrency};
   MadExchange exchange(transport, limits, Clock::now() + options.budget, errors);
@@ -216,6 +261,7 @@ std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
     std::size_t target;
     std::vector<std::size_t> basic;
     std::vector<std::size_t> extended;
+    DetailPlan details;
   };
   std::vector<Plan> plans;
   std::vector<MadQuery> counter_queries;
@@ -241,12 +287,15 @@ std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
       }
       continue;
     }
-    Plan plan{t, {}, {}};
+    Plan plan{t, {}, {}, {}};
     const bool extended = has_extended_counters(*facts.class_port_info);
     for (const auto port : ports) {
       plan.basic.push_back(counter_queries.size());
       counter_queries.push_back(
           {target.lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, port});
+      if (options.detail_counters) {
+        add_detail_queries(target.lid, port, support[target.lid], plan.details, counter_queries);
+      }
       if (!extended) continue;
       plan.extended.push_back(counter_queries.size());
       counter_queries.push_back(
@@ -279,6 +328,8 @@ std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
       drop_unsupported_extended(*facts.class_port_info, *extended);
       result.counters.merge(*extended);
     }
+    take_detail_answers(plan.details, counter_answers, exchange, support[result.target.lid],
+                        result.counters);
   }
   return results;
 }
@@ -301,7 +352,8 @@ std::expected<std::vector<RemotePortCounters>, Error> snapshot_remote_ports(
   if (!port.transport) {
     return std::unexpected(Error{ErrorKind::kLocalPort, "remote PMA unavailable: " + port.detail});
   }
-  return query_remote_ports(*port.transport, options, errors);
+  std::map<std::uint16_t, DetailSupports> support;
+  return query_remote_ports(*port.transport, options, errors, support);
 }
 
 }  // namespace ibprobe::fabric

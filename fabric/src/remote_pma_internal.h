@@ -1,21 +1,41 @@
 // The remote PMA collector over any MadTransport, for the unit tests' replayed exchanges.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ibprobe/remote_pma.h"
+#include "mad_exchange.h"
 #include "mad_transport.h"
 #include "pma_mad.h"
 
 namespace ibprobe::fabric {
 
-// Queries every target within the options' timeout, retries, budget and concurrency.
-std::vector<RemotePortCounters> query_remote_ports(MadTransport& transport,
-                                                   const RemotePmaOptions& options,
-                                                   collectors::ErrorSink& errors);
+// What a PMA answered to each of mad::kDetailAttributes: learned from the first read that got an
+// answer (a value, or "not supported"), so a PMA without them costs no MADs after that.
+enum class DetailSupport : std::uint8_t { kUnknown, kSupported, kUnsupported };
+using DetailSupports = std::array<DetailSupport, mad::kDetailAttributes.size()>;
+
+// The detail queries of one read of a node: per attribute, the indexes of its queries (one per
+// asked port), none for an attribute the PMA is known to lack.
+using DetailPlan = std::array<std::vector<std::size_t>, mad::kDetailAttributes.size()>;
+void add_detail_queries(std::uint16_t lid, std::uint8_t port, const DetailSupports& support,
+                        DetailPlan& plan, std::vector<MadQuery>& queries);
+
+// Learns support from the answers of `plan` and adds the counters of each attribute every asked
+// port answered (summed over the ports, as the basic table is).
+void take_detail_answers(const DetailPlan& plan, const std::vector<MadExchange::Answer>& answers,
+                         const MadExchange& exchange, DetailSupports& support,
+                         std::map<std::string, RemoteCounter, std::less<>>& counters);
+
+// Queries every target within the options' timeout, retries, budget and concurrency. `support`
+// keeps what each LID's PMA said of the detail attributes between calls.
+std::vector<RemotePortCounters> query_remote_ports(
+    MadTransport& transport, const RemotePmaOptions& options, collectors::ErrorSink& errors,
+    std::map<std::uint16_t, DetailSupports>& support);
 
 // `port.transport` nullptr: the collector exports ibprobe_remote_pma_up 0 with `port.reason`.
 std::unique_ptr<collectors::FabricCollector> make_remote_pma_collector(RemotePmaOptions options,
@@ -31,7 +51,8 @@ void drop_unsupported_extended(const mad::ClassPortInfo& info,
                                std::map<std::string, RemoteCounter, std::less<>>& counters);
 
 // A remote port's PortCounters as the local port's are exported: each counter in its family,
-// labelled by `identity`, and the saturation flag of each narrower than 64 bits.
+// labelled by `identity`, and the saturation flag of each narrower than 64 bits. The
+// PortVLXmitWaitCounters go to rdma_port_vl_transmit_wait_ticks_total, labelled `vl`.
 void add_counter_series(collectors::MetricSet& out, collectors::MetricSet::LabelSet identity,
                         const std::map<std::string, RemoteCounter, std::less<>>& counters);
 

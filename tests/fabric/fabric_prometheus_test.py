@@ -140,8 +140,10 @@ def main(exporter):
         # --- a symbol-error rise and a cut cable fire the switch alerts ----------------------
         leaf = topology.switch("leaf-02")
         far, far_port = leaf.links[1]
+        # leaf-03 port 3's link went down three times (ibsim does not count LinkDowned itself).
         sim.console(f'PerformanceSet "leaf-02"[1] PortCounters.SymbolErrorCounter=500',
-                    f'PerformanceSet "leaf-03"[2] PortCounters.PortRcvErrors=77')
+                    f'PerformanceSet "leaf-03"[2] PortCounters.PortRcvErrors=77',
+                    f'PerformanceSet "leaf-03"[3] PortCounters.LinkDownedCounter=3')
         cut_leaf, cut_port = "leaf-04", 1
         sim.console(f'Unlink "{cut_leaf}"[{cut_port}]')
         for base in (base_a, base_b):
@@ -168,6 +170,8 @@ def main(exporter):
                        f'port="2",counter="port_rcv_errors"}}',
              "--fire", f'IbprobeSwitchCableMissing{{node_description="{topology.switch(cut_leaf).description}",'
                        f'port="{cut_port}",remote_description="{topology.switch(cut_leaf).links[cut_port][0]} mlx5_0"}}',
+             "--fire", f'IbprobeFabricPortFlapping{{node_description="{topology.switch("leaf-03").description}",'
+                       f'port="3",remote_description="{topology.switch("leaf-03").links[3][0]} mlx5_0"}}',
              "--quiet", f'IbprobeSwitchPortSymbolErrors{{node_description="{leaf_desc}",port="2"}}',
              "--quiet", "IbprobeFabricDiscoveryFailing", "--quiet", "IbprobeFabricNoMasterSm",
              "--quiet", "IbprobeFabricMasterSmChanged", "-v"],

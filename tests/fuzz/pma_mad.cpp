@@ -1,9 +1,12 @@
 // The PerfMgt/SMP MAD codec over any bytes a umad device can hand back: header and attribute
-// decoding of a received MAD of any length, every counter field checked against a bit-by-bit
-// reading of the IBA layout, and encode_get followed by decode_header for any request.
+// decoding of a received MAD of any length, every counter field (the detail attributes' too,
+// decoded through libibmad) checked against a bit-by-bit reading of the IBA layout, and
+// encode_get followed by decode_header for any request.
 #include "pma_mad.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "fuzz.h"
 
@@ -41,6 +44,26 @@ void check_counters(std::span<const std::uint8_t> data, std::span<const CounterF
   }
 }
 
+// PortRcvErrorDetails (6 fields), PortXmitDiscardDetails (4), PortVLXmitWaitCounters (16): 16-bit
+// counters one after another from bit 32, after PortSelect and CounterSelect.
+void check_details(std::span<const std::uint8_t> data) {
+  constexpr std::pair<Attribute, std::size_t> kDetails[] = {
+      {Attribute::kPortRcvErrorDetails, 6},
+      {Attribute::kPortXmitDiscardDetails, 4},
+      {Attribute::kPortVLXmitWaitCounters, 16}};
+  for (const auto& [attribute, count] : kDetails) {
+    const auto values = decode_detail_counters(attribute, data);
+    FUZZ_CHECK(values.size() == count, "%zu values of attribute 0x%04x", values.size(),
+               static_cast<unsigned>(attribute));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      FUZZ_CHECK(values[i].width == 16 &&
+                     values[i].value == reference_bits(data, 32 + 16 * static_cast<int>(i), 16),
+                 "%.*s decoded as %llu", static_cast<int>(values[i].counter.size()),
+                 values[i].counter.data(), static_cast<unsigned long long>(values[i].value));
+    }
+  }
+}
+
 void check_received(std::span<const std::uint8_t> mad) {
   const auto header = decode_header(mad);
   FUZZ_CHECK(header.has_value() == (mad.size() >= 24), "header of a %zu-byte MAD", mad.size());
@@ -74,6 +97,7 @@ void check_received(std::span<const std::uint8_t> mad) {
   FUZZ_CHECK(port_select_of(data) == data[1], "port select misread");
   check_counters(data, port_counters_fields());
   check_counters(data, port_counters_extended_fields());
+  check_details(data);
 
   // Any field position: offset and width from the MAD's own first bytes.
   const int width = 1 + mad[0] % 64;
@@ -99,8 +123,11 @@ void check_request(std::span<const std::uint8_t> input) {
                  header->class_version == kClassVersion && header->status == 0 &&
                  header->attribute_modifier == 0,
              "encode_get/decode_header round trip");
-  if (request.attribute == Attribute::kPortCounters ||
-      request.attribute == Attribute::kPortCountersExtended) {
+  constexpr Attribute kPerPort[] = {
+      Attribute::kPortCounters, Attribute::kPortCountersExtended, Attribute::kPortRcvErrorDetails,
+      Attribute::kPortXmitDiscardDetails, Attribute::kPortVLXmitWaitCounters};
+  if (std::find(std::begin(kPerPort), std::end(kPerPort), request.attribute) !=
+      std::end(kPerPort)) {
     FUZZ_CHECK(port_select_of(data_of(mad)) == request.port_select, "port select lost");
   }
 }

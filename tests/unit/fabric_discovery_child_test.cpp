@@ -44,6 +44,7 @@ FabricModel two_node_model() {
   cabled.lane_gigabits = 25.78125;
   cabled.supported_width_lanes = 4;
   cabled.supported_lane_gigabits = 53.125;
+  cabled.operational_vls = 8;
   cabled.remote = FabricRemote{0x300001, "node-0001 mlx5_0", 1};
   FabricPort down;
   down.number = 2;
@@ -84,6 +85,7 @@ TEST(DiscoveryJson, RoundTripsEveryField) {
   EXPECT_EQ(sw.ports[0].lane_gigabits, 25.78125);
   EXPECT_EQ(sw.ports[0].supported_width_lanes, 4);
   EXPECT_EQ(sw.ports[0].supported_lane_gigabits, 53.125);
+  EXPECT_EQ(sw.ports[0].operational_vls, 8);
   ASSERT_TRUE(sw.ports[0].remote);
   EXPECT_EQ(sw.ports[0].remote->guid, 0x300001u);
   EXPECT_EQ(sw.ports[0].remote->description, "node-0001 mlx5_0");

@@ -82,6 +82,12 @@ TEST(NodeNameMap, AFabricWithAnUnreadableOrBadMapIsNotOpened) {
 }
 
 TEST(PortInfoEncodings, WidthsAndSpeeds) {
+  EXPECT_EQ(operational_vls(1), 1);
+  EXPECT_EQ(operational_vls(3), 4);
+  EXPECT_EQ(operational_vls(4), 8);
+  EXPECT_EQ(operational_vls(5), 15);
+  EXPECT_EQ(operational_vls(0), 0);
+  EXPECT_EQ(operational_vls(6), 0);
   EXPECT_EQ(width_lanes(1), 1);
   EXPECT_EQ(width_lanes(2), 4);
   EXPECT_EQ(width_lanes(8), 12);
@@ -178,6 +184,9 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   EXPECT_EQ(f.budget, std::chrono::milliseconds(1500));
   EXPECT_EQ(f.concurrency, 4);
   EXPECT_EQ(f.discovery_deadline, std::chrono::seconds(30));
+  EXPECT_TRUE(f.detail_counters);
+  EXPECT_FALSE(parse_args({"--collector.fabric", "--no-fabric.detail-counters"}, config));
+  EXPECT_FALSE(config.fabric_options.detail_counters);
 }
 
 TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {

@@ -82,4 +82,27 @@ inline Bytes data_area() {
   return Bytes(kMadBytes - kDataStart, 0);
 }
 
+// IBA PortRcvErrorDetails (0x0015) and PortXmitDiscardDetails (0x0016): 16-bit fields after
+// PortSelect and CounterSelect, in the order of the attribute's table.
+inline const std::vector<MadField> kPortRcvErrorDetails = {
+    {"port_local_physical_errors", 32, 16}, {"port_malformed_packet_errors", 48, 16},
+    {"port_buffer_overrun_errors", 64, 16}, {"port_dlid_mapping_errors", 80, 16},
+    {"port_vl_mapping_errors", 96, 16},     {"port_looping_errors", 112, 16},
+};
+inline const std::vector<MadField> kPortXmitDiscardDetails = {
+    {"port_inactive_discards", 32, 16},
+    {"port_neighbor_mtu_discards", 48, 16},
+    {"port_sw_lifetime_limit_discards", 64, 16},
+    {"port_sw_hoq_lifetime_limit_discards", 80, 16},
+};
+// IBA PortVLXmitWaitCounters (0x001C): PortVLXmitWait[0..15], 16 bits each, from bit 32.
+inline std::vector<MadField> port_vl_xmit_wait_counters() {
+  std::vector<MadField> fields;
+  for (int vl = 0; vl < 16; ++vl) {
+    fields.push_back(
+        {"port_vl_xmit_wait_" + std::to_string(vl), 32 + 16 * static_cast<std::size_t>(vl), 16});
+  }
+  return fields;
+}
+
 }  // namespace ibprobe::testing

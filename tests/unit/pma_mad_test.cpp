@@ -58,6 +58,54 @@ TEST(PmaMad, PortCountersExtendedEveryFieldInIsolation) {
   check_fields_in_isolation(kPortCountersExtended, mad::port_counters_extended_fields());
 }
 
+// The detail attributes, decoded through libibmad's tables, against the IBA offsets written here.
+TEST(PmaMad, DetailAttributesEveryFieldInIsolation) {
+  const std::vector<std::pair<mad::Attribute, std::vector<MadField>>> attributes = {
+      {mad::Attribute::kPortRcvErrorDetails, kPortRcvErrorDetails},
+      {mad::Attribute::kPortXmitDiscardDetails, kPortXmitDiscardDetails},
+      {mad::Attribute::kPortVLXmitWaitCounters, port_vl_xmit_wait_counters()},
+  };
+  for (const auto& [attribute, table] : attributes) {
+    for (const auto& field : table) {
+      Bytes only = data_area();
+      put_bits(only, field.bit_offset, field.width, all_ones(field.width));
+      put_bits(only, 8, 8, 0xFF);  // PortSelect: not a counter
+      Bytes all_but = Bytes(data_area().size(), 0xFF);
+      put_bits(all_but, field.bit_offset, field.width, 0);
+      const auto only_values = mad::decode_detail_counters(attribute, only);
+      const auto all_but_values = mad::decode_detail_counters(attribute, all_but);
+      ASSERT_EQ(only_values.size(), table.size()) << mad::to_string(attribute);
+      ASSERT_EQ(all_but_values.size(), table.size());
+      for (std::size_t i = 0; i < table.size(); ++i) {
+        const bool same = table[i].counter == field.counter;
+        EXPECT_EQ(only_values[i].counter, table[i].counter);
+        EXPECT_EQ(only_values[i].width, 16);
+        EXPECT_EQ(only_values[i].value, same ? 0xFFFFu : 0u)
+            << field.counter << " set, read " << table[i].counter;
+        EXPECT_EQ(all_but_values[i].value, same ? 0u : 0xFFFFu)
+            << field.counter << " cleared, read " << table[i].counter;
+      }
+    }
+  }
+  EXPECT_TRUE(mad::decode_detail_counters(mad::Attribute::kPortCounters, data_area()).empty());
+}
+
+TEST(PmaMad, NamesTheVirtualLaneOfAnXmitWaitCounter) {
+  EXPECT_EQ(mad::vl_of_xmit_wait("port_vl_xmit_wait_0"), 0);
+  EXPECT_EQ(mad::vl_of_xmit_wait("port_vl_xmit_wait_15"), 15);
+  EXPECT_EQ(mad::vl_of_xmit_wait("port_vl_xmit_wait_"), std::nullopt);
+  EXPECT_EQ(mad::vl_of_xmit_wait("port_vl_xmit_wait_1x"), std::nullopt);
+  EXPECT_EQ(mad::vl_of_xmit_wait("port_xmit_wait"), std::nullopt);
+}
+
+TEST(PmaMad, TellsUnsupportedAttributeStatusFromOtherFailures) {
+  EXPECT_TRUE(mad::is_unsupported_status(0x000C));   // method/attribute not supported
+  EXPECT_TRUE(mad::is_unsupported_status(0x0008));   // method not supported
+  EXPECT_FALSE(mad::is_unsupported_status(0x001C));  // invalid attribute field or modifier
+  EXPECT_FALSE(mad::is_unsupported_status(0x0001));  // busy
+  EXPECT_FALSE(mad::is_unsupported_status(0));
+}
+
 // Distinct values in every field at once, so no field can pass by reading its neighbour.
 TEST(PmaMad, PortCountersDistinctValues) {
   Bytes data = data_area();
@@ -162,6 +210,12 @@ TEST(PmaMad, EncodesGetOfEachAttribute) {
        0x001D,
        0xFF},
       {{mad::MgmtClass::kSubnLidRouted, mad::Attribute::kNodeInfo, 9}, 0x01, 0x0011, -1},
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kPortRcvErrorDetails, 10, 3}, 0x04, 0x0015, 3},
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kPortXmitDiscardDetails, 11, 4}, 0x04, 0x0016, 4},
+      {{mad::MgmtClass::kPerfMgt, mad::Attribute::kPortVLXmitWaitCounters, 12, 0xFF},
+       0x04,
+       0x001C,
+       0xFF},
   };
   for (const auto& c : cases) {
     Bytes expected = mad_bytes(c.mgmt_class, 0x01, c.attribute, c.request.transaction_id);

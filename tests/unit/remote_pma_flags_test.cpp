@@ -27,6 +27,20 @@ TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
   const auto& remote = config.remote_pma_options;
   EXPECT_TRUE(remote.targets.empty());
   EXPECT_EQ(source_and_limits(remote), std::tuple(std::string(""), 0, 300ms, 2, 4000ms, 8));
+  EXPECT_FALSE(remote.detail_counters);
+}
+
+TEST(RemotePmaFlags, DetailCountersOnRequest) {
+  Config config;
+  EXPECT_FALSE(parse_args({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+                           "--collector.remote_pma.detail-counters"},
+                          config));
+  EXPECT_TRUE(config.remote_pma_options.detail_counters);
+  EXPECT_FALSE(parse_args(
+      {"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+       "--collector.remote_pma.detail-counters", "--no-collector.remote_pma.detail-counters"},
+      config));
+  EXPECT_FALSE(config.remote_pma_options.detail_counters);
 }
 
 TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {

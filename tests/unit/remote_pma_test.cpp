@@ -78,6 +78,35 @@ Bytes extended_response(int port, const Values& values, std::uint16_t status = 0
   return counters_response(0x001D, kPortCountersExtended, port, values, status);
 }
 
+constexpr std::uint16_t kRcvErrorDetails = 0x0015;
+constexpr std::uint16_t kXmitDiscardDetails = 0x0016;
+constexpr std::uint16_t kVlXmitWait = 0x001C;
+constexpr std::uint16_t kAttributeNotSupported = 0x000C;
+
+// The three detail attributes of `port`, answered with `values` (by counter name), or each
+// answered with `status` alone.
+void expect_details(ReplayTransport& transport, std::uint16_t lid, int port, const Values& values,
+                    std::uint16_t status = 0) {
+  const std::vector<std::pair<std::uint16_t, std::vector<MadField>>> attributes = {
+      {kRcvErrorDetails, kPortRcvErrorDetails},
+      {kXmitDiscardDetails, kPortXmitDiscardDetails},
+      {kVlXmitWait, port_vl_xmit_wait_counters()},
+  };
+  for (const auto& [attribute, table] : attributes) {
+    transport.expect(lid, request(kPerfMgt, attribute, port),
+                     counters_response(attribute, table, port, values, status));
+  }
+}
+
+std::size_t detail_mads(const ReplayTransport& transport) {
+  return static_cast<std::size_t>(
+      std::count_if(transport.sends().begin(), transport.sends().end(), [](const auto& sent) {
+        const int attribute = sent.mad[16] << 8 | sent.mad[17];
+        return attribute == kRcvErrorDetails || attribute == kXmitDiscardDetails ||
+               attribute == kVlXmitWait;
+      }));
+}
+
 // A PMA's node facts, as a PMA would answer them.
 void expect_node(ReplayTransport& transport, std::uint16_t lid, std::uint16_t capability_mask,
                  std::uint8_t num_ports = 1, std::uint64_t node_guid = 0x0002c90300a1b2c3) {
@@ -96,8 +125,10 @@ fabric::RemotePmaOptions remote_options(std::vector<RemotePort> targets) {
   return options;
 }
 
-// One scrape through the real Scraper with the remote PMA collector as its only collector.
-Collected scrape(ReplayTransport& transport, const fabric::RemotePmaOptions& options) {
+// Scrapes through one real Scraper with the remote PMA collector as its only collector, so
+// what the collector learns in one scrape holds in the next.
+std::vector<Collected> scrapes(ReplayTransport& transport, const fabric::RemotePmaOptions& options,
+                               int count) {
   struct Borrowed final : fabric::MadTransport {
     explicit Borrowed(ReplayTransport& t) : inner(t) {}
     bool sends_smps() const override { return inner.sends_smps(); }
@@ -118,15 +149,22 @@ Collected scrape(ReplayTransport& transport, const fabric::RemotePmaOptions& opt
   fabric.push_back(fabric::make_remote_pma_collector(options, std::move(port)));
   collectors::Options scraper_options;
   scraper_options.sysfs_root = "/nonexistent-ibprobe-sysfs";
-  Collected result;
+  std::vector<Collected> results(static_cast<std::size_t>(count));
+  std::size_t current = 0;
   collectors::Scraper scraper(
       std::move(scraper_options), {},
       [&](std::string_view, ReadError reason, const std::filesystem::path& path) {
-        result.errors.push_back({reason, path});
+        results[current].errors.push_back({reason, path});
       },
       std::move(fabric));
-  result.families = scraper.scrape();
-  return result;
+  for (current = 0; current < results.size(); ++current) {
+    results[current].families = scraper.scrape();
+  }
+  return results;
+}
+
+Collected scrape(ReplayTransport& transport, const fabric::RemotePmaOptions& options) {
+  return std::move(scrapes(transport, options, 1).front());
 }
 
 struct RecordingSink final : collectors::ErrorSink {
@@ -184,6 +222,89 @@ TEST(RemotePma, ExtendedPmaExportsTheLocalFamiliesByLidAndPort) {
   EXPECT_EQ(sample(f, "ibprobe_remote_pma_up", {{"ca", "mlx5_0"}, {"ca_port", "1"}}), 1);
   EXPECT_EQ(sample(f, "ibprobe_scrape_collector_success", {{"collector", "remote_pma"}}), 1);
   EXPECT_EQ(series_count(f, "ibprobe_scrape_errors_total"), 0u);
+}
+
+TEST(RemotePma, DetailCountersJoinTheErrorFamilyAndVlWaitsTheirOwn) {
+  ReplayTransport transport;
+  expect_node(transport, 12, kExtendedWidth | kXmitWait);
+  transport.expect(12, port_counters_request(3),
+                   port_counters_response(3, {{"port_rcv_errors", 9}}));
+  expect_details(transport, 12, 3,
+                 {{"port_malformed_packet_errors", 7},
+                  {"port_vl_mapping_errors", 0xFFFF},
+                  {"port_sw_lifetime_limit_discards", 11},
+                  {"port_sw_hoq_lifetime_limit_discards", 12},
+                  {"port_vl_xmit_wait_0", 100},
+                  {"port_vl_xmit_wait_15", 115}});
+  transport.expect(12, extended_request(3), extended_response(3, {}));
+  auto options = remote_options({{12, 3}});
+  options.detail_counters = true;
+  const auto result = scrape(transport, options);
+  EXPECT_TRUE(result.errors.empty());
+  EXPECT_EQ(transport.unused(), 0u);
+  const auto& f = result.families;
+  EXPECT_EQ(sample(f, "rdma_port_errors_total", with_counter(kPort3, "port_rcv_errors")), 9);
+  EXPECT_EQ(
+      sample(f, "rdma_port_errors_total", with_counter(kPort3, "port_malformed_packet_errors")), 7);
+  EXPECT_EQ(sample(f, "rdma_port_errors_total", with_counter(kPort3, "port_vl_mapping_errors")),
+            0xFFFF);
+  EXPECT_EQ(sample(f, "rdma_port_errors_total",
+                   with_counter(kPort3, "port_sw_hoq_lifetime_limit_discards")),
+            12);
+  EXPECT_EQ(sample(f, "rdma_port_errors_total", with_counter(kPort3, "port_looping_errors")), 0);
+  EXPECT_EQ(series_count(f, "rdma_port_errors_total"), 12u + 10u);
+  EXPECT_EQ(sample(f, "rdma_port_pma_saturated", with_counter(kPort3, "port_vl_mapping_errors")),
+            1);
+  EXPECT_EQ(
+      sample(f, "rdma_port_pma_saturated", with_counter(kPort3, "port_malformed_packet_errors")),
+      0);
+  auto vl = [](std::string lane) {
+    LabelMap labels = kPort3;
+    labels["vl"] = std::move(lane);
+    return labels;
+  };
+  EXPECT_EQ(sample(f, "rdma_port_vl_transmit_wait_ticks_total", vl("0")), 100);
+  EXPECT_EQ(sample(f, "rdma_port_vl_transmit_wait_ticks_total", vl("7")), 0);
+  EXPECT_EQ(sample(f, "rdma_port_vl_transmit_wait_ticks_total", vl("15")), 115);
+  EXPECT_EQ(series_count(f, "rdma_port_vl_transmit_wait_ticks_total"), 16u);
+}
+
+// ClassPortInfo has no bit for the detail attributes: a PMA that answers "not supported" is
+// asked once, the answer is no loss, and later scrapes send it no detail MADs.
+TEST(RemotePma, APmaWithoutDetailCountersIsAskedOnceAndLosesNothing) {
+  ReplayTransport transport;
+  for (int round = 0; round < 2; ++round) {
+    expect_node(transport, 12, kExtendedWidth);
+    transport.expect(12, port_counters_request(3),
+                     port_counters_response(3, {{"symbol_error", 4}}));
+    transport.expect(12, extended_request(3), extended_response(3, {}));
+  }
+  expect_details(transport, 12, 3, {}, kAttributeNotSupported);
+  auto options = remote_options({{12, 3}});
+  options.detail_counters = true;
+  const auto results = scrapes(transport, options, 2);
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(detail_mads(transport), 3u);
+  for (const auto& result : results) {
+    EXPECT_TRUE(result.errors.empty());
+    EXPECT_EQ(
+        sample(result.families, "rdma_port_errors_total", with_counter(kPort3, "symbol_error")), 4);
+    EXPECT_EQ(series_count(result.families, "rdma_port_errors_total"), 12u);
+    EXPECT_EQ(series_count(result.families, "rdma_port_vl_transmit_wait_ticks_total"), 0u);
+  }
+}
+
+// Without --collector.remote_pma.detail-counters no detail MAD leaves, however the PMA would
+// answer (the replay fails any MAD it was not told to expect).
+TEST(RemotePma, DetailCountersAreAskedOnlyWhenEnabled) {
+  ReplayTransport transport;
+  expect_node(transport, 12, kExtendedWidth);
+  transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+  transport.expect(12, extended_request(3), extended_response(3, {}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
+  EXPECT_TRUE(result.errors.empty());
+  EXPECT_EQ(detail_mads(transport), 0u);
+  EXPECT_EQ(series_count(result.families, "rdma_port_errors_total"), 12u);
 }
 
 TEST(RemotePma, BasicOnlyPmaUses32BitCountersAndFlagsTheirSaturation) {
@@ -273,7 +394,9 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
                    port_counters_response(3, {{"link_downed", 3}, {"port_xmit_wait", 5}}));
   transport.expect(12, extended_request(3), extended_response(3, {{"port_xmit_data", 1000}}));
   RecordingSink errors;
-  const auto snapshot = fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors);
+  std::map<std::uint16_t, fabric::DetailSupports> support;
+  const auto snapshot =
+      fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors, support);
   EXPECT_TRUE(errors.recorded.empty());
   ASSERT_EQ(snapshot.size(), 1u);
   EXPECT_EQ(snapshot[0].target, (RemotePort{12, 3}));

@@ -31,6 +31,9 @@ struct FabricOptions {
   int retries = 2;                         // further attempts after a timeout
   std::chrono::milliseconds budget{8000};  // one switch's or the whole fabric's read
   int concurrency = 16;                    // PerfMgt MADs in flight at once
+  // PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters of every switch port
+  // whose PMA answers them: up to three more MADs per port per read.
+  bool detail_counters = true;
   // Each discovery runs in a child process of this executable (kDiscoverOnceFlag), which exits
   // after it; one that runs longer than `discovery_deadline` is killed.
   std::filesystem::path discovery_executable = "/proc/self/exe";

@@ -34,6 +34,7 @@ struct FabricPort {
   // The best both ends of the cable support; equal to the active ones on a healthy link.
   int supported_width_lanes = 0;
   double supported_lane_gigabits = 0;
+  int operational_vls = 0;  // data VLs in use (OperVLs: 1, 2, 4, 8 or 15); 0 when not known
   std::optional<FabricRemote> remote;
 };
 
@@ -84,6 +85,7 @@ int width_lanes(unsigned link_width);        // LinkWidthActive: 1 -> 1x, 2 -> 4
 int widest_lanes(unsigned link_width_mask);  // LinkWidthSupported bits: the widest one
 double lane_gigabits(unsigned speed, unsigned extended_speed);  // active values
 double fastest_lane_gigabits(unsigned speed_mask, unsigned extended_speed_mask);
+int operational_vls(unsigned oper_vls);  // OperVLs 1 -> VL0 ... 5 -> VL0-14: the VL count
 
 // Every cable seen in any discovery so far, keyed by (switch or CA GUID, port), with the best
 // width and speed it ever ran at. A cable that is gone from the latest model is "missing"; one

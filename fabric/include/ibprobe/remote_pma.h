@@ -37,6 +37,9 @@ struct RemotePmaOptions {
   int retries = 2;                         // further attempts after a timeout
   std::chrono::milliseconds budget{4000};  // for all targets together, per scrape
   int concurrency = 8;                     // MADs in flight at once
+  // Also PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters of each asked
+  // port, from PMAs that answer them: up to three more MADs per port per scrape.
+  bool detail_counters = false;
 };
 
 struct RemoteCounter {
