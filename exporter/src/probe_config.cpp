@@ -656,7 +656,8 @@ std::vector<AlertRule> default_alert_rules() {
   for (const auto& [alert, module] : {std::pair{"IbprobeSwitchPortSymbolErrors", "write_bw"},
                                       std::pair{"IbprobeSwitchPortErrors", "write_bw"},
                                       std::pair{"IbprobeSwitchLinkBelowCapability", "write_bw"},
-                                      std::pair{"IbprobeSwitchCableMissing", "write_lat"}}) {
+                                      std::pair{"IbprobeSwitchCableMissing", "write_lat"},
+        std::pair{"IbprobeFabricPortFlapping", "write_lat"}}) {
     rules.push_back({.alertname = alert,
                      .module = module,
                      .peer_choice = PeerChoice::kOtherLeaf,
