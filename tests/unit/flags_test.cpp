@@ -22,7 +22,7 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(config.sysfs_root, "/sys");
   EXPECT_EQ(config.enabled_collectors,
             (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
-                                      "link_health"}));
+                                      "link_health", "port_events"}));
 }
 
 TEST(Flags, PrometheusStyleOptions) {
@@ -37,7 +37,8 @@ TEST(Flags, PrometheusStyleOptions) {
   EXPECT_EQ(config.device_exclude, "rxe.*");
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health",
+                                      "port_events"}));
 }
 
 TEST(Flags, ProbeResponderAddress) {
@@ -71,8 +72,8 @@ TEST(Flags, LinkHealthModuleInterval) {
   EXPECT_EQ(config.link_health_module_interval, std::chrono::seconds(60));
   Config off;
   EXPECT_FALSE(parse_args({"--no-collector.link_health"}, off));
-  EXPECT_EQ(off.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+  EXPECT_EQ(off.enabled_collectors, (std::vector<std::string>{"port_counters", "hw_counters",
+                                                              "port_info", "gids", "port_events"}));
 }
 
 // The link_health collector the exporter builds from the flags keeps the interval: the netdev
