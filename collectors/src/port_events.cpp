@@ -250,6 +250,7 @@ class PortEventsCollector final : public Collector {
 
   void open(const std::string& device) const {
     auto opened = open_for_events(device);
+    if (opened && reader_stopped()) opened = std::unexpected(*reader_failed_);
     const auto now = PortEventLog::WallClock::now();
     std::lock_guard lock(mutex_);
     DeviceEvents& state = devices_[device];
@@ -276,6 +277,11 @@ class PortEventsCollector final : public Collector {
     wake();
   }
 
+  bool reader_stopped() const {
+    std::lock_guard lock(mutex_);
+    return reader_failed_.has_value();
+  }
+
   void wake() const {
     const std::uint64_t one = 1;
     // A full counter (2^64 - 2 unread wakes) still wakes the thread.
@@ -292,8 +298,10 @@ class PortEventsCollector final : public Collector {
       for (const auto& device : watched) fds.push_back({device.context->async_fd, POLLIN, 0});
       if (::poll(fds.data(), fds.size(), kRemovalCheckMilliseconds) < 0) {
         if (errno == EINTR) continue;
-        const int err = errno;
-        for (auto& device : watched) close_events(device, failed_call("poll", err));
+        const auto failed = failed_call("poll", errno);
+        for (auto& device : watched) close_events(device, failed);
+        std::lock_guard lock(mutex_);
+        reader_failed_ = failed;
         return;
       }
       std::vector<bool> gone(watched.size(), false);
@@ -322,7 +330,9 @@ class PortEventsCollector final : public Collector {
       }
       std::size_t kept = 0;
       for (std::size_t i = 0; i < watched.size(); ++i) {
-        if (!gone[i]) watched[kept++] = std::move(watched[i]);
+        if (gone[i]) continue;
+        if (kept != i) watched[kept] = std::move(watched[i]);  // not onto itself: that empties it
+        ++kept;
       }
       watched.resize(kept);  // closes the devices that went
       if (fds[0].revents & POLLIN) {
@@ -373,6 +383,8 @@ class PortEventsCollector final : public Collector {
   mutable PortEventLog log_;
   // Opened by a scrape, for the thread to take into its poll().
   mutable std::vector<OpenedDevice> handed_over_;
+  // Why the thread ended before its time (a poll() the kernel refused): no device is read since.
+  std::optional<EventsClosed> reader_failed_;
   UniqueFd wake_;        // an eventfd: a device handed over, or the collector going
   std::jthread reader_;  // last: stopped and joined before the members it uses go
 };
