@@ -152,14 +152,24 @@ std::expected<OpenedDevice, EventsClosed> open_for_events(const std::string& nam
   return opened;
 }
 
-// Whether the device was unregistered (its uverbs node is gone) or renamed (the node names
-// another device now: `rdma dev set NAME name NEW`; the scrapes then name it NEW and open it as
-// such).
-std::optional<EventsClosed> removed_or_renamed(const OpenedDevice& device) {
-  const auto named = read_text(std::filesystem::path(device.uverbs_path) / "ibdev");
-  if (!named) return EventsClosed{"removed", device.uverbs_path + " is gone"};
-  if (*named != device.name) return EventsClosed{"renamed", "it is " + *named + " now"};
-  return std::nullopt;
+// The device's name as its uverbs node gives it now (`rdma dev set NAME name NEW` renames a
+// device in place), or why the device is gone (unregistered: its node went).
+std::expected<std::string, EventsClosed> current_name(const OpenedDevice& device) {
+  auto named = read_text(std::filesystem::path(device.uverbs_path) / "ibdev");
+  if (!named) return std::unexpected(EventsClosed{"removed", device.uverbs_path + " is gone"});
+  return std::move(*named);
+}
+
+// The states of the device's ports now, for a device that is known under a new name.
+std::vector<std::pair<unsigned, bool>> query_ports_active(const OpenedDevice& device) {
+  std::vector<std::pair<unsigned, bool>> ports;
+  for (const auto& [port, active_before] : device.ports_active) {
+    ibv_port_attr attributes{};
+    if (ibv_query_port(device.context.get(), static_cast<std::uint8_t>(port), &attributes) == 0) {
+      ports.emplace_back(port, state_is_active(attributes.state));
+    }
+  }
+  return ports;
 }
 
 std::optional<unsigned> sysfs_port_number(std::string_view text) {
@@ -266,6 +276,7 @@ class PortEventsCollector final : public Collector {
       state.retry_due = EventsClock::now() + kRetryInterval;
       return;
     }
+    if (state.open) return;  // the thread follows this device under its new name already
     if (!state.reason.empty()) spdlog::info("port_events: {}: async events read again", device);
     state.open = true;
     state.ever_open = true;
@@ -320,8 +331,12 @@ class PortEventsCollector final : public Collector {
       if (EventsClock::now() >= next_removal_check) {
         for (std::size_t i = 0; i < watched.size(); ++i) {
           if (gone[i]) continue;
-          if (auto closed = removed_or_renamed(watched[i])) {
-            close_events(watched[i], *closed);
+          const auto named = current_name(watched[i]);
+          if (!named) {
+            close_events(watched[i], named.error());
+            gone[i] = true;
+          } else if (*named != watched[i].name && !follow_rename(watched[i], *named)) {
+            close_events(watched[i], {"renamed", "it is " + *named + " now, read already"});
             gone[i] = true;
           }
         }
@@ -364,6 +379,29 @@ class PortEventsCollector final : public Collector {
         log_.count(device.name, event.get().element.port_num, *kind, now);
       }
     }
+  }
+
+  // A renamed device's events go on under its new name: libibverbs may not list it under that
+  // name (rdma-core keeps the names it listed first), so it could not be opened anew. False when
+  // the new name's events are read already (renamed back while a scrape opened it afresh).
+  bool follow_rename(OpenedDevice& device, const std::string& new_name) {
+    const auto ports = query_ports_active(device);
+    const auto now = PortEventLog::WallClock::now();
+    std::lock_guard lock(mutex_);
+    DeviceEvents& renamed = devices_[new_name];
+    if (renamed.open) return false;
+    spdlog::info("port_events: {} is {} now: its async events are read as {}'s", device.name,
+                 new_name, new_name);
+    DeviceEvents& before = devices_[device.name];
+    before.open = false;
+    before.reason = "renamed";
+    before.retry_due = {};
+    renamed.open = true;
+    renamed.ever_open = true;
+    renamed.reason = {};
+    for (const auto& [port, active] : ports) log_.observe_state(new_name, port, active, now);
+    device.name = new_name;
+    return true;
   }
 
   void close_events(const OpenedDevice& device, const EventsClosed& closed) {
