@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <thread>
@@ -80,6 +81,10 @@ TEST(Flags, LinkHealthModuleInterval) {
 // behind a port's GID 0 is looked up again (and read) once it has passed, and not before. Both
 // collectors read this machine's netdevs through ethtool netlink.
 TEST(Flags, LinkHealthModuleIntervalReachesTheCollector) {
+  // Before any thread logs, as the exporter's main makes it: the collectors' threads and the
+  // scrape's workers log (port_events says it cannot open the tree's device), and libspdlog (not
+  // built for ThreadSanitizer) creates the logger on first use.
+  spdlog::default_logger();
   testing::SysfsTree tree;
   tree.add(testing::rxe_device("rxe0", "lo", 1));
   const std::string sysfs = "--path.sysfs=" + tree.root().string();
