@@ -10,7 +10,8 @@
 //
 // The counts of a device stay when it goes: a device registered again under its name continues
 // its counters rather than start them over, and a device that does not come back costs a few
-// hundred bytes and no series (no scrape names it).
+// hundred bytes and no series (no scrape names it). A device renamed in place is followed by the
+// thread under its new name.
 #include "ibprobe/port_events.h"
 
 #include <fcntl.h>
@@ -48,12 +49,12 @@ using VerbsDeviceList = std::unique_ptr<ibv_device*, ReleasedBy<ibv_free_device_
 
 // How soon a device that could not be opened is tried again: opening lists every verbs device.
 constexpr auto kRetryInterval = std::chrono::seconds(30);
-// How often the thread reads the uverbs node of each open device. rxe and siw cannot
-// disassociate a user context, so the kernel sends them no event when they are unregistered: it
-// removes their /dev/infiniband/uverbsN and its sysfs node, then waits until every process has
-// closed the device (ib_uverbs_remove_one). Looking every second, an `rdma link delete` waits a
-// second at most for this exporter. Drivers that can disassociate (mlx5, mlx4, hns...) send
-// IBV_EVENT_DEVICE_FATAL first.
+// How often the thread reads the uverbs node of each open device, for its removal and for a
+// rename in place. rxe and siw cannot disassociate a user context, so the kernel sends them no
+// event when they are unregistered: it removes their /dev/infiniband/uverbsN and its sysfs node,
+// then waits until every process has closed the device (ib_uverbs_remove_one). Looking every
+// second, an `rdma link delete` waits a second at most for this exporter. Drivers that can
+// disassociate (mlx5, mlx4, hns...) send IBV_EVENT_DEVICE_FATAL first.
 constexpr int kRemovalCheckMilliseconds = 1000;
 
 // An event taken from a context, acknowledged when it goes: libibverbs counts unacknowledged
