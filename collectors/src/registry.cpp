@@ -4,6 +4,7 @@
 #include "ibprobe/ethtool.h"
 #include "ibprobe/gids.h"
 #include "ibprobe/link_health.h"
+#include "ibprobe/port_events.h"
 
 namespace ibprobe::collectors {
 namespace {
@@ -32,6 +33,14 @@ const std::vector<Factory>& factories() {
         "each RoCE port's netdev (ethtool netlink, read off the scrape path)",
         true},
        [] { return make_link_health_collector(); }},
+      // On by default: it opens each device's uverbs node, which the exporter needs for its
+      // probes anyway; a device it cannot open costs one status series and a state file read
+      // per port and scrape.
+      {{kPortEventsCollector,
+        "verbs async events per port (state changes, LID, P_Key, GID, SM changes), flaps and "
+        "the time of the last state change, read as they happen",
+        true},
+       [] { return make_port_events_collector(); }},
       // Off by default, like node_exporter's: it asks the netdevs of this network namespace,
       // which are the ones sysfs names only when --path.sysfs is the host's own.
       {{kEthtoolCollector,

@@ -422,6 +422,14 @@ def port_detail():
               "Increase of every error-class PortCounter of the port.",
               [target(f"increase(rdma_port_errors_total{{{sel}}}[$__rate_interval])",
                       PORT_LEGEND + " {{counter}}")]),
+        panel("timeseries", "Flaps and port events",
+              "Down/up cycles of the port and its verbs async events by event, counted as they "
+              "happened however short (port_events collector; IbprobePortFlapping fires at 3 "
+              "flaps in 10 minutes).",
+              [target(f"increase(rdma_port_flaps_total{{{sel}}}[$__rate_interval])",
+                      "flaps " + PORT_LEGEND, "A"),
+               target(f"increase(rdma_port_events_total{{{sel}}}[$__rate_interval])",
+                      PORT_LEGEND + " {{event}}", "B")]),
         panel("timeseries", "Driver counters (hw_counters)",
               "The 15 fastest-moving driver hardware counters of the port, per second.",
               [target(f"topk(15, rate(rdma_port_hw_stat_total{{{sel}}}[$__rate_interval]))",

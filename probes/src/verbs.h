@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ibprobe/released_by.h"
 #include "ibprobe/verbs_probe.h"
 
 namespace ibprobe::probes::verbs {
@@ -31,14 +32,7 @@ class VerbsError : public ProbeFailure {
   explicit VerbsError(const std::string& message) : ProbeFailure(message, FailureKind::kVerbs) {}
 };
 
-// A std::unique_ptr deleter that hands the object to `Release`, the verbs call that frees it.
-template <auto Release>
-struct ReleasedBy {
-  template <typename Object>
-  void operator()(Object* object) const {
-    Release(object);
-  }
-};
+using ibprobe::ReleasedBy;
 struct AlignedFree {
   void operator()(std::uint8_t* p) const { std::free(p); }
 };

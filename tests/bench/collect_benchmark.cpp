@@ -73,6 +73,7 @@ BENCHMARK_CAPTURE(BM_Collector, port_counters, std::string("port_counters"));
 BENCHMARK_CAPTURE(BM_Collector, hw_counters, std::string("hw_counters"));
 BENCHMARK_CAPTURE(BM_Collector, port_info, std::string("port_info"));
 BENCHMARK_CAPTURE(BM_Collector, gids, std::string("gids"));
+BENCHMARK_CAPTURE(BM_Collector, port_events, std::string("port_events"));
 // CPU time of the whole process, so that the pool threads' work counts.
 BENCHMARK(BM_ScrapeAll)
     ->ArgName("threads")

@@ -109,7 +109,13 @@ error_files=$(find "$sysfs/class/infiniband/" -path '*/counters/*' \( -name 'sym
   -o -name 'link_*' -o -name '*errors' -o -name 'port_xmit_discards' -o -name 'VL15_dropped' \) \
   -follow | wc -l)
 expect 'count(rdma_port_errors_total)' "$error_files"
-expect 'sum(ibprobe_scrape_collector_success)' 5
+# The default collectors: port_counters, hw_counters, port_info, gids, link_health, port_events.
+expect 'sum(ibprobe_scrape_collector_success)' 6
+# No device of the tree is a verbs device here: port events fall back to the state files, and
+# every port still has its flaps counter.
+expect 'sum(rdma_device_events_up)' 0
+expect 'count(rdma_port_flaps_total)' "$(find "$sysfs/class/infiniband/" -mindepth 3 -maxdepth 3 \
+  -path '*/ports/*' -follow | wc -l)"
 expect 'count(ibprobe_scrape_errors_total)' ""
 
 ((failures == 0)) || fail "$failures expectations failed"

@@ -5,7 +5,8 @@
 # ib_write_bw runs from B to A, and the rxe hw_counters must be seen rising during the run.
 # Also checks the exposition of a real device: promtool-clean, no dropped inputs, port ACTIVE,
 # and the exporter's values equal to what sysfs shows in the VM; then a device registered again
-# under the same name, and one renamed, are served as what they now are.
+# under the same name, and one renamed, are served as what they now are, their port events read
+# under the new name.
 #
 # Environment: see lab-common.sh; IBPROBE_EXPORTER is the exporter binary.
 
@@ -87,6 +88,17 @@ wait_port_active() { # HOST DEVICE
     done
 }
 
+# The port_events collector reads DEVICE's async events: a device renamed in place is followed
+# under its new name within a second or two (it reads the uverbs node's name every second).
+wait_events_read() { # HOST DEVICE
+    local deadline=$((SECONDS + 10))
+    until [[ $(metric_value "$(curl -fsS "$(exporter_url "$1")/metrics")" \
+        "rdma_device_events_up{device=\"$2\"}") == 1 ]]; do
+        ((SECONDS < deadline)) || fail "VM $1: $2's port events are not read"
+        sleep 0.5
+    done
+}
+
 # A device registered again under the same name (rdma link delete, add) and a device renamed
 # (rdma dev set NAME name NEW) are each served as what they now are, with nothing dropped: the
 # exporter knows a device again by its class entry's inode, which the kernel makes anew for a
@@ -116,11 +128,13 @@ check_device_registered_again_and_renamed() { # HOST
     [[ $(metric_value "$body" 'rdma_port_state{device="rxe7",port="1"}') == 4 ]] \
         || fail "VM $host: renamed rxe7 not served: $(grep '^rdma_port_state' <<<"$body")"
     ! grep -q 'device="rxe0"' <<<"$body" || fail "VM $host: rxe0 still served after its rename"
+    wait_events_read "$host" rxe7
     lab exec --timeout 60 "$host" -- rdma dev set rxe7 name rxe0 || fail "VM $host: cannot rename rxe7 back"
     body=$(curl -fsS "$(exporter_url "$host")/metrics") || fail "scrape of VM $host failed"
     [[ $(metric_value "$body" 'rdma_port_state{device="rxe0",port="1"}') == 4 ]] \
         || fail "VM $host: rxe0 not served after renamed back"
     ! grep -q 'device="rxe7"' <<<"$body" || fail "VM $host: rxe7 still served after its rename back"
+    wait_events_read "$host" rxe0
     ! grep -q '^ibprobe_scrape_errors_total' <<<"$body" \
         || fail "VM $host dropped inputs: $(grep '^ibprobe_scrape_errors_total' <<<"$body")"
     note "VM $host: rxe0 renamed rxe7 (class entry inode $entry_after, then $entry_renamed) and back, served under each name"

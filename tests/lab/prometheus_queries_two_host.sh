@@ -270,6 +270,8 @@ main() {
         --fire 'IbprobeBufferOverruns{instance="fixture",device="mlx5_1",port="1"}' \
         --fire 'IbprobePortErrorsRising{instance="fixture",device="hfi1_0",counter="port_rcv_errors"}' \
         --fire 'IbprobePortNotActive{instance="fixture",device="mlx5_0",port="2"}' \
+        --quiet 'IbprobePortFlapping{instance="fixture",device="mlx5_0",port="2"}' \
+        --quiet 'IbprobePortFlapping{instance="lab-a"}' \
         --quiet 'IbprobePortNotActive{instance="lab-a"}' \
         --fire 'IbprobeRateBelowExpected{instance="fixture",device="mlx5_0",port="1"}' \
         --quiet 'IbprobeRateBelowExpected{instance="lab-a"}' \

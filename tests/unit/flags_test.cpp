@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <thread>
@@ -22,7 +23,7 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(config.sysfs_root, "/sys");
   EXPECT_EQ(config.enabled_collectors,
             (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
-                                      "link_health"}));
+                                      "link_health", "port_events"}));
 }
 
 TEST(Flags, PrometheusStyleOptions) {
@@ -37,7 +38,8 @@ TEST(Flags, PrometheusStyleOptions) {
   EXPECT_EQ(config.device_exclude, "rxe.*");
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health"}));
+            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "link_health",
+                                      "port_events"}));
 }
 
 TEST(Flags, ProbeResponderAddress) {
@@ -71,14 +73,18 @@ TEST(Flags, LinkHealthModuleInterval) {
   EXPECT_EQ(config.link_health_module_interval, std::chrono::seconds(60));
   Config off;
   EXPECT_FALSE(parse_args({"--no-collector.link_health"}, off));
-  EXPECT_EQ(off.enabled_collectors,
-            (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids"}));
+  EXPECT_EQ(off.enabled_collectors, (std::vector<std::string>{"port_counters", "hw_counters",
+                                                              "port_info", "gids", "port_events"}));
 }
 
 // The link_health collector the exporter builds from the flags keeps the interval: the netdev
 // behind a port's GID 0 is looked up again (and read) once it has passed, and not before. Both
 // collectors read this machine's netdevs through ethtool netlink.
 TEST(Flags, LinkHealthModuleIntervalReachesTheCollector) {
+  // Before any thread logs, as the exporter's main makes it: the collectors' threads and the
+  // scrape's workers log (port_events says it cannot open the tree's device), and libspdlog (not
+  // built for ThreadSanitizer) creates the logger on first use.
+  spdlog::default_logger();
   testing::SysfsTree tree;
   tree.add(testing::rxe_device("rxe0", "lo", 1));
   const std::string sysfs = "--path.sysfs=" + tree.root().string();

@@ -8,7 +8,6 @@
 #include <linux/ethtool.h>
 #include <linux/ethtool_netlink.h>
 #include <linux/netlink.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -18,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "captured_log.h"
 #include "collect_helpers.h"
 #include "ibprobe/ethtool_netlink.h"
 #include "module_dumps.h"
@@ -348,33 +348,6 @@ TEST_F(LinkHealth, FecStatisticsAreReadAtTheirShorterInterval) {
   EXPECT_GE(netdevs->fec_reads("ens1f0"), 2);
   EXPECT_EQ(netdevs->module_reads("ens1f0"), 1);
 }
-
-// Log lines of the default logger, at debug level, for as long as the object lives.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
-    logger->set_level(spdlog::level::debug);
-    sink_->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-
-  std::vector<std::string> lines_with(const std::string& text) const {
-    std::vector<std::string> found;
-    for (auto& line : sink_->last_formatted()) {
-      if (line.find(text) != std::string::npos) found.push_back(line);
-    }
-    return found;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_ =
-      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 // A virtio_net or an empty cage: EOPNOTSUPP for both requests. Said once each, in the status
 // series and one debug line, and not asked again before the module interval, whatever the FEC

@@ -59,7 +59,7 @@ TEST(RemotePmaFlags, EnabledWithRepeatedTargetsAndLimits) {
   // The per-device collectors are unaffected.
   EXPECT_EQ(config.enabled_collectors,
             (std::vector<std::string>{"port_counters", "hw_counters", "port_info", "gids",
-                                      "link_health"}));
+                                      "link_health", "port_events"}));
 }
 
 TEST(RemotePmaFlags, NoCollectorFlagTurnsItOff) {
