@@ -645,10 +645,10 @@ std::vector<AlertRule> default_alert_rules() {
     rules.push_back(
         {.alertname = alert, .module = "write_bw", .peer_choice = PeerChoice::kSameLeaf});
   }
-  for (const char* alert :
-       {"IbprobeLinkDowned", "IbprobePortNotActive", "IbprobeCollectorFailing",
-        "IbprobeScrapeErrors", "IbprobeFabricDiscoveryFailing", "IbprobeFabricNoMasterSm",
-        "IbprobeFabricMasterSmChanged", "IbprobeFabricSmActivityStalled"}) {
+  for (const char* alert : {"IbprobeLinkDowned", "IbprobePortNotActive", "IbprobePortFlapping",
+                            "IbprobeCollectorFailing", "IbprobeScrapeErrors",
+                            "IbprobeFabricDiscoveryFailing", "IbprobeFabricNoMasterSm",
+                            "IbprobeFabricMasterSmChanged", "IbprobeFabricSmActivityStalled"}) {
     rules.push_back(
         {.alertname = alert, .module = "write_lat", .peer_choice = PeerChoice::kSameLeaf});
   }
@@ -657,7 +657,7 @@ std::vector<AlertRule> default_alert_rules() {
                                       std::pair{"IbprobeSwitchPortErrors", "write_bw"},
                                       std::pair{"IbprobeSwitchLinkBelowCapability", "write_bw"},
                                       std::pair{"IbprobeSwitchCableMissing", "write_lat"},
-        std::pair{"IbprobeFabricPortFlapping", "write_lat"}}) {
+                                      std::pair{"IbprobeFabricPortFlapping", "write_lat"}}) {
     rules.push_back({.alertname = alert,
                      .module = module,
                      .peer_choice = PeerChoice::kOtherLeaf,
