@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <expected>
 #include <mutex>
 #include <stop_token>
@@ -17,6 +20,7 @@
 #include <unordered_map>
 
 #include "ibprobe/fabric_discovery.h"
+#include "ibprobe/fabric_topology.h"
 #include "mad_exchange.h"
 #include "remote_pma_internal.h"
 
@@ -118,27 +122,93 @@ void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricP
           {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
 }
 
+std::expected<std::string, Error> read_whole_file(const std::filesystem::path& path, ErrorKind kind,
+                                                  std::string_view what) {
+  std::string text;
+  auto* file = std::fopen(path.c_str(), "r");
+  if (!file) {
+    return std::unexpected(Error{kind, "cannot read " + std::string(what) + " " + path.string() +
+                                           ": " + std::strerror(errno)});
+  }
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) {
+    return std::unexpected(Error{kind, "cannot read " + std::string(what) + " " + path.string()});
+  }
+  return text;
+}
+
 std::expected<std::map<std::uint64_t, std::string>, Error> load_node_name_map(
     const std::filesystem::path& path) {
   std::map<std::uint64_t, std::string> names;
   if (path.empty()) return names;
-  std::string text;
-  if (auto* file = std::fopen(path.c_str(), "r")) {
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-    std::fclose(file);
-  } else {
-    return std::unexpected(
-        Error{ErrorKind::kNodeNameMap, "cannot read node-name-map " + path.string()});
-  }
-  auto entries = parse_node_name_map(text);
+  const auto text = read_whole_file(path, ErrorKind::kNodeNameMap, "node-name-map");
+  if (!text) return std::unexpected(text.error());
+  auto entries = parse_node_name_map(*text);
   if (!entries) {
     return std::unexpected(
         Error{ErrorKind::kNodeNameMap, path.string() + ": " + entries.error().message});
   }
   for (auto& [guid, name] : *entries) names[guid] = std::move(name);
   return names;
+}
+
+std::expected<TopologyPlan, Error> load_topology(const std::filesystem::path& path) {
+  const auto text = read_whole_file(path, ErrorKind::kTopologyFile, "topology file");
+  if (!text) return std::unexpected(text.error());
+  auto plan = parse_topology(*text);
+  if (!plan) {
+    return std::unexpected(
+        Error{ErrorKind::kTopologyFile, path.string() + ": " + plan.error().message});
+  }
+  return plan;
+}
+
+void add_cable_end(MetricSet::Labels& labels, std::string_view prefix, const CableEnd& end) {
+  labels.emplace_back(std::string(prefix) + "guid", end.guid ? format_guid(*end.guid) : "");
+  labels.emplace_back(std::string(prefix) + "description", end.description);
+  labels.emplace_back(prefix == "node_" ? "port" : std::string(prefix) + "port",
+                      std::to_string(end.port));
+}
+
+// Where a miswired end really goes: empty labels for a port with no cable.
+void add_found_end(MetricSet::Labels& labels, std::string_view prefix,
+                   const std::optional<FabricRemote>& found) {
+  labels.emplace_back(std::string(prefix) + "guid", found ? format_guid(found->guid) : "");
+  labels.emplace_back(std::string(prefix) + "description", found ? found->description : "");
+  labels.emplace_back(std::string(prefix) + "port", found ? std::to_string(found->port) : "");
+}
+
+// Every planned cable's status against the served model, every cable the plan lacks, and the
+// count of each status.
+void add_cable_statuses(const TopologyPlan& plan, const FabricModel& model, MetricSet& out) {
+  constexpr std::array kStatuses = {CableStatus::kOk, CableStatus::kMissing, CableStatus::kMiswired,
+                                    CableStatus::kDowngraded, CableStatus::kUnexpected};
+  std::array<std::size_t, kStatuses.size()> counts{};
+  for (const auto& report : compare_topology(plan, model)) {
+    ++counts[static_cast<std::size_t>(report.status)];
+    MetricSet::Labels labels{{"status", std::string(to_string(report.status))}};
+    add_cable_end(labels, "node_", report.node);
+    add_cable_end(labels, "remote_", report.remote);
+    if (report.status == CableStatus::kMiswired) {
+      add_found_end(labels, "node_found_", report.node_found);
+      add_found_end(labels, "remote_found_", report.remote_found);
+    }
+    out.add("rdma_fabric_cable_status",
+            "1 per cable of the topology file by its status against the latest model (ok, "
+            "missing, miswired with where each end really goes in node_found_* and "
+            "remote_found_*, downgraded below the plan's width or speed), and per discovered "
+            "cable the plan lacks (unexpected).",
+            kGauge, labels, 1);
+  }
+  for (const auto status : kStatuses) {
+    out.add("rdma_fabric_cables", "Cables of the topology file and unexpected ones, by status.",
+            kGauge, {{"status", std::string(to_string(status))}},
+            static_cast<double>(counts[static_cast<std::size_t>(status)]));
+  }
 }
 
 }  // namespace
@@ -213,6 +283,9 @@ struct Fabric::Impl {
   std::uint64_t successes = 0;
   std::uint64_t failures = 0;
   std::map<LinkHistory::Change::Kind, std::uint64_t> changes;
+  // The cabling plan, the last one that parsed; whether the latest load or reload did.
+  std::shared_ptr<const TopologyPlan> plan;
+  bool plan_loaded = false;
 
   // Requests for a discovery now, and its completion.
   std::mutex wake_mutex;
@@ -449,6 +522,14 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
   impl->discovery.ca = impl->port.ca;
   impl->discovery.ca_port = impl->port.port;
   impl->discovery_command = discovery_child_command(options.discovery_executable, impl->discovery);
+  if (!options.topology_file.empty()) {
+    auto plan = load_topology(options.topology_file);
+    if (!plan) return std::unexpected(std::move(plan.error()));
+    spdlog::info("fabric: topology file {} plans {} cables", options.topology_file.string(),
+                 plan->cables.size());
+    impl->plan = std::make_shared<const TopologyPlan>(std::move(*plan));
+    impl->plan_loaded = true;
+  }
   impl->options = std::move(options);
   return std::unique_ptr<Fabric>(new Fabric(std::move(impl)));
 }
@@ -460,6 +541,19 @@ Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 Fabric::~Fabric() {
   impl_->thread.request_stop();
   impl_->wake.notify_all();
+}
+
+std::expected<void, Error> Fabric::reload_topology() {
+  auto& impl = *impl_;
+  if (impl.options.topology_file.empty()) return {};
+  auto plan = load_topology(impl.options.topology_file);
+  std::lock_guard lock(impl.model_mutex);
+  impl.plan_loaded = plan.has_value();
+  if (!plan) return std::unexpected(std::move(plan.error()));
+  spdlog::info("fabric: topology file {} reloaded, {} cables planned",
+               impl.options.topology_file.string(), plan->cables.size());
+  impl.plan = std::make_shared<const TopologyPlan>(std::move(*plan));
+  return {};
 }
 
 bool Fabric::rediscover() {
@@ -537,7 +631,16 @@ void Fabric::collect_discovery(MetricSet& out) const {
   }
   out.add("ibprobe_fabric_mads_sent_total", "PerfMgt MADs sent to switch ports.", kCounter, {},
           static_cast<double>(impl.mads_sent.load()));
+  if (impl.plan) {
+    out.add("ibprobe_fabric_topology_load_success",
+            "1 when the topology file's latest load or reload parsed; 0 when the last reload "
+            "failed and the plan read before stays in use.",
+            kGauge, {}, impl.plan_loaded ? 1 : 0);
+    out.add("ibprobe_fabric_topology_planned_cables", "Cables of the plan in use.", kGauge, {},
+            static_cast<double>(impl.plan->cables.size()));
+  }
   if (!impl.model) return;
+  if (impl.plan) add_cable_statuses(*impl.plan, *impl.model, out);
   out.add("ibprobe_fabric_model_timestamp_seconds",
           "When the served fabric model was discovered (Unix time).", kGauge, {},
           seconds_since_epoch(impl.model->discovered_at));
