@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "fabric_state.h"
 #include "ibprobe/fabric_discovery.h"
 #include "ibprobe/fabric_topology.h"
 #include "mad_exchange.h"
@@ -286,6 +287,10 @@ struct Fabric::Impl {
   // The cabling plan, the last one that parsed; whether the latest load or reload did.
   std::shared_ptr<const TopologyPlan> plan;
   bool plan_loaded = false;
+  // The state file: whether the one found at start could be used, and the saves since.
+  bool state_load_failed = false;
+  std::uint64_t state_saves = 0;
+  std::uint64_t state_save_failures = 0;
 
   // Requests for a discovery now, and its completion.
   std::mutex wake_mutex;
@@ -328,13 +333,18 @@ struct Fabric::Impl {
       apply_node_names(result->model, discovery.names);
       result->model.discovered_at = std::chrono::system_clock::now();
       auto fresh = std::make_shared<const FabricModel>(std::move(result->model));
-      std::lock_guard lock(model_mutex);
-      log_master_change(model.get(), *fresh);
-      for (const auto& change : history.update(*fresh)) ++changes[change.kind];
-      model = std::move(fresh);
-      last_success = true;
-      last_mads = result->mads;
-      ++successes;
+      std::string state;
+      {
+        std::lock_guard lock(model_mutex);
+        log_master_change(model.get(), *fresh);
+        for (const auto& change : history.update(*fresh)) ++changes[change.kind];
+        model = std::move(fresh);
+        last_success = true;
+        last_mads = result->mads;
+        ++successes;
+        if (!options.state_file.empty()) state = fabric_state_to_json(*model, history);
+      }
+      if (!state.empty()) save_state(state);
     } else {
       std::lock_guard lock(model_mutex);
       last_success = false;
@@ -344,6 +354,36 @@ struct Fabric::Impl {
     std::lock_guard lock(model_mutex);
     last_duration = std::chrono::duration<double>(Clock::now() - start).count();
     return last_success;
+  }
+
+  void save_state(std::string_view state) {
+    const auto saved = save_fabric_state(options.state_file, state);
+    if (!saved) spdlog::warn("fabric: the state is not saved: {}", saved.error().message);
+    std::lock_guard lock(model_mutex);
+    ++(saved ? state_saves : state_save_failures);
+  }
+
+  // The state file a previous run saved, if there is one: its model is served and its cable
+  // memory is the baseline until the first discovery. One that cannot be used is logged and
+  // counted, and the exporter starts without it; the next good discovery overwrites it.
+  void load_state() {
+    std::error_code error;
+    if (!std::filesystem::exists(options.state_file, error) && !error) {
+      spdlog::info("fabric: no state file {} yet; the first good discovery writes it",
+                   options.state_file.string());
+      return;
+    }
+    auto state = load_fabric_state(options.state_file);
+    if (!state) {
+      state_load_failed = true;
+      spdlog::error("fabric: {}; starting without it", state.error().message);
+      return;
+    }
+    spdlog::info("fabric: state file {}: a model of {} nodes and {} cables remembered",
+                 options.state_file.string(), state->model.nodes.size(),
+                 state->history.links().size());
+    model = std::make_shared<const FabricModel>(std::move(state->model));
+    history = std::move(state->history);
   }
 
   // Discovers, then sleeps until the interval passed or someone asked for a discovery. A
@@ -531,6 +571,7 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
     impl->plan_loaded = true;
   }
   impl->options = std::move(options);
+  if (!impl->options.state_file.empty()) impl->load_state();
   return std::unique_ptr<Fabric>(new Fabric(std::move(impl)));
 }
 
@@ -638,6 +679,16 @@ void Fabric::collect_discovery(MetricSet& out) const {
             kGauge, {}, impl.plan_loaded ? 1 : 0);
     out.add("ibprobe_fabric_topology_planned_cables", "Cables of the plan in use.", kGauge, {},
             static_cast<double>(impl.plan->cables.size()));
+  }
+  if (!impl.options.state_file.empty()) {
+    out.add("ibprobe_fabric_state_load_success",
+            "0 when the state file found at start could not be read or was no saved state (the "
+            "exporter started without it); 1 otherwise.",
+            kGauge, {}, impl.state_load_failed ? 0 : 1);
+    out.add("ibprobe_fabric_state_saves_total", "Saves of the state file, by result.", kCounter,
+            {{"result", "success"}}, static_cast<double>(impl.state_saves));
+    out.add("ibprobe_fabric_state_saves_total", "Saves of the state file, by result.", kCounter,
+            {{"result", "failure"}}, static_cast<double>(impl.state_save_failures));
   }
   if (!impl.model) return;
   if (impl.plan) add_cable_statuses(*impl.plan, *impl.model, out);

@@ -6,10 +6,12 @@ difference the exporter reports (status, both ends, where a miswired end really 
 `ibnetdiscover --diff` prints against a `--cache` of the intended fabric, and nothing else is
 reported. A switch port unplugged and plugged back is missing while it is out and no difference
 once it is back. A plan that does not parse stops the exporter at start with its line number; on
-SIGHUP it is refused and the plan in use stays; a good one replaces it.
+SIGHUP it is refused and the plan in use stays; a good one replaces it. Without a plan,
+--fabric.state-file keeps a cut cable missing across a restart and /fabric/sd answering.
 
 Usage: fabric_topology_test.py EXPORTER"""
 
+import json
 import os
 import re
 import signal
@@ -130,6 +132,88 @@ def rediscovered_differences(base):
     return reported_differences(sf.parse_metrics(sf.http_get(base + "/metrics")[1]))
 
 
+def metric_values(base, name, path="/metrics", **labels):
+    status, body = sf.http_get(base + path)
+    if status != 200:
+        return None
+    return [v for n, l, v in sf.parse_metrics(body)
+            if n == name and all(l.get(k) == w for k, w in labels.items())]
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=20)
+
+
+def restart_keeps_state(sim, exporter, workdir):
+    """--fabric.state-file without a plan: a cable cut before a restart is still missing after
+    it, served from the saved state while the first discovery after the restart fails; /fabric/sd
+    answers the saved switches all along. A corrupt state file is logged and counted, and the
+    exporter starts without it and writes a good one."""
+    state = os.path.join(workdir, "fabric.state")
+    flags = ("--fabric.enabled", "--fabric.discovery-interval-seconds=3600",
+             f"--fabric.state-file={state}")
+    _, descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
+    leaf06 = sf.guid_label(next(g for g, d in descriptions.items() if "leaf-06:" in d))
+    process, base = sf.start_exporter(sim, exporter, *flags)
+    switches = len(sf.wait_for_model(base, SPINES + LEAVES))
+    sim.console('Unlink "leaf-06"[1]')
+    sf.http_get(base + "/fabric/discover", method="POST", timeout=120)
+    missing = metric_values(base, "rdma_fabric_link_missing", f"/fabric?target={leaf06}", port="1")
+    check(missing == [1], f"leaf-06 port 1 cut: rdma_fabric_link_missing {missing}")
+    stop(process)
+
+    # Every MAD of the exporter's port dropped: the first discovery after the restart fails,
+    # after a 2 s MAD timeout, so /fabric/sd is asked before it fails and after.
+    sim.console('Error "node-0001"[1] 100')
+    process, base = sf.start_exporter(sim, exporter, *flags, "--fabric.timeout-ms=2000",
+                                      "--fabric.retries=0")
+    answers = set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        failed = metric_values(base, "ibprobe_fabric_discoveries_total", result="failure")
+        status, body = sf.http_get(base + "/fabric/sd")
+        answers.add((status, len(json.loads(body)) if status == 200 else None, failed == [1]))
+        if failed == [1]:
+            break
+        time.sleep(0.1)
+    check(answers == {(200, switches, False), (200, switches, True)},
+          f"/fabric/sd answers the {switches} saved switches before and after a failed "
+          f"discovery: {answers}")
+    missing = metric_values(base, "rdma_fabric_link_missing", f"/fabric?target={leaf06}", port="1")
+    check(missing == [1], f"after the restart, from the saved state: leaf-06 port 1 missing {missing}")
+    sim.console('Error "node-0001"[1] 0')
+    sf.http_get(base + "/fabric/discover", method="POST", timeout=120)
+    missing = metric_values(base, "rdma_fabric_link_missing", f"/fabric?target={leaf06}", port="1")
+    success = metric_values(base, "ibprobe_fabric_discovery_success")
+    check(missing == [1] and success == [1],
+          f"and after the first good discovery since: missing {missing} (success {success})")
+    sim.console('Link "leaf-06"[1] "node-0096"[1]')
+    sf.http_get(base + "/fabric/discover", method="POST", timeout=120)
+    missing = metric_values(base, "rdma_fabric_link_missing", f"/fabric?target={leaf06}", port="1")
+    check(missing == [0], f"plugged back: leaf-06 port 1 missing {missing}")
+    stop(process)
+
+    with open(state, "w") as f:
+        f.write('{"format": "ibprobe-fabric-state-1", "model": {"nodes": [')
+    process, base = sf.start_exporter(sim, exporter, *flags)
+    sf.wait_for_model(base, SPINES + LEAVES)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and metric_values(
+            base, "ibprobe_fabric_state_saves_total", result="success") != [1]:
+        time.sleep(0.1)
+    log = open(os.path.join(workdir, f"exporter-{base.rsplit(':', 1)[1]}.log")).read()
+    loaded = metric_values(base, "ibprobe_fabric_state_load_success")
+    saved = metric_values(base, "ibprobe_fabric_state_saves_total", result="success")
+    check(f"fabric: state file {state}: not a saved fabric state" in log and
+          "starting without it" in log and loaded == [0] and saved == [1],
+          f"a corrupt state file: logged, ibprobe_fabric_state_load_success {loaded}, and "
+          f"replaced by the first good discovery's ({saved} saved)")
+    with open(state) as f:
+        check(json.load(f)["format"] == "ibprobe-fabric-state-1", "the state file is whole again")
+    stop(process)
+
+
 def main(exporter):
     start = time.monotonic()
     topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS)
@@ -221,6 +305,8 @@ def main(exporter):
         reported, counts = reported_differences(samples)
         check(not reported and counts["ok"] == PLANNED,
               f"the fabric as it is, as the plan after SIGHUP: every cable ok ({counts})")
+
+        restart_keeps_state(sim, exporter, workdir)
     print(f"done after {time.monotonic() - start:.1f} s")
     return 1 if failures else 0
 

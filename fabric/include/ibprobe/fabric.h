@@ -37,6 +37,10 @@ struct FabricOptions {
   std::chrono::seconds discovery_deadline{120};
   // The cabling plan every discovered model is compared with (fabric_topology.h); empty: none.
   std::filesystem::path topology_file;
+  // Where each good discovery's model and cable memory are saved, and read back at start:
+  // served until the first discovery, the baseline it reports missing and downgraded cables
+  // against. Empty: nothing survives a restart.
+  std::filesystem::path state_file;
 };
 
 // The hidden mode of the exporter's executable that discovers once, writes the result as JSON to

@@ -14,6 +14,7 @@ enum class ErrorKind {
   kStopped,          // a stop was requested before the discovery child answered
   kMalformedResult,  // what the discovery child wrote is not a result
   kTopologyFile,     // a topology file that cannot be read, or a line that does not parse
+  kStateFile,        // a state file that cannot be read, written, or is not a saved state
 };
 
 struct Error {
