@@ -549,6 +549,14 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
   auto names = load_node_name_map(options.node_name_map);
   if (!names) return std::unexpected(std::move(names.error()));
   auto impl = std::make_unique<Impl>();
+  if (!options.topology_file.empty()) {
+    auto plan = load_topology(options.topology_file);
+    if (!plan) return std::unexpected(std::move(plan.error()));
+    spdlog::info("fabric: topology file {} plans {} cables", options.topology_file.string(),
+                 plan->cables.size());
+    impl->plan = std::make_shared<const TopologyPlan>(std::move(*plan));
+    impl->plan_loaded = true;
+  }
   impl->discovery = DiscoveryOptions{options.ca, options.ca_port, options.timeout, options.retries,
                                      std::move(*names)};
   impl->limits =
@@ -562,14 +570,6 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
   impl->discovery.ca = impl->port.ca;
   impl->discovery.ca_port = impl->port.port;
   impl->discovery_command = discovery_child_command(options.discovery_executable, impl->discovery);
-  if (!options.topology_file.empty()) {
-    auto plan = load_topology(options.topology_file);
-    if (!plan) return std::unexpected(std::move(plan.error()));
-    spdlog::info("fabric: topology file {} plans {} cables", options.topology_file.string(),
-                 plan->cables.size());
-    impl->plan = std::make_shared<const TopologyPlan>(std::move(*plan));
-    impl->plan_loaded = true;
-  }
   impl->options = std::move(options);
   if (!impl->options.state_file.empty()) impl->load_state();
   return std::unique_ptr<Fabric>(new Fabric(std::move(impl)));
