@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
 
 #include "ibprobe/fabric_discovery.h"
 #include "ibprobe/unique_fd.h"
@@ -20,6 +22,23 @@ constexpr std::string_view kStateFormat = "ibprobe-fabric-state-1";
 
 Error state_error(const std::string& why) {
   return Error{ErrorKind::kStateFile, why};
+}
+
+// nlohmann casts a number that does not fit (1e300 into an int) without a word, which is
+// undefined; a saved state's integers must fit their fields.
+template <typename Integer>
+Integer state_integer(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (value.is_number_unsigned()) {
+    if (const auto number = value.get<std::uint64_t>(); std::in_range<Integer>(number)) {
+      return static_cast<Integer>(number);
+    }
+  } else if (value.is_number_integer()) {
+    if (const auto number = value.get<std::int64_t>(); std::in_range<Integer>(number)) {
+      return static_cast<Integer>(number);
+    }
+  }
+  throw std::runtime_error(std::string("\"") + key + "\" is not an integer in range");
 }
 
 std::string system_error(const std::string& what, const std::filesystem::path& path) {
@@ -54,8 +73,9 @@ std::string fabric_state_to_json(const FabricModel& model, const LinkHistory& hi
                      {"lane_gigabits", link.lane_gigabits}});
   }
   return json{{"format", kStateFormat},
-              {"discovered_at",
-               std::chrono::duration<double>(model.discovered_at.time_since_epoch()).count()},
+              {"discovered_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       model.discovered_at.time_since_epoch())
+                                       .count()},
               {"model", json::parse(discovery_to_json(DiscoveryResult{model, 0}))},
               {"links", std::move(links)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
@@ -72,21 +92,26 @@ std::expected<FabricState, Error> fabric_state_from_json(std::string_view text) 
     if (!discovered) return std::unexpected(state_error(discovered.error().message));
     FabricState state;
     state.model = std::move(discovered->model);
-    state.model.discovered_at = std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(in.at("discovered_at").get<double>())));
+    // system_clock counts nanoseconds in 64 bits: up to the year 2262, 9.2e12 ms.
+    const auto discovered_ms = state_integer<std::int64_t>(in, "discovered_at_ms");
+    if (discovered_ms < 0 || discovered_ms > 9'000'000'000'000) {
+      throw std::runtime_error("\"discovered_at_ms\" is not a time between 1970 and 2255");
+    }
+    state.model.discovered_at =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(discovered_ms));
     LinkHistory::Links links;
     for (const auto& link_in : in.at("links")) {
       LinkHistory::Link link;
-      link.remote = FabricRemote{link_in.at("remote_guid").get<std::uint64_t>(),
+      link.remote = FabricRemote{state_integer<std::uint64_t>(link_in, "remote_guid"),
                                  link_in.at("remote_description").get<std::string>(),
-                                 link_in.at("remote_port").get<int>()};
-      link.best_width_lanes = link_in.at("best_width_lanes").get<int>();
+                                 state_integer<int>(link_in, "remote_port")};
+      link.best_width_lanes = state_integer<int>(link_in, "best_width_lanes");
       link.best_lane_gigabits = link_in.at("best_lane_gigabits").get<double>();
       link.present = link_in.at("present").get<bool>();
-      link.width_lanes = link_in.at("width_lanes").get<int>();
+      link.width_lanes = state_integer<int>(link_in, "width_lanes");
       link.lane_gigabits = link_in.at("lane_gigabits").get<double>();
-      links[{link_in.at("guid").get<std::uint64_t>(), link_in.at("port").get<int>()}] = link;
+      links[{state_integer<std::uint64_t>(link_in, "guid"), state_integer<int>(link_in, "port")}] =
+          link;
     }
     state.history = LinkHistory(std::move(links));
     return state;

@@ -112,14 +112,28 @@ TEST_F(FabricStateFile, NamesWhyAFileIsNoSavedState) {
   write("{\"nodes\": []}");
   EXPECT_EQ(refusal(),
             prefix + "not a saved fabric state (want \"format\": \"ibprobe-fabric-state-1\")");
-  write("{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at\": 0, \"links\": []}");
+  write("{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at_ms\": 0, \"links\": []}");
   EXPECT_TRUE(refusal().starts_with(prefix + "not a saved fabric state: ")) << refusal();
   // A model whose node type is unknown: the discovery result's own refusal.
   write(
-      "{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at\": 0, \"links\": [], \"model\": "
+      "{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at_ms\": 0, \"links\": [], \"model\": "
       "{\"mads\": 0, \"nodes\": [{\"guid\": 1, \"type\": \"hub\", \"description\": \"\", \"lid\": "
       "0, \"port_count\": 0, \"ports\": []}]}}");
   EXPECT_EQ(refusal(), prefix + "malformed discovery output: unknown node type \"hub\"");
+  // Numbers that do not fit their fields.
+  write(
+      "{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at_ms\": -5, \"links\": [], "
+      "\"model\": {\"mads\": 0, \"nodes\": []}}");
+  EXPECT_EQ(refusal(), prefix +
+                           "not a saved fabric state: \"discovered_at_ms\" is not a time "
+                           "between 1970 and 2255");
+  write(
+      "{\"format\": \"ibprobe-fabric-state-1\", \"discovered_at_ms\": 0, \"model\": "
+      "{\"mads\": 0, \"nodes\": []}, \"links\": [{\"guid\": 1, \"port\": 1e300, "
+      "\"remote_guid\": 2, \"remote_description\": \"h\", \"remote_port\": 1, "
+      "\"best_width_lanes\": 4, \"best_lane_gigabits\": 2.5, \"present\": true, "
+      "\"width_lanes\": 4, \"lane_gigabits\": 2.5}]}");
+  EXPECT_EQ(refusal(), prefix + "not a saved fabric state: \"port\" is not an integer in range");
   // Truncated mid-way, as a crash without the atomic rename would leave it.
   LinkHistory history;
   const auto whole = fabric_state_to_json(two_hosts(), history);
