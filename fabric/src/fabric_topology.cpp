@@ -207,13 +207,12 @@ std::optional<std::uint64_t> guid_of_id(std::string_view id) {
 constexpr std::string_view kWantId =
     "want \"S-\", \"H-\" or \"R-\" and a 16-digit GUID as node identifier, got ";
 
-// The first quoted text of a comment and its last word when that is a width and speed.
+// The first quoted text of a comment and, when `rate` is given, its last word when that is a
+// width and speed.
 void read_comment(std::string_view comment, std::string* description, PlanRate* rate) {
-  LineCursor cursor(comment);
-  while (!cursor.at_end() && !cursor.rest().starts_with('"')) {
-    cursor = LineCursor(cursor.rest().substr(1));
-  }
+  LineCursor cursor(comment.substr(std::min(comment.find('"'), comment.size())));
   if (const auto text = cursor.quoted()) *description = std::string(*text);
+  if (!rate) return;
   while (!comment.empty() && (comment.back() == ' ' || comment.back() == '\t')) {
     comment.remove_suffix(1);
   }
@@ -222,7 +221,7 @@ void read_comment(std::string_view comment, std::string* description, PlanRate* 
   if (const auto parsed = parse_plan_rate(last)) *rate = *parsed;
 }
 
-// Both ends of one cable, in either order, as one key.
+// One end of a cable: a node's identifier in the file and a port.
 using EndKey = std::pair<std::string, int>;
 
 std::expected<TopologyPlan, Error> parse_ibnetdiscover(std::string_view text) {
@@ -251,9 +250,8 @@ std::expected<TopologyPlan, Error> parse_ibnetdiscover(std::string_view text) {
           if (!guid_of_id(*id)) return bad_line(number, std::string(kWantId) + excerpt(*id));
           cursor.skip_blanks();
           std::string description;
-          PlanRate unused;
           if (cursor.take('#')) {
-            read_comment(cursor.rest(), &description, &unused);
+            read_comment(cursor.rest(), &description, nullptr);
           } else if (!cursor.at_end()) {
             return bad_line(number, "text after the node's identifier: " + excerpt(cursor.rest()));
           }
