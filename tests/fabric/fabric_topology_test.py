@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The cabling plan against a simulated fat tree (4 spines, 16 leaves, 300 HCAs, ibsim): the plan
-is ibnetdiscover's output of the intended fabric; the fabric ibsim then simulates differs from it
-in its net file by two swapped host cables, one missing cable and one extra cable. Every
-difference the exporter reports (status, both ends, where a miswired end really goes) equals what
-`ibnetdiscover --diff` prints against a `--cache` of the intended fabric, and nothing else is
-reported. A switch port unplugged and plugged back is missing while it is out and no difference
-once it is back. A plan that does not parse stops the exporter at start with its line number; on
-SIGHUP it is refused and the plan in use stays; a good one replaces it. Without a plan,
+"""The cabling plan against a simulated fat tree (4 spines, 16 leaves, 300 HCAs, ibsim): the plan is
+ibnetdiscover's output of the intended fabric; the fabric ibsim then simulates differs from it in
+its net file by two swapped host cables, one missing cable, one extra cable and one host cable
+trained at 4x SDR where the plan says 12x QDR. Every difference the exporter reports (status, both
+ends, where a miswired end really goes) equals what `ibnetdiscover --diff` prints against a
+`--cache` of the intended fabric, the slow cable what iblinkinfo shows against the plan's rate, and
+nothing else is reported. A switch port unplugged and plugged back is missing while it is out and
+no difference once it is back. A plan that does not parse stops the exporter at start with its line
+number; on SIGHUP it is refused and the plan in use stays; a good one replaces it. Without a plan,
 --fabric.state-file keeps a cut cable missing across a restart and /fabric/sd answering.
 
 Usage: fabric_topology_test.py EXPORTER"""
@@ -38,7 +39,8 @@ def edit_netfile(netfile, replacements):
 
 def differing(intended):
     """The intended net file with the test's differences: node-0002 and node-0003 swapped on
-    leaf-01, node-0025 (leaf-02 port 6) unplugged, an extra cable leaf-01[30] to leaf-02[30]."""
+    leaf-01, node-0025 (leaf-02 port 6) unplugged, an extra cable leaf-01[30] to leaf-02[30],
+    node-0007's full-rate cable (leaf-01 port 7) at ibsim's default 4x SDR."""
     return edit_netfile(intended, [
         ('[1]\t"leaf-01"[2]\n', '[1]\t"leaf-01"[@3]\n'),
         ('[1]\t"leaf-01"[3]\n', '[1]\t"leaf-01"[2]\n'),
@@ -50,6 +52,8 @@ def differing(intended):
          'Switch\t32 "leaf-01"\t# "MF0;leaf-01:MQM8700/U1"\n[30]\t"leaf-02"[30]\n'),
         ('Switch\t32 "leaf-02"\t# "MF0;leaf-02:MQM8700/U1"\n',
          'Switch\t32 "leaf-02"\t# "MF0;leaf-02:MQM8700/U1"\n[30]\t"leaf-01"[30]\n'),
+        (f'[1]\t"leaf-01"[7]\t{sf.FULL_RATE}\n', '[1]\t"leaf-01"[7]\n'),
+        (f'[7]\t"node-0007"[1]\t{sf.FULL_RATE}\n', '[7]\t"node-0007"[1]\n'),
     ])
 
 
@@ -73,6 +77,39 @@ def parse_diff(text):
             side = removed if m.group(1) == "<" else added
             side[(switch, int(m.group(2)))] = (int(m.group(3), 16), int(m.group(4)))
     return removed, added
+
+
+# ibnetdiscover's speed names as lane Gb/s (iblinkinfo's figures).
+SPEEDS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR": 14.0625, "EDR": 25.78125, "HDR": 53.125,
+          "NDR": 106.25}
+
+
+def planned_rates(text):
+    """{(switch GUID, port): (lanes, lane Gb/s)} from the rates ibnetdiscover prints."""
+    rates = {}
+    header = re.compile(r'^(Switch|Ca|Rt)\s+\d+\s+"[SHR]-([0-9a-f]+)"')
+    port_line = re.compile(r'^\[(\d+)\].*\s(\d+)x([A-Z]+)\s*$')
+
+    def switch_of(m):
+        return int(m.group(2), 16) if m.group(1) == "Switch" else None
+
+    for switch, m in sf.switch_port_lines(text, header, port_line, switch_of):
+        rates[(switch, int(m.group(1)))] = (int(m.group(2)), SPEEDS[m.group(3)])
+    return rates
+
+
+def expected_downgrades(plan_text, linkinfo, changed):
+    """Cables of the plan whose switch port iblinkinfo shows narrower or slower than the plan's
+    rate, among the switch ports whose cable did not change."""
+    links, _ = sf.parse_ibnetdiscover(plan_text)
+    expected = set()
+    for here, (lanes, gigabits) in planned_rates(plan_text).items():
+        now = linkinfo.get(here)
+        if here in changed or now is None:
+            continue
+        if now[0] < lanes or now[1] < gigabits:
+            expected.add(("downgraded", frozenset({end(*here), end(*links[here])}), None))
+    return expected
 
 
 def end(guid, port):
@@ -216,7 +253,7 @@ def restart_keeps_state(sim, exporter, workdir):
 
 def main(exporter):
     start = time.monotonic()
-    topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS)
+    topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS, full_rate_every=7)
     intended = topology.netfile
     workdir = None
     with sf.Simulator(topology) as sim:
@@ -239,6 +276,12 @@ def main(exporter):
         check(sorted(d[0] for d in expected) == ["missing", "miswired", "miswired", "unexpected"],
               f"ibnetdiscover --diff shows the two swapped, the missing and the extra cable:\n  "
               f"{show(expected)}")
+        downgrades = expected_downgrades(open(plan).read(),
+                                         sf.parse_iblinkinfo(sim.run(["iblinkinfo"]).stdout),
+                                         set(removed) | set(added))
+        check(len(downgrades) == 1, f"iblinkinfo shows one cable below the plan's rate: "
+                                    f"{show(downgrades)}")
+        expected |= downgrades
 
         exporter_process = sf.start_exporter(sim, exporter, "--fabric.enabled",
                                              "--fabric.discovery-interval-seconds=3600",
@@ -248,12 +291,14 @@ def main(exporter):
         print(f"exporter's first model after {time.monotonic() - start:.1f} s")
         reported, counts = reported_differences(sf.parse_metrics(sf.http_get(base + "/metrics")[1]))
         check(reported == expected,
-              f"the exporter reports exactly what ibnetdiscover --diff shows:\n  {show(reported)}")
-        check(counts == {"ok": PLANNED - 3, "miswired": 2, "missing": 1, "downgraded": 0,
+              f"the exporter reports exactly what ibnetdiscover --diff and iblinkinfo show:\n  "
+              f"{show(reported)}")
+        check(counts == {"ok": PLANNED - 4, "miswired": 2, "missing": 1, "downgraded": 1,
                          "unexpected": 1},
               f"every other planned cable is ok: {counts}")
 
-        # A host cable unplugged at its switch port and plugged back.
+        # A full-rate host cable (node-0077) unplugged at its switch port and plugged back: it
+        # trains at 12x QDR again and must not read as downgraded.
         sim.console('Unlink "leaf-05"[1]')
         reported, counts = rediscovered_differences(base)
         new = reported - expected
@@ -261,8 +306,8 @@ def main(exporter):
               f"leaf-05 port 1 unplugged: its cable is missing as well: {show(new)}")
         sim.console('Link "leaf-05"[1] "node-0077"[1]')
         reported, counts = rediscovered_differences(base)
-        check(reported == expected and counts["ok"] == PLANNED - 3,
-              f"leaf-05 port 1 plugged back: no difference but the four ({counts}):\n  "
+        check(reported == expected and counts["ok"] == PLANNED - 4,
+              f"leaf-05 port 1 plugged back: no difference but the five ({counts}):\n  "
               f"{show(reported)}")
 
         # A plan with a bad line: the exporter does not start, and says where.
