@@ -9,6 +9,7 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "ibprobe/enum_names.h"
@@ -479,7 +480,7 @@ std::expected<TopologyPlan, Error> parse_cable_list(std::string_view text) {
 // The discovered node each planned node is: by a name unique in both, else by GUID.
 class PlanMatcher {
  public:
-  PlanMatcher(const TopologyPlan& plan, const FabricModel& model) : model_(model) {
+  PlanMatcher(const TopologyPlan& plan, const FabricModel& model) {
     std::map<std::string, std::set<std::string>> identities;  // plan name -> node identities
     for (const auto& cable : plan.cables) {
       for (const auto* end : {&cable.node, &cable.remote}) {
@@ -491,6 +492,7 @@ class PlanMatcher {
       if (ids.size() == 1) unique_plan_names_.insert(name);
     }
     for (const auto& node : model.nodes) {
+      by_guid_.emplace(node.guid, &node);
       const auto [it, fresh] = by_name_.try_emplace(node.description, &node);
       if (!fresh) it->second = nullptr;  // two nodes of one name: match by GUID instead
     }
@@ -501,11 +503,17 @@ class PlanMatcher {
       const auto it = by_name_.find(end.name);
       if (it != by_name_.end() && it->second) return it->second;
     }
-    return end.guid ? model_.find(*end.guid) : nullptr;
+    return end.guid ? by_guid(*end.guid) : nullptr;
+  }
+
+  // FabricModel::find walks every node; a fabric of 10,000 nodes is compared on every scrape.
+  const FabricNode* by_guid(std::uint64_t guid) const {
+    const auto it = by_guid_.find(guid);
+    return it == by_guid_.end() ? nullptr : it->second;
   }
 
  private:
-  const FabricModel& model_;
+  std::unordered_map<std::uint64_t, const FabricNode*> by_guid_;
   std::set<std::string> unique_plan_names_;
   std::map<std::string, const FabricNode*> by_name_;
 };
@@ -582,7 +590,7 @@ std::vector<CableReport> compare_topology(const TopologyPlan& plan, const Fabric
   for (const auto& node : model.nodes) {
     for (const auto& port : node.ports) {
       if (!port.remote) continue;
-      const FabricNode* far = model.find(port.remote->guid);
+      const FabricNode* far = matcher.by_guid(port.remote->guid);
       const bool far_is_switch = far && far->type == FabricNodeType::kSwitch;
       const bool here_is_switch = node.type == FabricNodeType::kSwitch;
       // Each cable once, from its switch end (the lower GUID and port between two alike).
