@@ -639,6 +639,14 @@ def switch_ports():
               "Cables an earlier discovery found that the latest one did not, with their "
               "former far end.",
               f"rdma_fabric_link_missing{{{sw}}} == 1", w=12, h=9),
+        # Not filtered by $switch: a switch that vanished is in no variable value, and its
+        # planned cables are what this table must show.
+        table("Cables not as planned",
+              "Every cable of the topology file (--fabric.topology-file) that differs from the "
+              "latest discovery: missing, miswired (node_found_* and remote_found_*: where each "
+              "planned end really goes), downgraded below the plan's width or speed, and cables "
+              "the plan lacks (unexpected).",
+              'rdma_fabric_cable_status{status!="ok"} == 1', w=24, h=9),
         panel("timeseries", "Switch port traffic",
               "Data octets transmitted per switch port (PortXmitData x 4).",
               [target(f"topk(20, rate(rdma_port_data_transmitted_bytes_total{{{sw}}}"
@@ -666,7 +674,7 @@ def switch_ports():
     ]
     return dashboard("ibprobe-switch-ports", "ibprobe / Switch ports",
                      "Every switch port of the InfiniBand fabric: errors with both cable ends, "
-                     "cables below capability or missing, discovery health.",
+                     "cables below capability, missing or not as planned, discovery health.",
                      [query_var("switch", "Switch",
                                 "label_values(rdma_fabric_port_state, node_description)")],
                      panels, tags=("fabric",))

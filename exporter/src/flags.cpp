@@ -184,6 +184,14 @@ void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
                  "Node names by GUID in ibnetdiscover's node-name-map format (GUID \"name\" per "
                  "line); they replace node descriptions in labels")
       ->check(CLI::ExistingFile);
+  app.add_option("--fabric.topology-file", fabric.topology_file,
+                 "The cabling plan: ibnetdiscover's output or a plain cable list (NODE PORT NODE "
+                 "PORT per line); every discovery is compared with it (reloaded on SIGHUP)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--fabric.state-file", fabric.state_file,
+                 "Where each good discovery's model and cable memory are saved (atomically) and "
+                 "read back at start, so missing and downgraded cables survive a restart and "
+                 "/fabric/sd answers before the first discovery");
   staged.fabric_timeout_ms = static_cast<int>(fabric.timeout.count());
   add_in_range(app, "--fabric.timeout-ms", staged.fabric_timeout_ms,
                "Time to wait for each MAD's answer (discovery and counters)", 1, 60000);

@@ -237,6 +237,11 @@ int main(int argc, char** argv) {
       } else {
         spdlog::info("configuration reloaded from {}", config.config_file);
       }
+      if (!fabric) continue;
+      if (const auto reloaded = fabric->reload_topology(); !reloaded) {
+        spdlog::error("topology reload refused, the previous plan stays: {}",
+                      reloaded.error().message);
+      }
     }
     spdlog::info("received signal {}, shutting down", signal);
     routes.set_ready(false);

@@ -657,7 +657,10 @@ std::vector<AlertRule> default_alert_rules() {
                                       std::pair{"IbprobeSwitchPortErrors", "write_bw"},
                                       std::pair{"IbprobeSwitchLinkBelowCapability", "write_bw"},
                                       std::pair{"IbprobeSwitchCableMissing", "write_lat"},
-                                      std::pair{"IbprobeFabricPortFlapping", "write_lat"}}) {
+                                      std::pair{"IbprobeFabricPortFlapping", "write_lat"},
+                                      std::pair{"IbprobeFabricCableMiswired", "write_bw"},
+                                      std::pair{"IbprobeFabricCableMissing", "write_lat"},
+                                      std::pair{"IbprobeFabricCableUnexpected", "write_bw"}}) {
     rules.push_back({.alertname = alert,
                      .module = module,
                      .peer_choice = PeerChoice::kOtherLeaf,

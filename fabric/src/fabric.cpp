@@ -10,15 +10,20 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <expected>
 #include <mutex>
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
 
+#include "fabric_state.h"
 #include "ibprobe/fabric_discovery.h"
+#include "ibprobe/fabric_topology.h"
 #include "mad_exchange.h"
 #include "remote_pma_internal.h"
 
@@ -120,27 +125,93 @@ void add_link_series(MetricSet& out, MetricSet::LabelSet identity, const FabricP
           {{"kind", "speed"}}, port.lane_gigabits < port.supported_lane_gigabits ? 1 : 0);
 }
 
+std::expected<std::string, Error> read_whole_file(const std::filesystem::path& path, ErrorKind kind,
+                                                  std::string_view what) {
+  std::string text;
+  auto* file = std::fopen(path.c_str(), "r");
+  if (!file) {
+    return std::unexpected(Error{kind, "cannot read " + std::string(what) + " " + path.string() +
+                                           ": " + std::strerror(errno)});
+  }
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) {
+    return std::unexpected(Error{kind, "cannot read " + std::string(what) + " " + path.string()});
+  }
+  return text;
+}
+
 std::expected<std::map<std::uint64_t, std::string>, Error> load_node_name_map(
     const std::filesystem::path& path) {
   std::map<std::uint64_t, std::string> names;
   if (path.empty()) return names;
-  std::string text;
-  if (auto* file = std::fopen(path.c_str(), "r")) {
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-    std::fclose(file);
-  } else {
-    return std::unexpected(
-        Error{ErrorKind::kNodeNameMap, "cannot read node-name-map " + path.string()});
-  }
-  auto entries = parse_node_name_map(text);
+  const auto text = read_whole_file(path, ErrorKind::kNodeNameMap, "node-name-map");
+  if (!text) return std::unexpected(text.error());
+  auto entries = parse_node_name_map(*text);
   if (!entries) {
     return std::unexpected(
         Error{ErrorKind::kNodeNameMap, path.string() + ": " + entries.error().message});
   }
   for (auto& [guid, name] : *entries) names[guid] = std::move(name);
   return names;
+}
+
+std::expected<TopologyPlan, Error> load_topology(const std::filesystem::path& path) {
+  const auto text = read_whole_file(path, ErrorKind::kTopologyFile, "topology file");
+  if (!text) return std::unexpected(text.error());
+  auto plan = parse_topology(*text);
+  if (!plan) {
+    return std::unexpected(
+        Error{ErrorKind::kTopologyFile, path.string() + ": " + plan.error().message});
+  }
+  return plan;
+}
+
+void add_cable_end(MetricSet::Labels& labels, std::string_view prefix, const CableEnd& end) {
+  labels.emplace_back(std::string(prefix) + "guid", end.guid ? format_guid(*end.guid) : "");
+  labels.emplace_back(std::string(prefix) + "description", end.description);
+  labels.emplace_back(prefix == "node_" ? "port" : std::string(prefix) + "port",
+                      std::to_string(end.port));
+}
+
+// Where a miswired end really goes: empty labels for a port with no cable.
+void add_found_end(MetricSet::Labels& labels, std::string_view prefix,
+                   const std::optional<FabricRemote>& found) {
+  labels.emplace_back(std::string(prefix) + "guid", found ? format_guid(found->guid) : "");
+  labels.emplace_back(std::string(prefix) + "description", found ? found->description : "");
+  labels.emplace_back(std::string(prefix) + "port", found ? std::to_string(found->port) : "");
+}
+
+// Every planned cable's status against the served model, every cable the plan lacks, and the
+// count of each status.
+void add_cable_statuses(const TopologyPlan& plan, const FabricModel& model, MetricSet& out) {
+  constexpr std::array kStatuses = {CableStatus::kOk, CableStatus::kMissing, CableStatus::kMiswired,
+                                    CableStatus::kDowngraded, CableStatus::kUnexpected};
+  std::array<std::size_t, kStatuses.size()> counts{};
+  for (const auto& report : compare_topology(plan, model)) {
+    ++counts[static_cast<std::size_t>(report.status)];
+    MetricSet::Labels labels{{"status", std::string(to_string(report.status))}};
+    add_cable_end(labels, "node_", report.node);
+    add_cable_end(labels, "remote_", report.remote);
+    if (report.status == CableStatus::kMiswired) {
+      add_found_end(labels, "node_found_", report.node_found);
+      add_found_end(labels, "remote_found_", report.remote_found);
+    }
+    out.add("rdma_fabric_cable_status",
+            "1 per cable of the topology file by its status against the latest model (ok, "
+            "missing, miswired with where each end really goes in node_found_* and "
+            "remote_found_*, downgraded below the plan's width or speed), and per discovered "
+            "cable the plan lacks (unexpected).",
+            kGauge, labels, 1);
+  }
+  for (const auto status : kStatuses) {
+    out.add("rdma_fabric_cables", "Cables of the topology file and unexpected ones, by status.",
+            kGauge, {{"status", std::string(to_string(status))}},
+            static_cast<double>(counts[static_cast<std::size_t>(status)]));
+  }
 }
 
 }  // namespace
@@ -215,6 +286,13 @@ struct Fabric::Impl {
   std::uint64_t successes = 0;
   std::uint64_t failures = 0;
   std::map<LinkHistory::Change::Kind, std::uint64_t> changes;
+  // The cabling plan, the last one that parsed; whether the latest load or reload did.
+  std::shared_ptr<const TopologyPlan> plan;
+  bool plan_loaded = false;
+  // The state file: whether the one found at start could be used, and the saves since.
+  bool state_load_failed = false;
+  std::uint64_t state_saves = 0;
+  std::uint64_t state_save_failures = 0;
 
   // Requests for a discovery now, and its completion.
   std::mutex wake_mutex;
@@ -267,14 +345,19 @@ struct Fabric::Impl {
       apply_node_names(result->model, discovery.names);
       result->model.discovered_at = std::chrono::system_clock::now();
       auto fresh = std::make_shared<const FabricModel>(std::move(result->model));
-      std::lock_guard lock(model_mutex);
-      log_master_change(model.get(), *fresh);
-      for (const auto& change : history.update(*fresh)) ++changes[change.kind];
-      model = std::move(fresh);
-      ++model_generation;
-      last_success = true;
-      last_mads = result->mads;
-      ++successes;
+      std::string state;
+      {
+        std::lock_guard lock(model_mutex);
+        log_master_change(model.get(), *fresh);
+        for (const auto& change : history.update(*fresh)) ++changes[change.kind];
+        model = std::move(fresh);
+        ++model_generation;
+        last_success = true;
+        last_mads = result->mads;
+        ++successes;
+        if (!options.state_file.empty()) state = fabric_state_to_json(*model, history);
+      }
+      if (!state.empty()) save_state(state);
     } else {
       std::lock_guard lock(model_mutex);
       last_success = false;
@@ -284,6 +367,36 @@ struct Fabric::Impl {
     std::lock_guard lock(model_mutex);
     last_duration = std::chrono::duration<double>(Clock::now() - start).count();
     return last_success;
+  }
+
+  void save_state(std::string_view state) {
+    const auto saved = save_fabric_state(options.state_file, state);
+    if (!saved) spdlog::warn("fabric: the state is not saved: {}", saved.error().message);
+    std::lock_guard lock(model_mutex);
+    ++(saved ? state_saves : state_save_failures);
+  }
+
+  // The state file a previous run saved, if there is one: its model is served and its cable
+  // memory is the baseline until the first discovery. One that cannot be used is logged and
+  // counted, and the exporter starts without it; the next good discovery overwrites it.
+  void load_state() {
+    std::error_code error;
+    if (!std::filesystem::exists(options.state_file, error) && !error) {
+      spdlog::info("fabric: no state file {} yet; the first good discovery writes it",
+                   options.state_file.string());
+      return;
+    }
+    auto state = load_fabric_state(options.state_file);
+    if (!state) {
+      state_load_failed = true;
+      spdlog::error("fabric: {}; starting without it", state.error().message);
+      return;
+    }
+    spdlog::info("fabric: state file {}: a model of {} nodes and {} cables remembered",
+                 options.state_file.string(), state->model.nodes.size(),
+                 state->history.links().size());
+    model = std::make_shared<const FabricModel>(std::move(state->model));
+    history = std::move(state->history);
   }
 
   // Discovers, then sleeps until the interval passed or someone asked for a discovery. A
@@ -509,6 +622,14 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
   auto names = load_node_name_map(options.node_name_map);
   if (!names) return std::unexpected(std::move(names.error()));
   auto impl = std::make_unique<Impl>();
+  if (!options.topology_file.empty()) {
+    auto plan = load_topology(options.topology_file);
+    if (!plan) return std::unexpected(std::move(plan.error()));
+    spdlog::info("fabric: topology file {} plans {} cables", options.topology_file.string(),
+                 plan->cables.size());
+    impl->plan = std::make_shared<const TopologyPlan>(std::move(*plan));
+    impl->plan_loaded = true;
+  }
   impl->discovery = DiscoveryOptions{options.ca, options.ca_port, options.timeout, options.retries,
                                      std::move(*names)};
   impl->limits =
@@ -523,6 +644,7 @@ std::expected<std::unique_ptr<Fabric>, Error> Fabric::open(FabricOptions options
   impl->discovery.ca_port = impl->port.port;
   impl->discovery_command = discovery_child_command(options.discovery_executable, impl->discovery);
   impl->options = std::move(options);
+  if (!impl->options.state_file.empty()) impl->load_state();
   return std::unique_ptr<Fabric>(new Fabric(std::move(impl)));
 }
 
@@ -533,6 +655,19 @@ Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 Fabric::~Fabric() {
   impl_->thread.request_stop();
   impl_->wake.notify_all();
+}
+
+std::expected<void, Error> Fabric::reload_topology() {
+  auto& impl = *impl_;
+  if (impl.options.topology_file.empty()) return {};
+  auto plan = load_topology(impl.options.topology_file);
+  std::lock_guard lock(impl.model_mutex);
+  impl.plan_loaded = plan.has_value();
+  if (!plan) return std::unexpected(std::move(plan.error()));
+  spdlog::info("fabric: topology file {} reloaded, {} cables planned",
+               impl.options.topology_file.string(), plan->cables.size());
+  impl.plan = std::make_shared<const TopologyPlan>(std::move(*plan));
+  return {};
 }
 
 bool Fabric::rediscover() {
@@ -610,7 +745,26 @@ void Fabric::collect_discovery(MetricSet& out) const {
   }
   out.add("ibprobe_fabric_mads_sent_total", "PerfMgt MADs sent to switch ports.", kCounter, {},
           static_cast<double>(impl.mads_sent.load()));
+  if (impl.plan) {
+    out.add("ibprobe_fabric_topology_load_success",
+            "1 when the topology file's latest load or reload parsed; 0 when the last reload "
+            "failed and the plan read before stays in use.",
+            kGauge, {}, impl.plan_loaded ? 1 : 0);
+    out.add("ibprobe_fabric_topology_planned_cables", "Cables of the plan in use.", kGauge, {},
+            static_cast<double>(impl.plan->cables.size()));
+  }
+  if (!impl.options.state_file.empty()) {
+    out.add("ibprobe_fabric_state_load_success",
+            "0 when the state file found at start could not be read or was no saved state (the "
+            "exporter started without it); 1 otherwise.",
+            kGauge, {}, impl.state_load_failed ? 0 : 1);
+    out.add("ibprobe_fabric_state_saves_total", "Saves of the state file, by result.", kCounter,
+            {{"result", "success"}}, static_cast<double>(impl.state_saves));
+    out.add("ibprobe_fabric_state_saves_total", "Saves of the state file, by result.", kCounter,
+            {{"result", "failure"}}, static_cast<double>(impl.state_save_failures));
+  }
   if (!impl.model) return;
+  if (impl.plan) add_cable_statuses(*impl.plan, *impl.model, out);
   out.add("ibprobe_fabric_model_timestamp_seconds",
           "When the served fabric model was discovered (Unix time).", kGauge, {},
           seconds_since_epoch(impl.model->discovered_at));

@@ -5,8 +5,9 @@ them by hashmod, and every switch is scraped by exactly one of them, checked thr
 Prometheus API. The shipped switch-port rules and dashboard run on the data (every query
 returns data, every rule evaluates); a PerformanceSet symbol-error rise fires
 IbprobeSwitchPortSymbolErrors with both cable ends named, and a cut cable fires
-IbprobeSwitchCableMissing; with opensm running, the subnet-manager alerts stay quiet.
---fabric.node-name-map renames a switch in every label.
+IbprobeSwitchCableMissing and, against the cabling plan (the fabric as it started),
+IbprobeFabricCableMissing; with opensm running, the subnet-manager alerts stay quiet.
+--fabric.node-name-map renames a switch in every label (the plan matches it by GUID then).
 
 Usage: fabric_prometheus_test.py EXPORTER"""
 
@@ -60,7 +61,11 @@ def main(exporter):
         sim.assign_lids()
         # A master SM for the subnet-manager rules' series (they stay quiet with it).
         sim.start_sm(7)
-        _, descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
+        # The fabric as it starts is the cabling plan.
+        plan = os.path.join(sim.workdir, "plan.topo")
+        with open(plan, "w") as f:
+            f.write(sim.run(["ibnetdiscover"]).stdout)
+        _, descriptions = sf.parse_ibnetdiscover(open(plan).read())
         guid_of = {d: g for g, d in descriptions.items()}
         switch_guid = {s.name: guid_of[s.description] for s in topology.switches}
         # The node-name-map renames one spine: every label of it must carry the new name.
@@ -72,7 +77,7 @@ def main(exporter):
         names["spine-01"] = renamed
 
         flags = ("--fabric.enabled", "--fabric.discovery-interval-seconds=3600",
-                 f"--fabric.node-name-map={name_map}")
+                 f"--fabric.node-name-map={name_map}", f"--fabric.topology-file={plan}")
         _, base_a = sf.start_exporter(sim, exporter, *flags)
         _, base_b = sf.start_exporter(sim, exporter, *flags, host=topology.hcas[1][0])
         for base in (base_a, base_b):
@@ -172,7 +177,11 @@ def main(exporter):
                        f'port="{cut_port}",remote_description="{topology.switch(cut_leaf).links[cut_port][0]} mlx5_0"}}',
              "--fire", f'IbprobeFabricPortFlapping{{node_description="{topology.switch("leaf-03").description}",'
                        f'port="3",remote_description="{topology.switch("leaf-03").links[3][0]} mlx5_0"}}',
+             "--fire", f'IbprobeFabricCableMissing{{node_description="{topology.switch(cut_leaf).description}",'
+                       f'port="{cut_port}",remote_description="{topology.switch(cut_leaf).links[cut_port][0]} mlx5_0"}}',
+             "--empty-ok", "rdma_fabric_cable_status=the cut cable is missing, none is miswired or unexpected",
              "--quiet", f'IbprobeSwitchPortSymbolErrors{{node_description="{leaf_desc}",port="2"}}',
+             "--quiet", "IbprobeFabricCableMiswired", "--quiet", "IbprobeFabricCableUnexpected",
              "--quiet", "IbprobeFabricDiscoveryFailing", "--quiet", "IbprobeFabricNoMasterSm",
              "--quiet", "IbprobeFabricMasterSmChanged", "-v"],
             capture_output=True, text=True, cwd=sim.workdir,

@@ -59,13 +59,36 @@ TEST(NodeNameMap, NamesTheFirstBadLine) {
 }
 
 // The node-name-map is read before the local port is opened, so these need no InfiniBand port.
+// Checked before the local port is opened: a bad file is the first thing an operator fixes.
+TEST(TopologyFile, AFabricWithAnUnreadableOrBadPlanIsNotOpened) {
+  FabricOptions options;
+  options.topology_file = "/nonexistent/fabric.topo";
+  auto opened = Fabric::open(options);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kTopologyFile);
+  EXPECT_EQ(opened.error().message,
+            "cannot read topology file /nonexistent/fabric.topo: No such file or directory");
+
+  const auto path = std::filesystem::path(::testing::TempDir()) / "bad-fabric.topo";
+  std::ofstream(path) << "# plan\nleaf-01 1 node-0001 mlx5_0 1\nleaf-01 2 node-0002\n";
+  options.topology_file = path;
+  opened = Fabric::open(options);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kTopologyFile);
+  EXPECT_EQ(opened.error().message,
+            path.string() +
+                ": line 3: want NODE PORT NODE PORT [WIDTHxSPEED], as leaf-01 12 node-0113 "
+                "mlx5_0 1; got 'leaf-01 2 node-0002'");
+}
+
 TEST(NodeNameMap, AFabricWithAnUnreadableOrBadMapIsNotOpened) {
   FabricOptions options;
   options.node_name_map = "/nonexistent/node-name-map";
   auto opened = Fabric::open(options);
   ASSERT_FALSE(opened);
   EXPECT_EQ(opened.error().kind, ErrorKind::kNodeNameMap);
-  EXPECT_EQ(opened.error().message, "cannot read node-name-map /nonexistent/node-name-map");
+  EXPECT_EQ(opened.error().message,
+            "cannot read node-name-map /nonexistent/node-name-map: No such file or directory");
 
   const auto path = std::filesystem::path(::testing::TempDir()) / "bad-node-name-map";
   {

@@ -38,6 +38,12 @@ struct FabricOptions {
   // after it; one that runs longer than `discovery_deadline` is killed.
   std::filesystem::path discovery_executable = "/proc/self/exe";
   std::chrono::seconds discovery_deadline{120};
+  // The cabling plan every discovered model is compared with (fabric_topology.h); empty: none.
+  std::filesystem::path topology_file;
+  // Where each good discovery's model and cable memory are saved, and read back at start:
+  // served until the first discovery, the baseline it reports missing and downgraded cables
+  // against. Empty: nothing survives a restart.
+  std::filesystem::path state_file;
 };
 
 // The hidden mode of the exporter's executable that discovers once, writes the result as JSON to
@@ -71,11 +77,15 @@ class Fabric {
 
   // Opens the local port and starts discovering at once, then every `discovery_interval`.
   // kLocalPort when the local port cannot send MADs (why, in one sentence), kNodeNameMap for a
-  // node-name-map that cannot be read or parsed.
+  // node-name-map that cannot be read or parsed, kTopologyFile for a topology file that cannot
+  // be read or has a line that does not parse (its path and line number in the message).
   static std::expected<std::unique_ptr<Fabric>, Error> open(FabricOptions options);
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
+
+  // Reads the topology file again; on kTopologyFile the plan read before stays in use.
+  std::expected<void, Error> reload_topology();
 
   // Rediscovers now (the background thread does it) and waits for it to finish; returns whether
   // that discovery succeeded.
@@ -91,7 +101,8 @@ class Fabric {
                         collectors::MetricSet& out, collectors::ErrorSink& errors) const;
   // Every switch of the model, read in one exchange.
   void collect_all(collectors::MetricSet& out, collectors::ErrorSink& errors) const;
-  // Discovery's own metrics: success, age and size of the model, vanished and degraded links.
+  // Discovery's own metrics: success, age and size of the model, vanished and degraded links,
+  // and with a topology file every planned cable's status and every unexpected cable.
   void collect_discovery(collectors::MetricSet& out) const;
 
  private:

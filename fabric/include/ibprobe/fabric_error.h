@@ -13,6 +13,8 @@ enum class ErrorKind {
   kDeadline,         // the discovery child did not answer in time and was killed
   kStopped,          // a stop was requested before the discovery child answered
   kMalformedResult,  // what the discovery child wrote is not a result
+  kTopologyFile,     // a topology file that cannot be read, or a line that does not parse
+  kStateFile,        // a state file that cannot be read, written, or is not a saved state
 };
 
 struct Error {

@@ -108,12 +108,18 @@ class LinkHistory {
     double lane_gigabits = 0;
   };
 
+  using Links = std::map<std::pair<std::uint64_t, int>, Link>;
+
+  LinkHistory() = default;
+  // The memory a previous run saved (--fabric.state-file).
+  explicit LinkHistory(Links links) : links_(std::move(links)) {}
+
   // Takes in a new model; returns what changed since the previous one.
   std::vector<Change> update(const FabricModel& model);
-  const std::map<std::pair<std::uint64_t, int>, Link>& links() const { return links_; }
+  const Links& links() const { return links_; }
 
  private:
-  std::map<std::pair<std::uint64_t, int>, Link> links_;
+  Links links_;
 };
 
 }  // namespace ibprobe::fabric
