@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "openssl_errors.h"
 #include "tls_context.h"
 
 #undef SSL_get_peer_certificate
@@ -21,16 +22,7 @@ extern "C" __attribute__((visibility("default"))) X509* SSL_get_peer_certificate
 namespace {
 
 using ibprobe::exporter::ClientAuth;
-
-std::string openssl_errors() {
-  std::string text;
-  while (const unsigned long code = ERR_get_error()) {
-    char line[256];
-    ERR_error_string_n(code, line, sizeof(line));
-    text += (text.empty() ? "" : "; ") + std::string(line);
-  }
-  return text.empty() ? "no detail from OpenSSL" : text;
-}
+using ibprobe::exporter::openssl_errors;
 
 int tls_version(const std::string& name) {
   if (name == "TLS10") return TLS1_VERSION;

@@ -14,19 +14,12 @@
 #include <memory>
 #include <string>
 
+#include "openssl_errors.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string openssl_errors() {
-  std::string text;
-  while (const unsigned long code = ERR_get_error()) {
-    char line[256];
-    ERR_error_string_n(code, line, sizeof(line));
-    text += (text.empty() ? "" : "; ") + std::string(line);
-  }
-  return text.empty() ? "no reason given" : text;
-}
+using ibprobe::exporter::openssl_errors;
 
 class TlsSession {
  public:

@@ -23,6 +23,7 @@
 
 #include "ibprobe/fabric_discovery.h"
 #include "ibprobe/unique_fd.h"
+#include "json_integer.h"
 
 extern char** environ;
 
@@ -137,22 +138,6 @@ bool parse_number(std::string_view text, Number& out) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
-// nlohmann converts out-of-range numbers silently; a result's numbers must fit their fields.
-template <typename Integer>
-Integer integer_at(const json& object, const char* key) {
-  const json& value = object.at(key);
-  if (value.is_number_unsigned()) {
-    if (const auto number = value.get<std::uint64_t>(); std::in_range<Integer>(number)) {
-      return static_cast<Integer>(number);
-    }
-  } else if (value.is_number_integer()) {
-    if (const auto number = value.get<std::int64_t>(); std::in_range<Integer>(number)) {
-      return static_cast<Integer>(number);
-    }
-  }
-  throw std::runtime_error(std::string("\"") + key + "\" is not an integer in range");
-}
-
 json port_to_json(const FabricPort& port) {
   json out{{"number", port.number},
            {"state", port.state},
@@ -172,18 +157,18 @@ json port_to_json(const FabricPort& port) {
 
 FabricPort port_from_json(const json& in) {
   FabricPort port;
-  port.number = integer_at<int>(in, "number");
-  port.state = integer_at<int>(in, "state");
-  port.physical_state = integer_at<int>(in, "physical_state");
-  port.width_lanes = integer_at<int>(in, "width_lanes");
+  port.number = json_integer<int>(in, "number");
+  port.state = json_integer<int>(in, "state");
+  port.physical_state = json_integer<int>(in, "physical_state");
+  port.width_lanes = json_integer<int>(in, "width_lanes");
   port.lane_gigabits = in.at("lane_gigabits").get<double>();
-  port.supported_width_lanes = integer_at<int>(in, "supported_width_lanes");
+  port.supported_width_lanes = json_integer<int>(in, "supported_width_lanes");
   port.supported_lane_gigabits = in.at("supported_lane_gigabits").get<double>();
-  port.operational_vls = integer_at<int>(in, "operational_vls");
+  port.operational_vls = json_integer<int>(in, "operational_vls");
   if (const auto remote = in.find("remote"); remote != in.end()) {
-    port.remote = FabricRemote{integer_at<std::uint64_t>(*remote, "guid"),
+    port.remote = FabricRemote{json_integer<std::uint64_t>(*remote, "guid"),
                                remote->at("description").get<std::string>(),
-                               integer_at<int>(*remote, "port")};
+                               json_integer<int>(*remote, "port")};
   }
   return port;
 }
@@ -229,31 +214,31 @@ std::expected<DiscoveryResult, Error> discovery_from_json(std::string_view text)
   try {
     const json in = json::parse(text);
     DiscoveryResult result;
-    result.mads = integer_at<unsigned>(in, "mads");
+    result.mads = json_integer<unsigned>(in, "mads");
     for (const auto& node_in : in.at("nodes")) {
       FabricNode node;
-      node.guid = integer_at<std::uint64_t>(node_in, "guid");
+      node.guid = json_integer<std::uint64_t>(node_in, "guid");
       node.type = type_from_json(node_in.at("type").get<std::string>());
       node.description = node_in.at("description").get<std::string>();
-      node.lid = integer_at<std::uint16_t>(node_in, "lid");
-      node.port_count = integer_at<int>(node_in, "port_count");
+      node.lid = json_integer<std::uint16_t>(node_in, "lid");
+      node.port_count = json_integer<int>(node_in, "port_count");
       for (const auto& port : node_in.at("ports")) node.ports.push_back(port_from_json(port));
       result.model.nodes.push_back(std::move(node));
     }
     // Optional: a result without them has no SM LID and no SM.
-    if (in.contains("sm_lid")) result.model.sm_lid = integer_at<std::uint16_t>(in, "sm_lid");
+    if (in.contains("sm_lid")) result.model.sm_lid = json_integer<std::uint16_t>(in, "sm_lid");
     if (const auto managers = in.find("subnet_managers"); managers != in.end()) {
       for (const auto& sm_in : *managers) {
         SubnetManager sm;
-        sm.lid = integer_at<std::uint16_t>(sm_in, "lid");
-        sm.guid = integer_at<std::uint64_t>(sm_in, "guid");
-        sm.priority = integer_at<int>(sm_in, "priority");
-        const int state = integer_at<int>(sm_in, "state");
+        sm.lid = json_integer<std::uint16_t>(sm_in, "lid");
+        sm.guid = json_integer<std::uint64_t>(sm_in, "guid");
+        sm.priority = json_integer<int>(sm_in, "priority");
+        const int state = json_integer<int>(sm_in, "state");
         if (state < 0 || state > static_cast<int>(SmState::kMaster)) {
           throw std::runtime_error("unknown SM state " + std::to_string(state));
         }
         sm.state = static_cast<SmState>(state);
-        sm.activity_count = integer_at<std::uint32_t>(sm_in, "activity_count");
+        sm.activity_count = json_integer<std::uint32_t>(sm_in, "activity_count");
         result.model.subnet_managers.push_back(sm);
       }
     }

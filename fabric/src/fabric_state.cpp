@@ -11,6 +11,7 @@
 
 #include "ibprobe/fabric_discovery.h"
 #include "ibprobe/unique_fd.h"
+#include "json_integer.h"
 
 namespace ibprobe::fabric {
 namespace {
@@ -22,23 +23,6 @@ constexpr std::string_view kStateFormat = "ibprobe-fabric-state-1";
 
 Error state_error(const std::string& why) {
   return Error{ErrorKind::kStateFile, why};
-}
-
-// nlohmann casts a number that does not fit (1e300 into an int) without a word, which is
-// undefined; a saved state's integers must fit their fields.
-template <typename Integer>
-Integer state_integer(const json& object, const char* key) {
-  const json& value = object.at(key);
-  if (value.is_number_unsigned()) {
-    if (const auto number = value.get<std::uint64_t>(); std::in_range<Integer>(number)) {
-      return static_cast<Integer>(number);
-    }
-  } else if (value.is_number_integer()) {
-    if (const auto number = value.get<std::int64_t>(); std::in_range<Integer>(number)) {
-      return static_cast<Integer>(number);
-    }
-  }
-  throw std::runtime_error(std::string("\"") + key + "\" is not an integer in range");
 }
 
 std::string system_error(const std::string& what, const std::filesystem::path& path) {
@@ -93,7 +77,7 @@ std::expected<FabricState, Error> fabric_state_from_json(std::string_view text) 
     FabricState state;
     state.model = std::move(discovered->model);
     // system_clock counts nanoseconds in 64 bits: up to the year 2262, 9.2e12 ms.
-    const auto discovered_ms = state_integer<std::int64_t>(in, "discovered_at_ms");
+    const auto discovered_ms = json_integer<std::int64_t>(in, "discovered_at_ms");
     if (discovered_ms < 0 || discovered_ms > 9'000'000'000'000) {
       throw std::runtime_error("\"discovered_at_ms\" is not a time between 1970 and 2255");
     }
@@ -102,15 +86,15 @@ std::expected<FabricState, Error> fabric_state_from_json(std::string_view text) 
     LinkHistory::Links links;
     for (const auto& link_in : in.at("links")) {
       LinkHistory::Link link;
-      link.remote = FabricRemote{state_integer<std::uint64_t>(link_in, "remote_guid"),
+      link.remote = FabricRemote{json_integer<std::uint64_t>(link_in, "remote_guid"),
                                  link_in.at("remote_description").get<std::string>(),
-                                 state_integer<int>(link_in, "remote_port")};
-      link.best_width_lanes = state_integer<int>(link_in, "best_width_lanes");
+                                 json_integer<int>(link_in, "remote_port")};
+      link.best_width_lanes = json_integer<int>(link_in, "best_width_lanes");
       link.best_lane_gigabits = link_in.at("best_lane_gigabits").get<double>();
       link.present = link_in.at("present").get<bool>();
-      link.width_lanes = state_integer<int>(link_in, "width_lanes");
+      link.width_lanes = json_integer<int>(link_in, "width_lanes");
       link.lane_gigabits = link_in.at("lane_gigabits").get<double>();
-      links[{state_integer<std::uint64_t>(link_in, "guid"), state_integer<int>(link_in, "port")}] =
+      links[{json_integer<std::uint64_t>(link_in, "guid"), json_integer<int>(link_in, "port")}] =
           link;
     }
     state.history = LinkHistory(std::move(links));
