@@ -13,12 +13,13 @@ Usage: link_health_benchmark.py [BUILD_DIR] [SCRAPES] [TRACED_SCRAPES]   (defaul
 import http.client
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from syscall_counts import syscalls_during
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 SCRAPES = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
@@ -69,21 +70,13 @@ def run_seconds(pid):
 
 
 def traced_calls(pid, port, scrapes, work, name):
-    summary = os.path.join(work, f"strace-{name}.txt")
-    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", summary, "-p", str(pid)],
-                              stderr=subprocess.DEVNULL)
-    time.sleep(1)  # attached to every thread
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    for _ in range(scrapes):
-        scrape(connection)
-    tracer.send_signal(signal.SIGINT)
-    tracer.wait()
-    calls = {}
-    for line in open(summary):
-        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
-        if m and m.group(2) != "total":
-            calls[m.group(2)] = int(m.group(1))
-    return calls
+    def scrapes_in_a_row():
+        # Connected once strace is attached: the server closes idle connections.
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for _ in range(scrapes):
+            scrape(connection)
+
+    return syscalls_during(pid, os.path.join(work, f"strace-{name}.txt"), scrapes_in_a_row)
 
 
 def measure(tree_args, roce_ports, work):

@@ -40,8 +40,12 @@ ibprobe_pid=$!
 pids+=($!)
 node_pid=$!
 
-python3 - "$scrapes" "$traced" "$work" "$ibprobe_port" "$ibprobe_pid" "$node_port" "$node_pid" <<'PY'
-import http.client, os, re, signal, statistics, subprocess, sys, time
+python3 - "$scrapes" "$traced" "$work" "$ibprobe_port" "$ibprobe_pid" "$node_port" "$node_pid" \
+  "$(dirname "$0")" <<'PY'
+import http.client, os, statistics, sys, time
+
+sys.path.insert(0, sys.argv[8])
+from syscall_counts import syscalls_during  # noqa: E402
 
 scrapes, traced, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 targets = {"ibprobe_exporter": (int(sys.argv[4]), int(sys.argv[5])),
@@ -133,23 +137,14 @@ memory = {name: rollup_kib(pid) for name, (_, pid) in targets.items()}
 # System calls: strace follows every thread of one exporter while it answers `traced` scrapes.
 syscalls = {}
 for name, (port, pid) in targets.items():
-    summary = f"{work}/strace-{name}.txt"
-    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", summary, "-p", str(pid)],
-                              stderr=subprocess.DEVNULL)
-    time.sleep(1)  # attached to every thread
-    # A fresh connection: the server may have closed the idle one meanwhile.
-    conns[name].close()
-    c = connect(port)
-    for _ in range(traced):
-        scrape(c)
-    tracer.send_signal(signal.SIGINT)
-    tracer.wait()
-    calls = {}
-    for line in open(summary):
-        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
-        if m and m.group(2) != "total":
-            calls[m.group(2)] = int(m.group(1))
-    syscalls[name] = calls
+    def traced_scrapes():
+        # A fresh connection, made once strace is attached: the server closes idle ones.
+        conns[name].close()
+        c = connect(port)
+        for _ in range(traced):
+            scrape(c)
+
+    syscalls[name] = syscalls_during(pid, f"{work}/strace-{name}.txt", traced_scrapes)
 
 def series(body, prefix=""):
     return sum(1 for l in body.decode().splitlines()
