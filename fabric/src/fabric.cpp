@@ -26,6 +26,7 @@
 #include "ibprobe/fabric_topology.h"
 #include "mad_exchange.h"
 #include "remote_pma_internal.h"
+#include "text_lines.h"
 
 namespace ibprobe::fabric {
 
@@ -236,36 +237,35 @@ std::optional<std::uint64_t> parse_guid(std::string_view text) {
 std::expected<std::vector<std::pair<std::uint64_t, std::string>>, Error> parse_node_name_map(
     std::string_view text) {
   std::vector<std::pair<std::uint64_t, std::string>> entries;
-  int number = 0;
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    ++number;
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string_view::npos || line[first] == '#') continue;
-    line.remove_prefix(first);
-    const auto space = line.find_first_of(" \t");
-    const auto guid = parse_guid(line.substr(0, space));
-    auto bad = [&](const std::string& why) {
-      return std::unexpected(
-          Error{ErrorKind::kNodeNameMap,
-                "line " + std::to_string(number) + ": " + why + " (want GUID \"name\")"});
-    };
-    if (!guid || space == std::string_view::npos) return bad("no GUID and name");
-    auto rest = line.substr(space);
-    rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
-    while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\t')) {
-      rest.remove_suffix(1);
-    }
-    if (rest.size() >= 2 && rest.front() == '"') {
-      const auto close = rest.find('"', 1);
-      if (close == std::string_view::npos) return bad("unterminated quoted name");
-      rest = rest.substr(1, close - 1);
-    }
-    if (rest.empty()) return bad("empty name");
-    entries.emplace_back(*guid, std::string(rest));
-  }
+  auto read =
+      for_each_line(text, [&](int number, std::string_view line) -> std::expected<void, Error> {
+        const auto first = line.find_first_not_of(" \t\r");
+        if (first == std::string_view::npos || line[first] == '#') return {};
+        line.remove_prefix(first);
+        const auto space = line.find_first_of(" \t");
+        const auto guid = parse_guid(line.substr(0, space));
+        auto bad = [&](const std::string& why) {
+          return std::unexpected(
+              Error{ErrorKind::kNodeNameMap,
+                    "line " + std::to_string(number) + ": " + why + " (want GUID \"name\")"});
+        };
+        if (!guid || space == std::string_view::npos) return bad("no GUID and name");
+        auto rest = line.substr(space);
+        rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+        while (!rest.empty() &&
+               (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\t')) {
+          rest.remove_suffix(1);
+        }
+        if (rest.size() >= 2 && rest.front() == '"') {
+          const auto close = rest.find('"', 1);
+          if (close == std::string_view::npos) return bad("unterminated quoted name");
+          rest = rest.substr(1, close - 1);
+        }
+        if (rest.empty()) return bad("empty name");
+        entries.emplace_back(*guid, std::string(rest));
+        return {};
+      });
+  if (!read) return std::unexpected(read.error());
   return entries;
 }
 

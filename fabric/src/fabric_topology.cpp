@@ -14,6 +14,7 @@
 
 #include "ibprobe/enum_names.h"
 #include "ibprobe/fabric.h"
+#include "text_lines.h"
 
 namespace ibprobe::fabric {
 namespace {
@@ -138,21 +139,6 @@ class LineCursor {
  private:
   std::string_view rest_;
 };
-
-// Each line with its number, '\r' of CRLF files dropped.
-template <typename Visit>
-std::expected<void, Error> for_each_line(std::string_view text, Visit&& visit) {
-  int number = 0;
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    ++number;
-    if (line.ends_with('\r')) line.remove_suffix(1);
-    if (auto done = visit(number, line); !done) return done;
-  }
-  return {};
-}
 
 bool is_meaningless(std::string_view line) {
   const auto first = line.find_first_not_of(" \t");
