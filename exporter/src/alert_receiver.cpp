@@ -332,7 +332,8 @@ std::expected<PeerList, std::string> AlertReceiver::read_peer_list(
 }
 
 std::expected<std::variant<std::uint64_t, AlertReceiver::Dispatched>, AlertReceiver::Dropped>
-AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
+AlertReceiver::answer(const WebhookAlert& alert, const AlertRule* rule,
+                      const AlertResponse& response,
                       const std::optional<std::expected<PeerList, std::string>>& peers,
                       bool sent_on) {
   const std::string alertname = label_or_empty(alert, "alertname");
@@ -340,11 +341,7 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
     return std::unexpected(
         Dropped{alertname, alert.fingerprint, std::move(reason), std::move(detail)});
   };
-  const auto rule = std::ranges::find_if(
-      response.rules, [&](const AlertRule& candidate) { return matches(candidate, alert); });
-  if (rule == response.rules.end()) {
-    return drop("no_rule", "no alert rule matches alert '" + alertname + "'");
-  }
+  if (!rule) return drop("no_rule", "no alert rule matches alert '" + alertname + "'");
   const std::string self = response.instance.empty() ? host_name_ : response.instance;
   const auto now = now_();
   const auto repeated = [&]() -> std::optional<Dropped> {
@@ -440,10 +437,8 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertResponse& response,
 
 AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool sent_on) {
   const auto config = service_.config();
+  // Read at the first alert whose rule needs it, outside the lock, and once per message.
   std::optional<std::expected<PeerList, std::string>> peers;
-  if (std::ranges::any_of(config->alerts.rules, rule_needs_peer_list)) {
-    peers = read_peer_list(config->alerts);
-  }
   {
     std::lock_guard lock(mutex_);
     // Windows that have passed are forgotten, so the map holds only the alerts of one window.
@@ -453,6 +448,13 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
   }
   Answer answer;
   for (const auto& alert : message.alerts) {
+    const auto matching =
+        std::ranges::find_if(config->alerts.rules,
+                             [&](const AlertRule& candidate) { return matches(candidate, alert); });
+    const AlertRule* rule = matching == config->alerts.rules.end() ? nullptr : &*matching;
+    if (alert.firing && rule && rule_needs_peer_list(*rule) && !peers) {
+      peers = read_peer_list(config->alerts);
+    }
     // Alert by alert: a message of a thousand alerts never holds /metrics (metrics()) back for
     // longer than one of them takes.
     std::lock_guard lock(mutex_);
@@ -461,7 +463,7 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
       ++answer.resolved;
       continue;
     }
-    auto run = this->answer(alert, config->alerts, peers, sent_on);
+    auto run = this->answer(alert, rule, config->alerts, peers, sent_on);
     if (run && std::holds_alternative<Dispatched>(*run)) {
       ++dispatched_;
       answer.dispatched.push_back(std::get<Dispatched>(std::move(*run)));

@@ -118,12 +118,13 @@ class AlertReceiver {
     std::uint64_t run_id = 0;
   };
 
-  // A run id, the exporter the alert is sent on to, or why neither.
+  // A run id, the exporter the alert is sent on to, or why neither. `rule`: the first that
+  // matches the alert (null: none); `peers`: read when that rule needs a peer list.
   std::expected<std::variant<std::uint64_t, Dispatched>, Dropped> answer(
-      const WebhookAlert& alert, const AlertResponse& response,
+      const WebhookAlert& alert, const AlertRule* rule, const AlertResponse& response,
       const std::optional<std::expected<PeerList, std::string>>& peers, bool sent_on);
   // The peer list of alerts.peers_file, else of the directory; read once per message, outside
-  // the lock, and only when a rule needs it.
+  // the lock, and only when an alert's rule needs it.
   std::expected<PeerList, std::string> read_peer_list(const AlertResponse& response) const;
   std::size_t in_flight_locked() const;
   // Sends the alerts queued for other exporters on, and pushes the verdict of every awaited run
@@ -133,7 +134,7 @@ class AlertReceiver {
   ProbeService& service_;
   std::string host_name_;
   PeerDirectory peer_directory_;
-  std::string responder_port_ = "9471";
+  std::string responder_port_ = std::to_string(kDefaultResponderPort);
   std::function<Clock::time_point()> now_;
 
   mutable std::mutex mutex_;

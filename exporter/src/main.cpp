@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
                 return exporter::PeerList{mesh_runner->peers(), "the mesh", mesh_runner->self()};
               })
             : exporter::PeerDirectory(),
-        config.probe_responder_address.empty() ? "9471"
-                                               : std::to_string(responder_address(config).port));
+        std::to_string(config.probe_responder_address.empty() ? exporter::kDefaultResponderPort
+                                                              : responder_address(config).port));
     exporter::Routes routes(config, scraper, &probe_api);
     if (mesh_runner) routes.set_extra_metrics([&mesh_runner] { return mesh_runner->metrics(); });
     // Waiting requests have workers of their own, so --web.threads stay free for the rest.

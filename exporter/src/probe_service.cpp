@@ -27,7 +27,6 @@ std::chrono::steady_clock::duration allowance(const ProbeModule& module,
       std::chrono::duration<double>(seconds));
 }
 
-constexpr std::uint16_t kDefaultResponderPort = 9471;
 // DNS names are at most 253 characters.
 constexpr std::size_t kMaxHostLength = 253;
 

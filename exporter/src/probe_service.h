@@ -25,6 +25,10 @@
 
 namespace ibprobe::exporter {
 
+// Where a responder listens unless --probe.responder-address says otherwise, and so the port of
+// a target that names none.
+inline constexpr std::uint16_t kDefaultResponderPort = 9471;
+
 // Splits "HOST:PORT", "[V6]:PORT" or a bare "HOST" (the responder's default port 9471). Returns
 // {host, port} or the reason the text is not a target.
 std::expected<std::pair<std::string, std::string>, std::string> parse_target(
