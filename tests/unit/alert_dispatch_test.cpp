@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
 #include "sysfs_fixture.h"
+#include "web_config.h"
 
 namespace ibprobe::testing {
 namespace {
@@ -29,7 +31,9 @@ using namespace std::chrono_literals;
 // One exporter: a scheduler with a stand-in run, its API and receiver, its HTTP server.
 class Exporter {
  public:
-  Exporter(const std::string& name, const std::string& config_text) {
+  // `web`: the server's TLS and authentication (none by default).
+  Exporter(const std::string& name, const std::string& config_text,
+           const exporter::WebConfig& web = {}) {
     spdlog::default_logger();  // before any thread logs, as in alert_receiver_test
     config_path_ = std::filesystem::temp_directory_path() /
                    ("alert_dispatch_" + name + "_" + std::to_string(::getpid()) + ".yml");
@@ -52,7 +56,7 @@ class Exporter {
     tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
     scraper_ = scraper_over(tree_.root());
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_, api_.get());
-    server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_);
+    server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_, web);
   }
   ~Exporter() {
     server_.reset();
@@ -148,6 +152,51 @@ TEST(AlertDispatch, AnAlertAboutAnotherHostIsProbedByThatHostsExporter) {
   const auto again = json::parse(a.post_alerts(probe_alert("127.0.0.1:9470", "f1")).body);
   EXPECT_TRUE(again["sent_on"].empty());
   EXPECT_EQ(again["dropped"][0]["reason"], "repeat");
+}
+
+// B serves TLS with a self-signed certificate for 127.0.0.1. Without dispatch_tls, A's plain
+// request gets no HTTP answer from it (counted failed); with dispatch_tls naming B's certificate,
+// the alert goes over HTTPS and B runs the probe.
+TEST(AlertDispatch, DispatchTlsSendsAlertsOnOverHttps) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("alert_dispatch_tls_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                         "-nodes -days 2 -keyout " +
+                         d + "/server.key -out " + d +
+                         "/server.crt -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 "
+                         ">/dev/null 2>&1")
+                            .c_str()),
+            0);
+  std::ofstream(dir / "web.yml") << "tls_server_config:\n  cert_file: server.crt\n"
+                                    "  key_file: server.key\n";
+  const auto web = exporter::load_web_config(dir / "web.yml");
+  ASSERT_TRUE(web.has_value()) << web.error();
+  Exporter b("b", kModules + "alerts:\n  instance: 127.0.0.1\n", *web);
+  const std::string to_b =
+      "alerts:\n  instance: hosta\n  dispatch_port: " + std::to_string(b.port()) + "\n";
+
+  Exporter plain("plain", kModules + to_b);
+  ASSERT_EQ(json::parse(plain.post_alerts(probe_alert("127.0.0.1", "f5")).body)["sent_on"].size(),
+            1u);
+  EXPECT_TRUE(eventually([&] {
+    return http_get(plain.port(), "/metrics")
+               .body.find("ibprobe_alert_sent_on_requests_total{result=\"failed\"} 1\n") !=
+           std::string::npos;
+  }));
+  EXPECT_TRUE(b.calls().empty());
+
+  Exporter a("a", kModules + to_b + "  dispatch_tls: {ca_file: " + d + "/server.crt}\n");
+  ASSERT_EQ(json::parse(a.post_alerts(probe_alert("127.0.0.1", "f6")).body)["sent_on"].size(), 1u);
+  ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
+  EXPECT_THAT(b.calls(), ElementsAre("192.0.2.5:9471"));
+  EXPECT_TRUE(eventually([&] {
+    return http_get(a.port(), "/metrics")
+               .body.find("ibprobe_alert_sent_on_requests_total{result=\"sent\"} 1\n") !=
+           std::string::npos;
+  }));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(AlertDispatch, AnAlertSentOnIsNeverSentFurther) {
