@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "ibprobe/cpu_frequency.h"
+#include "ibprobe/master_sm.h"
 #include "payload.h"
 
 namespace ibprobe::probes {
@@ -53,6 +54,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       numa_(side == Side::kInitiator
                 ? numa_node_for(local.device, spec.numa, spec.numa_node)
                 : numa_node_for(local.device, spec.peer_numa, spec.peer_numa_node)),
+      device_(local.device),
       port_number_(local.port),
       sysfs_root_(local.sysfs_root),
       context_(verbs::open_device(local.device)),
@@ -190,6 +192,12 @@ std::uint8_t* RcResources::send_area(std::size_t qp) const {
   return receive_area(qp) + receive_slots_ * slot_bytes_;
 }
 
+namespace {
+// SMInfo from the port's SM: an SM that answers at all answers within microseconds on its own
+// subnet; two tries bound what a dead SM adds to the run's setup to 0.4 s.
+constexpr std::chrono::milliseconds kSmInfoTimeout{200};
+}  // namespace
+
 std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
   constexpr int kLinkUp = 5;
   const auto& a = port_.attr;
@@ -200,6 +208,8 @@ std::vector<protocol::PreflightCheck> RcResources::preflight_checks() const {
   if (!port_.is_ethernet) {
     checks.push_back({"sm_lid", a.sm_lid != 0 && a.lid != 0,
                       "lid " + std::to_string(a.lid) + ", sm_lid " + std::to_string(a.sm_lid)});
+    const auto sm = check_master_sm(device_, port_number_, a.sm_lid, kSmInfoTimeout, 1);
+    checks.push_back({"master_sm", sm.passed, sm.detail, sm.applicable});
   }
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%g", verbs::port_rate_gbps(a));

@@ -49,7 +49,8 @@ class RcResources {
   // The message size the run uses: the spec's, cut to the path MTU over UD (after connect()).
   std::uint64_t message_size() const { return spec_.message_size; }
   // This side's pre-flight facts: port_active (ACTIVE and LinkUp), sm_lid (InfiniBand: an SM
-  // has configured the port), link_rate (detail: Gbit/s, for the other side to compare),
+  // has configured the port), master_sm (InfiniBand: the SM at that LID answers SMInfo as
+  // master, ibprobe/master_sm.h), link_rate (detail: Gbit/s, for the other side to compare),
   // cpu_frequency (the cores this thread is pinned to, ibprobe/cpu_frequency.h; not applicable
   // where the kernel scales no frequency).
   std::vector<protocol::PreflightCheck> preflight_checks() const;
@@ -175,6 +176,7 @@ class RcResources {
   ProbeSpec spec_;
   // First, so the buffer below is allocated on the node, and released last.
   NumaBinding numa_;
+  std::string device_;
   std::uint8_t port_number_;
   std::filesystem::path sysfs_root_;
   verbs::Context context_;

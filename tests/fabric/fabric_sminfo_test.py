@@ -7,9 +7,13 @@
   master (the local port's SM LID) and for the standby's LID: LID, GUID, priority, state, and
   the master's ActCount between sminfo's readings before and after the exporter's;
 - with both stopped, `sminfo` fails, the exporter says rdma_fabric_sm_master_present 0 and a
-  real Prometheus with the shipped fabric rules (`for` shortened) fires IbprobeFabricNoMasterSm.
+  real Prometheus with the shipped fabric rules (`for` shortened) fires IbprobeFabricNoMasterSm;
+- the probe's master_sm pre-flight check, asked from the same port: passes at the master's LID
+  naming what sminfo names, fails at the standby's LID (standby), at LID 0 (no SM configured the
+  port) and once both SMs are stopped (no answer); without a MAD device (outside the simulator)
+  it does not apply, with the reason.
 
-Usage: fabric_sminfo_test.py EXPORTER"""
+Usage: fabric_sminfo_test.py EXPORTER MASTER_SM_CHECK"""
 
 import json
 import os
@@ -82,7 +86,14 @@ def no_master_alert_fires(sim, base, timeout=30):
     return None
 
 
-def main(exporter):
+def master_sm_check(sim, tool, lid):
+    """The probe's master_sm check from the first node's port, asking the SM at `lid`."""
+    result = json.loads(sim.run([tool, "", "0", str(lid)], timeout=30).stdout)
+    print(f"master_sm check at lid {lid}: {result}")
+    return result
+
+
+def main(exporter, check_tool):
     topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS)
     exporter_host = topology.hcas[0][0]  # where ibsim attaches clients by default
     standby_host = topology.hcas[1][0]
@@ -134,11 +145,34 @@ def main(exporter):
               f"master ActCount {count} between sminfo's before and after it ({before}, {after})")
         check((want_standby[0], want_standby[1]) in counts, "standby's ActCount present")
 
+        # --- the probe's pre-flight check asks the same SMs --------------------------------------
+        at_master = master_sm_check(sim, check_tool, want_master[0])
+        guid = "0x" + want_master[1].replace(":", "")
+        check(at_master["passed"] and at_master["applicable"]
+              and f"lid {want_master[0]}, guid {guid}, priority {want_master[3]}"
+              in at_master["detail"],
+              f"master_sm passes at sminfo's master and names it (lid {want_master[0]}, guid "
+              f"{guid}, priority {want_master[3]})")
+        at_standby = master_sm_check(sim, check_tool, want_standby[0])
+        check(not at_standby["passed"] and "is standby, not master" in at_standby["detail"],
+              "master_sm fails at the standby's LID, saying it is a standby")
+        no_umad = json.loads(subprocess.run([check_tool, "", "0", want_master[0]], check=True,
+                                            capture_output=True, text=True).stdout)
+        check(not no_umad["applicable"] and "SMInfo not asked: cannot open" in no_umad["detail"],
+              f"master_sm without a MAD device to ask through: not applicable ({no_umad})")
+        unset = master_sm_check(sim, check_tool, 0)
+        check(not unset["passed"] and "no subnet manager configured it" in unset["detail"],
+              "master_sm fails for a port without an SM LID")
+
         # --- no SM: the standby first, so it does not take over --------------------------------
         for sm in (standby, master):
             sm.terminate()
             sm.wait(timeout=20)
         check(sim.sminfo() is None, "sminfo gets no answer with both SMs stopped")
+        gone = master_sm_check(sim, check_tool, want_master[0])
+        check(not gone["passed"] and gone["applicable"]
+              and "no subnet manager answered SMInfo" in gone["detail"],
+              "master_sm fails at the old master's LID once no SM answers")
         status, _ = sf.http_get(base + "/fabric/discover", method="POST", timeout=60)
         check(status == 200, f"discovery without an SM ({status})")
         found = samples(base, "rdma_fabric_sm_")
@@ -151,4 +185,4 @@ def main(exporter):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
