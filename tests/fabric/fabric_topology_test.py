@@ -8,7 +8,8 @@ ends, where a miswired end really goes) equals what `ibnetdiscover --diff` print
 nothing else is reported. A switch port unplugged and plugged back is missing while it is out and
 no difference once it is back. A plan that does not parse stops the exporter at start with its line
 number; on SIGHUP it is refused and the plan in use stays; a good one replaces it. Without a plan,
---fabric.state-file keeps a cut cable missing across a restart and /fabric/sd answering.
+--fabric.state-file keeps a cut cable missing across a restart and /fabric/sd answering, and a
+real Prometheus scraping every switch through a restart misses at most one scrape of each.
 
 Usage: fabric_topology_test.py EXPORTER"""
 
@@ -19,11 +20,16 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+
+import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simfabric as sf  # noqa: E402
 from simfabric import check, failures  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "../..")
 SPINES, LEAVES, HCAS, PORTS = 4, 16, 300, 32
 PLANNED = HCAS + SPINES * LEAVES
 
@@ -252,6 +258,89 @@ def restart_keeps_state(sim, exporter, workdir):
     stop(process)
 
 
+def prometheus_scraping(sim, workdir, exporter_address, interval):
+    """A real Prometheus reading every switch through `exporter_address` the shipped way
+    (scrape-ibprobe-fabric.yml's first shard job, one shard), every `interval` seconds, with
+    /fabric/sd refreshed as often; returns its base URL."""
+    shipped = yaml.safe_load(open(os.path.join(ROOT, "dashboards/prometheus/scrape-ibprobe-fabric.yml")))
+    job = yaml.safe_load(yaml.safe_dump(shipped["scrape_configs"][0]).replace(
+        "fabric-mgmt-01:9470", exporter_address))
+    job.update(scrape_interval=f"{interval}s", scrape_timeout=f"{interval}s")
+    job["http_sd_configs"][0]["refresh_interval"] = f"{interval}s"
+    for rule in job["relabel_configs"]:
+        if rule.get("action") == "hashmod":
+            rule["modulus"] = 1
+    config = os.path.join(workdir, "prometheus-restart.yml")
+    with open(config, "w") as f:
+        yaml.safe_dump({"global": {"scrape_interval": f"{interval}s"}, "scrape_configs": [job]}, f)
+    port = sf.free_port()
+    sim.spawn(["prometheus", f"--config.file={config}",
+               f"--storage.tsdb.path={os.path.join(workdir, 'tsdb-restart')}",
+               f"--web.listen-address=127.0.0.1:{port}"], "prometheus-restart.log")
+    return f"http://127.0.0.1:{port}"
+
+
+def prometheus_query(prometheus, query):
+    try:
+        status, body = sf.http_get(f"{prometheus}/api/v1/query?" +
+                                   urllib.parse.urlencode({"query": query}), timeout=10)
+    except OSError:
+        return None
+    return json.loads(body)["data"]["result"] if status == 200 else None
+
+
+def restart_under_prometheus(sim, exporter, workdir):
+    """The exporter restarted (same address, --fabric.state-file) while a real Prometheus scrapes
+    every switch through it: no switch series misses more than the one scrape that finds the
+    exporter gone, and every switch target stays. /fabric/sd answers from the saved state at once,
+    so Prometheus never sees an empty target list, and /fabric?target= reads the switches with the
+    saved model before the first discovery after the restart."""
+    interval = 2
+    state = os.path.join(workdir, "restart.state")
+    flags = ("--fabric.enabled", "--fabric.discovery-interval-seconds=3600",
+             f"--fabric.state-file={state}")
+    port = sf.free_port()
+    process, base = sf.start_exporter(sim, exporter, *flags, port=port)
+    switches = len(sf.wait_for_model(base, SPINES + LEAVES))
+    prometheus = prometheus_scraping(sim, workdir, f"127.0.0.1:{port}", interval)
+    # Every switch scraped three times before the restart.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        counts = prometheus_query(prometheus, "count_over_time(up{job='ibprobe_fabric_shard0'}[1h])")
+        if counts and len(counts) == switches and min(float(r["value"][1]) for r in counts) >= 3:
+            break
+        time.sleep(0.5)
+    check(counts and len(counts) == switches, f"Prometheus scrapes all {switches} switches")
+    stopped = time.time()
+    stop(process)
+    process, base = sf.start_exporter(sim, exporter, *flags, port=port)
+    print(f"exporter restarted in {time.time() - stopped:.2f} s")
+    time.sleep(6 * interval)
+    window = int(time.time() - stopped) + 4 * interval
+    series = prometheus_query(prometheus, f"rdma_fabric_port_state[{window}s]")
+    gaps = []
+    for s in series or []:
+        times = [float(t) for t, _ in s["values"]]
+        gaps.append((max(b - a for a, b in zip(times, times[1:])), s["metric"]["instance"],
+                     s["metric"]["port"], times[-1] > stopped))
+    worst = max(gaps) if gaps else None
+    print(f"{len(gaps)} switch-port series over the restart; widest gap between samples: {worst}")
+    check(len(gaps) > switches and all(after for _, _, _, after in gaps),
+          f"every switch-port series has samples after the restart ({len(gaps)} series)")
+    check(worst and worst[0] <= 2 * interval + 0.5,
+          f"no switch-port series misses more than one {interval} s scrape over the restart "
+          f"(widest gap {worst[0] if worst else None:.2f} s)")
+    ups = prometheus_query(prometheus, f"up{{job='ibprobe_fabric_shard0'}}[{window}s]")
+    failed = sorted(sum(v == "0" for _, v in r["values"]) for r in ups or [])
+    targets = prometheus_query(prometheus, "count(up{job='ibprobe_fabric_shard0'})")
+    print(f"scrapes that failed, per switch: {failed}")
+    check(len(failed) == switches and max(failed) <= 1,
+          "no switch target failed more than the one scrape that found the exporter gone")
+    check(targets and int(targets[0]["value"][1]) == switches,
+          f"Prometheus still has all {switches} switch targets after the restart")
+    stop(process)
+
+
 def main(exporter):
     start = time.monotonic()
     topology = sf.fat_tree(SPINES, LEAVES, HCAS, PORTS, full_rate_every=7)
@@ -353,6 +442,7 @@ def main(exporter):
               f"the fabric as it is, as the plan after SIGHUP: every cable ok ({counts})")
 
         restart_keeps_state(sim, exporter, workdir)
+        restart_under_prometheus(sim, exporter, workdir)
     print(f"done after {time.monotonic() - start:.1f} s")
     return 1 if failures else 0
 

@@ -296,10 +296,10 @@ class Simulator:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_exporter(sim, exporter, *flags, host=None):
-    """The exporter against the simulated fabric, serving on a free loopback port; returns
-    (process, base URL) once it answers /-/ready."""
-    port = free_port()
+def start_exporter(sim, exporter, *flags, host=None, port=None):
+    """The exporter against the simulated fabric, serving on `port` (default: a free loopback
+    port); returns (process, base URL) once it answers /-/ready."""
+    port = port or free_port()
     args = [exporter, f"--web.listen-address=127.0.0.1:{port}", "--path.sysfs=/nonexistent",
             "--probe.responder-address=", "--no-collector.port_counters",
             "--no-collector.hw_counters", "--no-collector.port_info", "--no-collector.gids",
