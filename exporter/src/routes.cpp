@@ -1,3 +1,8 @@
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
 
@@ -9,6 +14,14 @@ collectors::MetricSet build_info() {
   info.add("ibprobe_build_info", "ibprobe build; value is always 1.", prometheus::MetricType::Gauge,
            {{"version", kVersion}, {"revision", kRevision}, {"compiler", __VERSION__}}, 1);
   return info;
+}
+
+HttpResponse json_answer(int status, const nlohmann::json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = "application/json";
+  response.body = body.dump() + "\n";
+  return response;
 }
 
 HttpResponse method_not_allowed(const HttpRequest& request, const std::string& allow) {
@@ -37,9 +50,7 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
     if (request.method != "POST" && request.method != "PUT") {
       return method_not_allowed(request, "POST, PUT");
     }
-    if (!probes_)
-      return HttpResponse::text(503, "probes are off on this exporter: nothing to reload\n");
-    return probes_->reload();
+    return reload();
   }
   if (!probes_) {
     return HttpResponse::text(503,
@@ -63,6 +74,37 @@ HttpResponse Routes::probe_route(const HttpRequest& request) const {
   }
   const auto id = std::string_view(request.path).substr(kApiRuns.size() + 1);
   return read ? probes_->get(request, id) : method_not_allowed(request, "GET, HEAD");
+}
+
+HttpResponse Routes::reload() const {
+  if (!probes_ && !fabric_) {
+    return HttpResponse::text(
+        503, "probes and the fabric are off on this exporter: nothing to reload\n");
+  }
+  const bool probe_file = probes_ && !config_.config_file.empty();
+  const auto& topology_file = config_.fabric_options.topology_file;
+  if (!fabric_ || topology_file.empty()) {
+    return probes_ ? probes_->reload()
+                   : HttpResponse::text(400, "no --fabric.topology-file: nothing to reload\n");
+  }
+  // What SIGHUP reloads, each file on its own: a refused topology file keeps the plan in use
+  // and does not hold back the probe configuration.
+  const auto topology = fabric_->reload_topology();
+  if (!topology) {
+    spdlog::error("topology reload refused, the previous plan stays: {}", topology.error().message);
+  }
+  auto probes = probe_file ? std::optional(probes_->reload()) : std::nullopt;
+  if (topology) {
+    return probes ? *probes
+                  : json_answer(200, {{"status", "reloaded"}, {"topology_file", topology_file}});
+  }
+  return json_answer(400, {{"error",
+                            {{"code", "invalid_topology"},
+                             {"message", "topology reload refused, the previous plan stays: " +
+                                             topology.error().message},
+                             {"probe_configuration", !probes                 ? "none"
+                                                     : probes->status == 200 ? "reloaded"
+                                                                             : "refused"}}}});
 }
 
 HttpResponse Routes::handle(const HttpRequest& request) const {

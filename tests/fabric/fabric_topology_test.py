@@ -7,7 +7,8 @@ ends, where a miswired end really goes) equals what `ibnetdiscover --diff` print
 `--cache` of the intended fabric, the slow cable what iblinkinfo shows against the plan's rate, and
 nothing else is reported. A switch port unplugged and plugged back is missing while it is out and
 no difference once it is back. A plan that does not parse stops the exporter at start with its line
-number; on SIGHUP it is refused and the plan in use stays; a good one replaces it. Without a plan,
+number; on SIGHUP or POST /-/reload it is refused and the plan in use stays; a good one replaces
+it. Without a plan,
 --fabric.state-file keeps a cut cable missing across a restart and /fabric/sd answering, and a
 real Prometheus scraping every switch through a restart misses at most one scrape of each.
 
@@ -440,6 +441,25 @@ def main(exporter):
         reported, counts = reported_differences(samples)
         check(not reported and counts["ok"] == PLANNED,
               f"the fabric as it is, as the plan after SIGHUP: every cable ok ({counts})")
+
+        # POST /-/reload reloads the plan as SIGHUP does.
+        good_plan = open(plan).read()
+        with open(plan, "w") as f:
+            f.write("Switch\t32 \"S-0000000000200004\"\n[1]\t\"H-0000000000100002\"\n")
+        status, body = sf.http_get(base + "/-/reload", method="POST")
+        samples = sf.parse_metrics(sf.http_get(base + "/metrics")[1])
+        reported, counts = reported_differences(samples)
+        error = json.loads(body)["error"] if status == 400 else {}
+        check(error.get("code") == "invalid_topology" and "line 2: want [PORT]" in error["message"]
+              and not reported and counts["ok"] == PLANNED,
+              f"POST /-/reload with a broken plan: {status} {body.strip()[:200]}; the plan in use "
+              f"stays ({counts})")
+        with open(plan, "w") as f:
+            f.write(good_plan)
+        status, body = sf.http_get(base + "/-/reload", method="POST")
+        loaded = metric_values(base, "ibprobe_fabric_topology_load_success")
+        check(status == 200 and loaded == [1],
+              f"POST /-/reload with the plan mended: {status} {body.strip()}, loaded {loaded}")
 
         restart_keeps_state(sim, exporter, workdir)
         restart_under_prometheus(sim, exporter, workdir)

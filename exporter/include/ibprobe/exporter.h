@@ -141,6 +141,8 @@ class Routes {
   HttpResponse metrics() const;
   HttpResponse landing_page() const;
   HttpResponse probe_route(const HttpRequest& request) const;
+  // POST /-/reload: the probe configuration and the fabric's topology file, as SIGHUP.
+  HttpResponse reload() const;
   HttpResponse fabric_route(const HttpRequest& request) const;
 
   const Config& config_;
