@@ -331,20 +331,12 @@ void write_module(const ModuleResult& result, LabelSet labels, MetricSet& out) {
 
 struct FecCounterFamilies {
   std::optional<FecCounter> FecStatistics::*counter;
-  std::string_view total_family;
-  std::string_view lane_family;
-  std::string_view help;
+  FecFamilies families;
 };
 constexpr std::array<FecCounterFamilies, 3> kFecCounters = {{
-    {&FecStatistics::corrected_blocks, "rdma_port_fec_corrected_blocks_total",
-     "rdma_port_fec_lane_corrected_blocks_total",
-     "FEC codewords (blocks) received with errors the FEC corrected."},
-    {&FecStatistics::uncorrectable_blocks, "rdma_port_fec_uncorrectable_blocks_total",
-     "rdma_port_fec_lane_uncorrectable_blocks_total",
-     "FEC codewords (blocks) received with more errors than the FEC corrects: frames lost."},
-    {&FecStatistics::corrected_bits, "rdma_port_fec_corrected_bits_total",
-     "rdma_port_fec_lane_corrected_bits_total",
-     "Bits the FEC corrected: the bit errors of the line before FEC."},
+    {&FecStatistics::corrected_blocks, kFecCorrectedBlocks},
+    {&FecStatistics::uncorrectable_blocks, kFecUncorrectableBlocks},
+    {&FecStatistics::corrected_bits, kFecCorrectedBits},
 }};
 
 void write_fec(const FecResult& result, LabelSet labels, MetricSet& out) {
@@ -359,14 +351,14 @@ void write_fec(const FecResult& result, LabelSet labels, MetricSet& out) {
             "LLRS); value is always 1.",
             MetricType::Gauge, labels, {{"mode", *result->active_mode}}, 1);
   }
-  for (const auto& families : kFecCounters) {
-    const auto& counter = (*result).*families.counter;
+  for (const auto& [member, families] : kFecCounters) {
+    const auto& counter = (*result).*member;
     if (!counter) continue;
-    out.add(families.total_family, families.help, MetricType::Counter, labels,
+    out.add(families.total, families.help, MetricType::Counter, labels,
             static_cast<double>(counter->total));
     for (std::size_t lane = 0; lane < counter->lanes.size(); ++lane) {
       // FEC lanes count from 0, as the kernel and the drivers (rx_err_lane_0_phy) number them.
-      out.add(families.lane_family, families.help, MetricType::Counter, labels,
+      out.add(families.lane, families.help, MetricType::Counter, labels,
               {{"lane", std::to_string(lane)}}, static_cast<double>(counter->lanes[lane]));
     }
   }

@@ -159,6 +159,12 @@ void add_remote_pma_options(CLI::App& app, Config& config, StagedFlags& staged) 
                "Also read PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters "
                "of each target from PMAs that answer them: up to three more MADs per port per "
                "scrape (default: off)");
+  app.add_flag(
+      "--collector.remote_pma.extended-speeds-counters,!--no-collector.remote_pma.extended-"
+      "speeds-counters",
+      remote.extended_speeds_counters,
+      "Also read PortExtendedSpeedsCounters (FEC counters) of each LID:PORT target from PMAs "
+      "that answer it: one more MAD per port per scrape (default: off)");
 }
 
 // Discovery of the InfiniBand fabric and the reads of its switches.
@@ -208,6 +214,11 @@ void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
                "Also read PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters "
                "of every switch port whose PMA answers them: up to three more MADs per port per "
                "read (default: on)");
+  app.add_flag("--fabric.extended-speeds-counters,!--no-fabric.extended-speeds-counters",
+               fabric.extended_speeds_counters,
+               "Also read PortExtendedSpeedsCounters (FEC counters) of every switch port at FDR "
+               "or faster whose PMA answers it: one more MAD per such port per read (default: "
+               "off)");
   staged.discovery_deadline = static_cast<int>(fabric.discovery_deadline.count());
   add_in_range(app, "--fabric.discovery-deadline-seconds", staged.discovery_deadline,
                "Time one discovery may take; its process is killed after it and the previous "

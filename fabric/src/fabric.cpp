@@ -48,6 +48,13 @@ constexpr std::array kReasons = {
     ReadError::kPermission,     ReadError::kInvalid,      ReadError::kNotFound,
     ReadError::kNotImplemented, ReadError::kNoPma};
 
+// PortExtendedSpeedsCounters count 64b/66b blocks and FEC codewords: links at FDR and faster.
+// SDR, DDR and QDR lanes (8b/10b, no FEC) have nothing to count there.
+constexpr double kFirstExtendedLaneGigabits = 14.0;
+bool runs_extended_speed(const FabricPort& port) {
+  return port.lane_gigabits >= kFirstExtendedLaneGigabits;
+}
+
 double seconds_since_epoch(std::chrono::system_clock::time_point when) {
   return std::chrono::duration<double>(when.time_since_epoch()).count();
 }
@@ -309,6 +316,8 @@ struct Fabric::Impl {
     mad::ClassPortInfo info = {};
     DetailSupports details = {};
     std::uint64_t model_generation = 0;
+    FecCountersSupport fec = {};
+    std::map<int, mad::FecLayout> fec_layouts = {};  // by port; kBlocks when absent
   };
   std::atomic<std::uint64_t> model_generation{0};  // successful discoveries so far
 
@@ -424,6 +433,8 @@ struct Fabric::Impl {
     std::size_t basic = 0;
     std::size_t extended = SIZE_MAX;
     DetailPlan details = {};
+    std::size_t fec = SIZE_MAX;
+    mad::FecLayout fec_layout = mad::FecLayout::kBlocks;
   };
   struct SwitchPlan {
     const FabricNode* node;
@@ -447,6 +458,78 @@ struct Fabric::Impl {
     return remotes;
   }
 
+  // Which ports of the just-asked switches fill PortExtendedSpeedsCounters in its RS-FEC layout:
+  // perfquery's is_rsfec_mode_active, asked once per discovery instead of per read. Only PMAs
+  // with RS-FEC counters are asked, and only for ports at an extended speed; a port whose
+  // PortInfoExtended is not answered is read in the other layout, as perfquery reads it.
+  void learn_fec_layouts(MadExchange& exchange, const std::vector<const FabricNode*>& asked) const {
+    if (!port.transport->sends_smps()) return;
+    std::vector<MadQuery> queries;
+    std::vector<std::pair<std::uint64_t, int>> ports;
+    for (const auto* node : asked) {
+      const auto facts = pma_facts.find(node->guid);
+      if (facts == pma_facts.end() ||
+          !(facts->second.info.capability_mask & mad::kCapRsFecCounters))
+        continue;
+      for (const auto& p : node->ports) {
+        if (!runs_extended_speed(p)) continue;
+        queries.push_back({node->lid, mad::MgmtClass::kSubnLidRouted,
+                           mad::Attribute::kPortInfoExtended, 0, true,
+                           static_cast<std::uint32_t>(p.number)});
+        ports.emplace_back(node->guid, p.number);
+      }
+    }
+    if (queries.empty()) return;
+    const auto answers = exchange.run(queries);
+    for (std::size_t q = 0; q < queries.size(); ++q) {
+      if (!answers[q] || !mad::rs_fec_active(mad::data_of(*answers[q]))) continue;
+      pma_facts[ports[q].first].fec_layouts[ports[q].second] = mad::FecLayout::kRsFec;
+    }
+  }
+
+  // What the PMA's answers to PortExtendedSpeedsCounters in this read say while nothing is known;
+  // switched off until the next discovery, said once at debug level (rdma_fabric_fec_counters_up
+  // says it per read).
+  void learn_fec_support(const SwitchPlan& plan, const std::vector<MadExchange::Answer>& answers,
+                         const MadExchange& exchange, FecCountersSupport& support) const {
+    std::vector<FecQuery> asked;
+    for (const auto& port_plan : plan.ports) {
+      if (port_plan.fec != SIZE_MAX) asked.push_back({port_plan.fec, port_plan.basic});
+    }
+    if (fabric::learn_fec_support(asked, answers, exchange, support)) {
+      spdlog::debug(
+          "fabric: switch {} ({}) PMA at LID {}: PortExtendedSpeedsCounters {}, not asked again "
+          "until the next discovery",
+          format_guid(plan.node->guid), plan.node->description, plan.node->lid, support.reason);
+    }
+  }
+
+  // Per switch whether its FEC counters are read: 1, or 0 with why not. Nothing while its PMA
+  // has not been asked yet (or no answer came at all).
+  static void add_fec_status(MetricSet& out, const FabricNode& node,
+                             const FecCountersSupport& support) {
+    constexpr std::string_view kHelp =
+        "1 when the switch's PMA answers PortExtendedSpeedsCounters (FEC counters of its ports at "
+        "FDR and faster); 0 with `reason` when it is not read: not_supported (the PMA said so), "
+        "no_answer (the PMA answered PortCounters but not it), no_extended_speed_port (no port "
+        "runs FDR or faster). A switched-off PMA is asked again after the next discovery.";
+    MetricSet::Labels labels{{"node_guid", format_guid(node.guid)},
+                             {"node_description", node.description}};
+    const bool any_extended =
+        std::any_of(node.ports.begin(), node.ports.end(), runs_extended_speed);
+    if (!any_extended) {
+      labels.emplace_back("reason", "no_extended_speed_port");
+      out.add("rdma_fabric_fec_counters_up", kHelp, kGauge, labels, 0);
+      return;
+    }
+    if (support.state == FecCountersSupport::State::kUnknown) return;
+    if (support.state == FecCountersSupport::State::kUnsupported) {
+      labels.emplace_back("reason", std::string(support.reason));
+    }
+    out.add("rdma_fabric_fec_counters_up", kHelp, kGauge, labels,
+            support.state == FecCountersSupport::State::kSupported ? 1 : 0);
+  }
+
   // Reads the given switches in one exchange and adds their series.
   void read(const std::vector<const FabricNode*>& switches, milliseconds budget, MetricSet& out,
             ErrorSink& sink) const {
@@ -462,6 +545,7 @@ struct Fabric::Impl {
     std::map<std::pair<std::uint64_t, std::size_t>,
              std::map<std::string, RemoteCounter, std::less<>>>
         detail_counters;
+    std::map<std::uint64_t, FecCountersSupport> fec_supports;  // by switch GUID
     {
       // Only the exchange needs the port; the series are built after it, beside the next read.
       std::lock_guard lock(exchange_mutex);
@@ -486,6 +570,7 @@ struct Fabric::Impl {
                 PmaFacts{mad::decode_class_port_info(mad::data_of(*answers[i])), {}, generation};
           }
         }
+        if (options.extended_speeds_counters) learn_fec_layouts(exchange, asked);
       }
       std::vector<MadQuery> queries;
       for (const auto* node : switches) {
@@ -508,6 +593,14 @@ struct Fabric::Impl {
             add_detail_queries(node->lid, number, facts->second.details, port_plan.details,
                                queries);
           }
+          if (options.extended_speeds_counters && runs_extended_speed(p) &&
+              facts->second.fec.state != FecCountersSupport::State::kUnsupported) {
+            port_plan.fec = queries.size();
+            const auto layout = facts->second.fec_layouts.find(p.number);
+            if (layout != facts->second.fec_layouts.end()) port_plan.fec_layout = layout->second;
+            queries.push_back({node->lid, mad::MgmtClass::kPerfMgt,
+                               mad::Attribute::kPortExtendedSpeedsCounters, number, true});
+          }
           plan.ports.push_back(std::move(port_plan));
         }
         plans.push_back(std::move(plan));
@@ -515,11 +608,13 @@ struct Fabric::Impl {
       answers = exchange.run(queries);
       mads = exchange.mads_sent();
       for (const auto& plan : plans) {
-        auto& support = pma_facts[plan.node->guid].details;
+        auto& facts = pma_facts[plan.node->guid];
         for (std::size_t i = 0; i < plan.ports.size(); ++i) {
-          take_detail_answers(plan.ports[i].details, answers, exchange, support,
+          take_detail_answers(plan.ports[i].details, answers, exchange, facts.details,
                               detail_counters[{plan.node->guid, i}]);
         }
+        learn_fec_support(plan, answers, exchange, facts.fec);
+        if (options.extended_speeds_counters) fec_supports.emplace(plan.node->guid, facts.fec);
       }
     }
     // Every port's state comes from the model, so it is shown whether or not its PMA answered.
@@ -569,7 +664,18 @@ struct Fabric::Impl {
         });
         counters.merge(detail_counters[{plan.node->guid, i}]);
         add_counter_series(out, identity, counters);
+        const auto fec = plan.ports[i].fec;
+        if (fec != SIZE_MAX && answers[fec] &&
+            fec_supports[plan.node->guid].state == FecCountersSupport::State::kSupported) {
+          add_fec_series(out, identity,
+                         mad::decode_extended_speeds_counters(mad::data_of(*answers[fec]),
+                                                              plan.ports[i].fec_layout),
+                         static_cast<std::size_t>(plan.node->ports[i].width_lanes));
+        }
         ++ports_read;
+      }
+      if (options.extended_speeds_counters) {
+        add_fec_status(out, *plan.node, fec_supports[plan.node->guid]);
       }
     }
     add_link_history(switches, out);

@@ -29,6 +29,8 @@ std::string describe(const MadQuery& query) {
   if (mad::is_per_port(query.attribute)) {
     text += query.port_select == mad::kAllPorts ? " all ports"
                                                 : " port " + std::to_string(query.port_select);
+  } else if (query.attribute == mad::Attribute::kPortInfoExtended) {
+    text += " port " + std::to_string(query.attribute_modifier);
   }
   return text + " " + std::string(mad::to_string(query.attribute));
 }
@@ -90,8 +92,8 @@ void MadExchange::send_pending() {
     pending_.pop_front();
     const MadQuery& query = (*queries_)[q];
     const std::uint32_t tid = next_transaction_id();
-    const auto request =
-        mad::encode_get({query.mgmt_class, query.attribute, tid, query.port_select});
+    const auto request = mad::encode_get(
+        {query.mgmt_class, query.attribute, tid, query.port_select, query.attribute_modifier});
     ++attempts_[q];
     ++mads_sent_;
     if (const int err = transport_.send(query.lid, request, limits_.timeout); err != 0) {

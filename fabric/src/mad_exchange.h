@@ -32,6 +32,7 @@ struct MadQuery {
   // An attribute the PMA may lack (mad::kDetailAttributes): a "not supported" status is then an
   // answer, reported by MadExchange::unsupported, not a loss.
   bool may_be_unsupported = false;
+  std::uint32_t attribute_modifier = 0;  // PortInfoExtended: the port
 };
 
 // "lid 12 port 3 PortCounters", as error records name a query.

@@ -98,14 +98,30 @@ std::uint64_t get_be(std::span<const std::uint8_t> bytes, std::size_t offset, in
   return value;
 }
 
-constexpr EnumNames<Attribute, 7> kAttributeNames{
+constexpr EnumNames<Attribute, 9> kAttributeNames{
     {{Attribute::kClassPortInfo, "ClassPortInfo"},
      {Attribute::kNodeInfo, "NodeInfo"},
      {Attribute::kPortCounters, "PortCounters"},
      {Attribute::kPortRcvErrorDetails, "PortRcvErrorDetails"},
      {Attribute::kPortXmitDiscardDetails, "PortXmitDiscardDetails"},
      {Attribute::kPortVLXmitWaitCounters, "PortVLXmitWaitCounters"},
-     {Attribute::kPortCountersExtended, "PortCountersExtended"}}};
+     {Attribute::kPortCountersExtended, "PortCountersExtended"},
+     {Attribute::kPortExtendedSpeedsCounters, "PortExtendedSpeedsCounters"},
+     {Attribute::kPortInfoExtended, "PortInfoExtended"}}};
+
+// libibmad iba_types.h: PortInfoExtended CapabilityMask IsFECModeSupported, and the FECModeActive
+// values perfquery reads the RS-FEC layout for (IB_PORT_EXT_RS_FEC_MODE_ACTIVE,
+// IB_PORT_EXT_RS_FEC2_MODE_ACTIVE).
+constexpr std::uint32_t kPortInfoExtendedFecModeSupported = 0x00000001;
+constexpr std::uint32_t kFecModeRsFec = 0x0002;
+constexpr std::uint32_t kFecModeRsFec2 = 0x0004;
+
+// The IB_PESC_*, IB_PESC_RSFEC_* and IB_PORT_EXT_* fields are 32 bits wide at most:
+// mad_decode_field into a uint32_t, as for the detail counters.
+template <typename T>
+T decode_field_as(std::span<const std::uint8_t> data, MAD_FIELDS field) {
+  return static_cast<T>(decode_detail_field(data, field));
+}
 
 }  // namespace
 
@@ -115,6 +131,7 @@ std::string_view to_string(Attribute attribute) {
 
 bool is_per_port(Attribute attribute) {
   return attribute == Attribute::kPortCounters || attribute == Attribute::kPortCountersExtended ||
+         attribute == Attribute::kPortExtendedSpeedsCounters ||
          std::find(kDetailAttributes.begin(), kDetailAttributes.end(), attribute) !=
              kDetailAttributes.end();
 }
@@ -132,6 +149,7 @@ Mad encode_get(const Request& request) {
   mad[3] = static_cast<std::uint8_t>(Method::kGet);
   put_be(mad, kTransactionIdOffset, request.transaction_id, 8);
   put_be(mad, kAttributeIdOffset, static_cast<std::uint16_t>(request.attribute), 2);
+  put_be(mad, kAttributeModifierOffset, request.attribute_modifier, 4);
   if (is_per_port(request.attribute)) mad[kDataOffset + 1] = request.port_select;
   return mad;
 }
@@ -274,6 +292,49 @@ std::optional<int> vl_of_xmit_wait(std::string_view counter) {
   const auto [end, ec] = std::from_chars(counter.data(), counter.data() + counter.size(), vl);
   if (ec != std::errc() || end != counter.data() + counter.size()) return std::nullopt;
   return vl;
+}
+
+ExtendedSpeedsCounters decode_extended_speeds_counters(std::span<const std::uint8_t> data,
+                                                       FecLayout layout) {
+  ExtendedSpeedsCounters counters;
+  counters.layout = layout;
+  const bool rs_fec = layout == FecLayout::kRsFec;
+  counters.sync_header_errors = decode_field_as<std::uint16_t>(
+      data, rs_fec ? IB_PESC_RSFEC_SYNC_HDR_ERR_CTR_F : IB_PESC_SYNC_HDR_ERR_CTR_F);
+  counters.unknown_blocks = decode_field_as<std::uint16_t>(
+      data, rs_fec ? IB_PESC_RSFEC_UNK_BLOCK_CTR_F : IB_PESC_UNK_BLOCK_CTR_F);
+  for (std::size_t lane = 0; lane < kFecLanes; ++lane) {
+    const int i = static_cast<int>(lane);
+    if (rs_fec) {
+      counters.lane_corrected[lane] = decode_field_as<std::uint32_t>(
+          data, static_cast<MAD_FIELDS>(IB_PESC_RSFEC_FEC_CORR_SYMBOL_CTR_LANE0_F + i));
+      continue;
+    }
+    counters.lane_error_detections[lane] = decode_field_as<std::uint16_t>(
+        data, static_cast<MAD_FIELDS>(IB_PESC_ERR_DET_CTR_LANE0_F + i));
+    counters.lane_corrected[lane] = decode_field_as<std::uint32_t>(
+        data, static_cast<MAD_FIELDS>(IB_PESC_FEC_CORR_BLOCK_CTR_LANE0_F + i));
+    counters.lane_uncorrectable_blocks[lane] = decode_field_as<std::uint32_t>(
+        data, static_cast<MAD_FIELDS>(IB_PESC_FEC_UNCORR_BLOCK_CTR_LANE0_F + i));
+  }
+  if (rs_fec) {
+    counters.corrected_blocks =
+        decode_field_as<std::uint32_t>(data, IB_PESC_PORT_FEC_CORR_BLOCK_CTR_F);
+    counters.uncorrectable_blocks =
+        decode_field_as<std::uint32_t>(data, IB_PESC_PORT_FEC_UNCORR_BLOCK_CTR_F);
+    counters.corrected_symbols =
+        decode_field_as<std::uint32_t>(data, IB_PESC_PORT_FEC_CORR_SYMBOL_CTR_F);
+  }
+  return counters;
+}
+
+bool rs_fec_active(std::span<const std::uint8_t> port_info_extended) {
+  const auto capabilities =
+      decode_field_as<std::uint32_t>(port_info_extended, IB_PORT_EXT_CAPMASK_F);
+  const auto mode =
+      decode_field_as<std::uint32_t>(port_info_extended, IB_PORT_EXT_FEC_MODE_ACTIVE_F) & 0xFFFF;
+  return (capabilities & kPortInfoExtendedFecModeSupported) &&
+         (mode == kFecModeRsFec || mode == kFecModeRsFec2);
 }
 
 }  // namespace ibprobe::fabric::mad

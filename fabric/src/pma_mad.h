@@ -1,7 +1,8 @@
 // Encoding and decoding of the management datagrams (MADs) the remote PMA collector exchanges:
 // PerfMgt ClassPortInfo, PortCounters and PortCountersExtended, the optional detail attributes
-// (PortRcvErrorDetails, PortXmitDiscardDetails, PortVLXmitWaitCounters), and the LID-routed SMP
-// NodeInfo that names the node and counts its ports. Pure byte work, no I/O: field layouts per IBA
+// (PortRcvErrorDetails, PortXmitDiscardDetails, PortVLXmitWaitCounters), the FEC counters of
+// PortExtendedSpeedsCounters, and the LID-routed SMPs NodeInfo (names the node, counts its ports)
+// and PortInfoExtended (the FEC mode a port runs). Pure byte work, no I/O: field layouts per IBA
 // vol. 1 (MAD common header 13.4.3, PerfMgt 16.1.3, NodeInfo 14.2.5.3), all big-endian.
 #pragma once
 
@@ -41,6 +42,8 @@ enum class Attribute : std::uint16_t {
   kPortXmitDiscardDetails = 0x0016,
   kPortVLXmitWaitCounters = 0x001C,
   kPortCountersExtended = 0x001D,
+  kPortExtendedSpeedsCounters = 0x001F,
+  kPortInfoExtended = 0x0033,  // SMP; attribute modifier: the port
 };
 std::string_view to_string(Attribute attribute);
 
@@ -65,6 +68,10 @@ inline constexpr std::uint16_t kCapAllPortSelect = 1u << 8;
 inline constexpr std::uint16_t kCapExtendedWidth = 1u << 9;
 inline constexpr std::uint16_t kCapExtendedWidthNoIetf = 1u << 10;  // no unicast/multicast
 inline constexpr std::uint16_t kCapPortXmitWait = 1u << 12;
+// IsRSFECCountersSupported: on a port whose PortInfoExtended says RS-FEC is active, the PMA fills
+// PortExtendedSpeedsCounters in its RS-FEC layout (libibmad IS_PM_RSFEC_COUNTERS_SUP; perfquery's
+// is_rsfec_mode_active). PortExtendedSpeedsCounters itself has no capability bit.
+inline constexpr std::uint16_t kCapRsFecCounters = 1u << 14;
 
 using Mad = std::array<std::uint8_t, kMadSize>;
 
@@ -73,9 +80,10 @@ struct Request {
   Attribute attribute;
   std::uint64_t transaction_id;
   std::uint8_t port_select = 0;  // per-port attributes only
+  std::uint32_t attribute_modifier = 0;
 };
 
-// A Get of the request's attribute (attribute modifier 0).
+// A Get of the request's attribute.
 Mad encode_get(const Request& request);
 
 struct Header {
@@ -148,5 +156,34 @@ std::vector<CounterValue> decode_detail_counters(Attribute attribute,
 
 // "port_vl_xmit_wait_<vl>" -> vl; nullopt for any other name.
 std::optional<int> vl_of_xmit_wait(std::string_view counter);
+
+// PortExtendedSpeedsCounters (0x1F) of one port, decoded with libibmad's IB_PESC_* tables in the
+// layout perfquery --extended_speeds picks: the RS-FEC one when the PMA has kCapRsFecCounters and
+// the port's PortInfoExtended says RS-FEC is active (rs_fec_active), the other one otherwise.
+inline constexpr std::size_t kFecLanes = 12;
+enum class FecLayout : std::uint8_t { kBlocks, kRsFec };
+struct ExtendedSpeedsCounters {
+  FecLayout layout = FecLayout::kBlocks;
+  std::uint16_t sync_header_errors = 0;  // 16 bit
+  std::uint16_t unknown_blocks = 0;      // 16 bit
+  // kBlocks only, 16 bit: ErrorDetectionCounterLane, 64b/66b blocks with errors per lane.
+  std::array<std::uint16_t, kFecLanes> lane_error_detections = {};
+  // 32 bit. kBlocks: FECCorrectableBlockCtrLane; kRsFec: FECCorrectableSymbolCtrLane.
+  std::array<std::uint32_t, kFecLanes> lane_corrected = {};
+  // kBlocks only, 32 bit: FECUncorrectableBlockCtrLane.
+  std::array<std::uint32_t, kFecLanes> lane_uncorrectable_blocks = {};
+  // kRsFec only, 32 bit: PortFECCorrectableBlockCtr, PortFECUncorrectableBlockCtr,
+  // PortFECCorrectedSymbolCtr.
+  std::uint32_t corrected_blocks = 0;
+  std::uint32_t uncorrectable_blocks = 0;
+  std::uint32_t corrected_symbols = 0;
+};
+ExtendedSpeedsCounters decode_extended_speeds_counters(std::span<const std::uint8_t> data,
+                                                       FecLayout layout);
+
+// PortInfoExtended (SMP 0x33): whether the port runs RS-FEC in the sense perfquery's
+// is_rsfec_mode_active takes it: CapabilityMask IsFECModeSupported (bit 0) and FECModeActive 2
+// (RS-FEC) or 4 (RS-FEC2); Fire-Code (1), low-latency RS-FEC (3) and none (0) are not.
+bool rs_fec_active(std::span<const std::uint8_t> port_info_extended);
 
 }  // namespace ibprobe::fabric::mad

@@ -3,12 +3,15 @@
 // counts its ports; then PortCounters and PortCountersExtended of each asked port, and on request
 // the detail attributes of PMAs that have not answered "not supported". Exported in the
 // port_counters families, labelled by lid and port instead of device.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <mutex>
 
 #include "ibprobe/fabric.h"
+#include "ibprobe/fec_statistics.h"
 #include "ibprobe/port_counter_table.h"
 #include "mad_exchange.h"
 #include "pma_mad.h"
@@ -86,15 +89,27 @@ class RemotePmaFabricCollector final : public FabricCollector {
             {{"ca", port_.ca}, {"ca_port", std::to_string(port_.port)}}, 1);
     // One umad agent answers one scrape at a time; an overlapping scrape waits its turn.
     std::vector<RemotePortCounters> results;
+    std::vector<std::optional<mad::ExtendedSpeedsCounters>> extended_speeds;
+    std::map<std::uint16_t, FecCountersSupport> fec_support;
     {
       std::lock_guard lock(mutex_);
-      results = query_remote_ports(*port_.transport, options_, errors, detail_support_);
+      results = query_remote_ports(*port_.transport, options_, errors, memory_, &extended_speeds);
+      fec_support = memory_.fec;
     }
-    for (const auto& result : results) {
+    for (std::size_t t = 0; t < results.size(); ++t) {
+      const auto& result = results[t];
       MetricSet::Labels labels{{"lid", std::to_string(result.target.lid)},
                                {"port", port_label(result.target)}};
       if (result.node_guid) labels.emplace_back("node_guid", format_guid(*result.node_guid));
-      add_counter_series(out, out.label_set(labels), result.counters);
+      const auto identity = out.label_set(labels);
+      add_counter_series(out, identity, result.counters);
+      // No lane count without PortInfo: every lane of the attribute.
+      if (t < extended_speeds.size() && extended_speeds[t]) {
+        add_fec_series(out, identity, *extended_speeds[t], mad::kFecLanes);
+      }
+    }
+    for (const auto& [lid, support] : fec_support) {
+      add_fec_status(out, lid, support);
     }
   }
 
@@ -102,7 +117,19 @@ class RemotePmaFabricCollector final : public FabricCollector {
   RemotePmaOptions options_;
   UmadOpenResult port_;
   mutable std::mutex mutex_;
-  mutable std::map<std::uint16_t, DetailSupports> detail_support_;  // by LID, under mutex_
+  mutable RemotePmaMemory memory_;  // under mutex_
+
+  static void add_fec_status(MetricSet& out, std::uint16_t lid, const FecCountersSupport& support) {
+    if (support.state == FecCountersSupport::State::kUnknown) return;
+    MetricSet::Labels labels{{"lid", std::to_string(lid)}};
+    const bool up = support.state == FecCountersSupport::State::kSupported;
+    if (!up) labels.emplace_back("reason", std::string(support.reason));
+    out.add("rdma_remote_pma_fec_counters_up",
+            "1 when the PMA at `lid` answers PortExtendedSpeedsCounters (FEC counters); 0 with "
+            "`reason` when it is not asked again while the exporter runs: not_supported (the PMA "
+            "said so), no_answer (it answered PortCounters but not it).",
+            prometheus::MetricType::Gauge, labels, up ? 1 : 0);
+  }
 };
 
 }  // namespace
@@ -124,6 +151,76 @@ void add_counter_series(MetricSet& out, MetricSet::LabelSet identity,
     if (sample.width >= 64) continue;
     add_saturation_sample(out, counter, identity, sample.value == saturation_value(sample.width));
   }
+}
+
+void add_fec_series(MetricSet& out, MetricSet::LabelSet identity,
+                    const mad::ExtendedSpeedsCounters& counters, std::size_t lanes) {
+  constexpr auto kCounter = prometheus::MetricType::Counter;
+  constexpr int kLaneWidth = 32;
+  lanes = std::min(lanes, mad::kFecLanes);
+  auto add_lanes = [&](std::string_view family, std::string_view help, const auto& values) {
+    for (std::size_t lane = 0; lane < lanes; ++lane) {
+      out.add(family, help, kCounter, identity, {{"lane", std::to_string(lane)}},
+              static_cast<double>(values[lane]));
+    }
+  };
+  auto flag = [&](std::string_view counter, bool saturated) {
+    add_saturation_sample(out, counter, identity, saturated);
+  };
+  // Totals over every lane: a lane the port does not use counts nothing.
+  auto total = [](const auto& values) {
+    std::uint64_t sum = 0;
+    for (const auto value : values) sum += value;
+    return sum;
+  };
+  auto any_saturated = [](const auto& values, int width) {
+    return std::any_of(values.begin(), values.end(),
+                       [&](auto value) { return value == saturation_value(width); });
+  };
+  const std::uint64_t max32 = saturation_value(kLaneWidth);
+  if (counters.layout == mad::FecLayout::kRsFec) {
+    using collectors::kFecCorrectedBlocks;
+    using collectors::kFecUncorrectableBlocks;
+    out.add(kFecCorrectedBlocks.total, kFecCorrectedBlocks.help, kCounter, identity,
+            counters.corrected_blocks);
+    out.add(kFecUncorrectableBlocks.total, kFecUncorrectableBlocks.help, kCounter, identity,
+            counters.uncorrectable_blocks);
+    constexpr std::string_view kSymbolsHelp =
+        "RS-FEC symbols the FEC corrected (PortExtendedSpeedsCounters in its RS-FEC layout): each "
+        "holds at least one bit error of the line before FEC.";
+    out.add("rdma_port_fec_corrected_symbols_total", kSymbolsHelp, kCounter, identity,
+            counters.corrected_symbols);
+    add_lanes("rdma_port_fec_lane_corrected_symbols_total", kSymbolsHelp, counters.lane_corrected);
+    flag("fec_corrected_blocks", counters.corrected_blocks == max32);
+    flag("fec_uncorrectable_blocks", counters.uncorrectable_blocks == max32);
+    flag("fec_corrected_symbols", counters.corrected_symbols == max32);
+    flag("fec_lane_corrected_symbols", any_saturated(counters.lane_corrected, kLaneWidth));
+  } else {
+    for (const auto& [families, values] :
+         {std::pair{collectors::kFecCorrectedBlocks, &counters.lane_corrected},
+          std::pair{collectors::kFecUncorrectableBlocks, &counters.lane_uncorrectable_blocks}}) {
+      out.add(families.total, families.help, kCounter, identity,
+              static_cast<double>(total(*values)));
+      add_lanes(families.lane, families.help, *values);
+    }
+    add_lanes("rdma_port_lane_symbol_errors_total",
+              "64b/66b blocks of the lane in which errors were detected "
+              "(PortExtendedSpeedsCounters ErrorDetectionCounterLane): symbol errors per lane.",
+              counters.lane_error_detections);
+    flag("fec_corrected_blocks", any_saturated(counters.lane_corrected, kLaneWidth));
+    flag("fec_uncorrectable_blocks", any_saturated(counters.lane_uncorrectable_blocks, kLaneWidth));
+    flag("lane_symbol_errors", any_saturated(counters.lane_error_detections, 16));
+  }
+  out.add("rdma_port_sync_header_errors_total",
+          "64b/66b blocks received with an invalid sync header (PortExtendedSpeedsCounters "
+          "SyncHeaderErrorCounter).",
+          kCounter, identity, counters.sync_header_errors);
+  out.add("rdma_port_unknown_blocks_total",
+          "64b/66b blocks received with an unknown block type (PortExtendedSpeedsCounters "
+          "UnknownBlockCounter).",
+          kCounter, identity, counters.unknown_blocks);
+  flag("sync_header_errors", counters.sync_header_errors == saturation_value(16));
+  flag("unknown_blocks", counters.unknown_blocks == saturation_value(16));
 }
 
 void add_detail_queries(std::uint16_t lid, std::uint8_t port, const DetailSupports& support,
@@ -154,6 +251,30 @@ void take_detail_answers(const DetailPlan& plan, const std::vector<MadExchange::
     });
     if (sums) counters.merge(*sums);
   }
+}
+
+bool learn_fec_support(const std::vector<FecQuery>& queries,
+                       const std::vector<MadExchange::Answer>& answers, const MadExchange& exchange,
+                       FecCountersSupport& support) {
+  using State = FecCountersSupport::State;
+  if (support.state != State::kUnknown || queries.empty()) return false;
+  bool answered = false;
+  bool counters_answered = false;
+  for (const auto& [extended_speeds, port_counters] : queries) {
+    if (exchange.unsupported(extended_speeds)) {
+      support = {State::kUnsupported, "not_supported"};
+      return true;
+    }
+    answered = answered || answers[extended_speeds].has_value();
+    counters_answered = counters_answered || answers[port_counters].has_value();
+  }
+  if (answered) {
+    support.state = State::kSupported;
+  } else if (counters_answered) {
+    support = {State::kUnsupported, "no_answer"};
+    return true;
+  }
+  return false;
 }
 
 bool has_extended_counters(const mad::ClassPortInfo& info) {
@@ -225,7 +346,8 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b, int width) {
 
 std::vector<RemotePortCounters> query_remote_ports(
     MadTransport& transport, const RemotePmaOptions& options, ErrorSink& errors,
-    std::map<std::uint16_t, DetailSupports>& support) {
+    RemotePmaMemory& memory,
+    std::vector<std::optional<mad::ExtendedSpeedsCounters>>* extended_speeds) {
   const ExchangeLimits limits{options.timeout, options.retries, options.budget,
                               options.concurrency};
   MadExchange exchange(transport, limits, Clock::now() + options.budget, errors);
@@ -255,6 +377,39 @@ std::vector<RemotePortCounters> query_remote_ports(
     }
   }
 
+  // The FEC layout of each asked port, once: RS-FEC where the PMA has RS-FEC counters and the
+  // port's PortInfoExtended says RS-FEC is active (perfquery's is_rsfec_mode_active); the block
+  // layout where the PMA has none or the SMA answers "not supported". No answer: asked again.
+  const bool read_fec = options.extended_speeds_counters && extended_speeds;
+  if (read_fec) {
+    std::vector<MadQuery> layout_queries;
+    for (const auto& target : options.targets) {
+      const auto& facts = nodes[target.lid];
+      if (!target.port || !facts.class_port_info) continue;
+      const std::pair key{target.lid, *target.port};
+      if (memory.fec_layouts.contains(key)) continue;
+      if (!(facts.class_port_info->capability_mask & mad::kCapRsFecCounters) ||
+          !transport.sends_smps()) {
+        memory.fec_layouts[key] = mad::FecLayout::kBlocks;
+        continue;
+      }
+      layout_queries.push_back({target.lid, mad::MgmtClass::kSubnLidRouted,
+                                mad::Attribute::kPortInfoExtended, 0, true, *target.port});
+    }
+    const auto layout_answers = exchange.run(layout_queries);
+    for (std::size_t q = 0; q < layout_queries.size(); ++q) {
+      const std::pair key{layout_queries[q].lid,
+                          static_cast<std::uint8_t>(layout_queries[q].attribute_modifier)};
+      if (layout_answers[q]) {
+        memory.fec_layouts[key] = mad::rs_fec_active(mad::data_of(*layout_answers[q]))
+                                      ? mad::FecLayout::kRsFec
+                                      : mad::FecLayout::kBlocks;
+      } else if (exchange.unsupported(q)) {
+        memory.fec_layouts[key] = mad::FecLayout::kBlocks;
+      }
+    }
+  }
+
   // Then the counters: one PortSelect per asked port, or 0xFF for the node's sum when the PMA
   // can add them up itself; otherwise every port of the node, summed here.
   struct Plan {
@@ -262,6 +417,7 @@ std::vector<RemotePortCounters> query_remote_ports(
     std::vector<std::size_t> basic;
     std::vector<std::size_t> extended;
     DetailPlan details;
+    std::size_t fec = SIZE_MAX;  // PortExtendedSpeedsCounters, of a target with a port only
   };
   std::vector<Plan> plans;
   std::vector<MadQuery> counter_queries;
@@ -287,14 +443,21 @@ std::vector<RemotePortCounters> query_remote_ports(
       }
       continue;
     }
-    Plan plan{t, {}, {}, {}};
+    Plan plan{t, {}, {}, {}, SIZE_MAX};
     const bool extended = has_extended_counters(*facts.class_port_info);
     for (const auto port : ports) {
       plan.basic.push_back(counter_queries.size());
       counter_queries.push_back(
           {target.lid, mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters, port});
       if (options.detail_counters) {
-        add_detail_queries(target.lid, port, support[target.lid], plan.details, counter_queries);
+        add_detail_queries(target.lid, port, memory.details[target.lid], plan.details,
+                           counter_queries);
+      }
+      if (read_fec && target.port && memory.fec_layouts.contains({target.lid, port}) &&
+          memory.fec[target.lid].state != FecCountersSupport::State::kUnsupported) {
+        plan.fec = counter_queries.size();
+        counter_queries.push_back({target.lid, mad::MgmtClass::kPerfMgt,
+                                   mad::Attribute::kPortExtendedSpeedsCounters, port, true});
       }
       if (!extended) continue;
       plan.extended.push_back(counter_queries.size());
@@ -328,8 +491,33 @@ std::vector<RemotePortCounters> query_remote_ports(
       drop_unsupported_extended(*facts.class_port_info, *extended);
       result.counters.merge(*extended);
     }
-    take_detail_answers(plan.details, counter_answers, exchange, support[result.target.lid],
+    take_detail_answers(plan.details, counter_answers, exchange, memory.details[result.target.lid],
                         result.counters);
+  }
+  if (!read_fec) return results;
+  // What each PMA said of PortExtendedSpeedsCounters, over all its asked ports; then the values.
+  std::map<std::uint16_t, std::vector<FecQuery>> fec_queries;
+  for (const auto& plan : plans) {
+    if (plan.fec == SIZE_MAX) continue;
+    fec_queries[options.targets[plan.target].lid].push_back({plan.fec, plan.basic.front()});
+  }
+  for (const auto& [lid, queries] : fec_queries) {
+    auto& support = memory.fec[lid];
+    if (learn_fec_support(queries, counter_answers, exchange, support)) {
+      spdlog::debug("remote_pma: lid {}: PortExtendedSpeedsCounters {}, not asked again", lid,
+                    support.reason);
+    }
+  }
+  extended_speeds->assign(options.targets.size(), std::nullopt);
+  for (const auto& plan : plans) {
+    const auto& target = options.targets[plan.target];
+    if (plan.fec == SIZE_MAX || !counter_answers[plan.fec] ||
+        memory.fec[target.lid].state != FecCountersSupport::State::kSupported) {
+      continue;
+    }
+    (*extended_speeds)[plan.target] =
+        mad::decode_extended_speeds_counters(mad::data_of(*counter_answers[plan.fec]),
+                                             memory.fec_layouts.at({target.lid, *target.port}));
   }
   return results;
 }
@@ -352,8 +540,8 @@ std::expected<std::vector<RemotePortCounters>, Error> snapshot_remote_ports(
   if (!port.transport) {
     return std::unexpected(Error{ErrorKind::kLocalPort, "remote PMA unavailable: " + port.detail});
   }
-  std::map<std::uint16_t, DetailSupports> support;
-  return query_remote_ports(*port.transport, options, errors, support);
+  RemotePmaMemory memory;
+  return query_remote_ports(*port.transport, options, errors, memory);
 }
 
 }  // namespace ibprobe::fabric

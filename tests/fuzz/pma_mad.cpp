@@ -1,6 +1,7 @@
 // The PerfMgt/SMP MAD codec over any bytes a umad device can hand back: header and attribute
 // decoding of a received MAD of any length, every counter field (the detail attributes' too,
-// decoded through libibmad) checked against a bit-by-bit reading of the IBA layout, and
+// decoded through libibmad, PortExtendedSpeedsCounters in both layouts and PortInfoExtended's
+// RS-FEC test among them) checked against a bit-by-bit reading of the IBA layout, and
 // encode_get followed by decode_header for any request.
 #include "pma_mad.h"
 
@@ -64,6 +65,40 @@ void check_details(std::span<const std::uint8_t> data) {
   }
 }
 
+// PortExtendedSpeedsCounters: the block layout (16-bit counters at 128 and 144, per lane i
+// ErrorDetection 160+16i/16, FEC corrected 352+32i/32 and uncorrectable 736+32i/32 blocks) and
+// the RS-FEC one (corrected symbols 352+32i/32, port totals at 1120, 1152 and 1184).
+void check_extended_speeds(std::span<const std::uint8_t> data) {
+  const auto blocks = decode_extended_speeds_counters(data, FecLayout::kBlocks);
+  const auto rs = decode_extended_speeds_counters(data, FecLayout::kRsFec);
+  for (const auto* c : {&blocks, &rs}) {
+    FUZZ_CHECK(c->sync_header_errors == reference_bits(data, 128, 16) &&
+                   c->unknown_blocks == reference_bits(data, 144, 16),
+               "sync header or unknown block counter misread");
+  }
+  for (std::size_t lane = 0; lane < kFecLanes; ++lane) {
+    const int i = static_cast<int>(lane);
+    FUZZ_CHECK(blocks.lane_error_detections[lane] == reference_bits(data, 160 + 16 * i, 16) &&
+                   blocks.lane_corrected[lane] == reference_bits(data, 352 + 32 * i, 32) &&
+                   blocks.lane_uncorrectable_blocks[lane] == reference_bits(data, 736 + 32 * i, 32),
+               "lane %zu of the block layout misread", lane);
+    FUZZ_CHECK(rs.lane_corrected[lane] == reference_bits(data, 352 + 32 * i, 32) &&
+                   rs.lane_error_detections[lane] == 0 && rs.lane_uncorrectable_blocks[lane] == 0,
+               "lane %zu of the RS-FEC layout misread", lane);
+  }
+  FUZZ_CHECK(rs.corrected_blocks == reference_bits(data, 1120, 32) &&
+                 rs.uncorrectable_blocks == reference_bits(data, 1152, 32) &&
+                 rs.corrected_symbols == reference_bits(data, 1184, 32),
+             "RS-FEC port totals misread");
+  FUZZ_CHECK(blocks.corrected_blocks == 0 && blocks.uncorrectable_blocks == 0 &&
+                 blocks.corrected_symbols == 0,
+             "port totals in the block layout");
+  const auto mode = reference_bits(data, 32, 16);
+  FUZZ_CHECK(
+      rs_fec_active(data) == ((reference_bits(data, 31, 1) == 1) && (mode == 2 || mode == 4)),
+      "PortInfoExtended RS-FEC misjudged");
+}
+
 void check_received(std::span<const std::uint8_t> mad) {
   const auto header = decode_header(mad);
   FUZZ_CHECK(header.has_value() == (mad.size() >= 24), "header of a %zu-byte MAD", mad.size());
@@ -98,6 +133,7 @@ void check_received(std::span<const std::uint8_t> mad) {
   check_counters(data, port_counters_fields());
   check_counters(data, port_counters_extended_fields());
   check_details(data);
+  check_extended_speeds(data);
 
   // Any field position: offset and width from the MAD's own first bytes.
   const int width = 1 + mad[0] % 64;
@@ -113,6 +149,8 @@ void check_request(std::span<const std::uint8_t> input) {
       .attribute = static_cast<Attribute>(input[1] << 8 | input[2]),
       .transaction_id = reference_be(input, 3, 8),
       .port_select = input[11],
+      .attribute_modifier =
+          input.size() >= 16 ? static_cast<std::uint32_t>(reference_be(input, 12, 4)) : 0,
   };
   const Mad mad = encode_get(request);
   const auto header = decode_header(mad);
@@ -121,11 +159,12 @@ void check_request(std::span<const std::uint8_t> input) {
                  header->transaction_id == request.transaction_id &&
                  header->method == Method::kGet && header->base_version == kBaseVersion &&
                  header->class_version == kClassVersion && header->status == 0 &&
-                 header->attribute_modifier == 0,
+                 header->attribute_modifier == request.attribute_modifier,
              "encode_get/decode_header round trip");
   constexpr Attribute kPerPort[] = {
-      Attribute::kPortCounters, Attribute::kPortCountersExtended, Attribute::kPortRcvErrorDetails,
-      Attribute::kPortXmitDiscardDetails, Attribute::kPortVLXmitWaitCounters};
+      Attribute::kPortCounters,           Attribute::kPortCountersExtended,
+      Attribute::kPortRcvErrorDetails,    Attribute::kPortXmitDiscardDetails,
+      Attribute::kPortVLXmitWaitCounters, Attribute::kPortExtendedSpeedsCounters};
   if (std::find(std::begin(kPerPort), std::end(kPerPort), request.attribute) !=
       std::end(kPerPort)) {
     FUZZ_CHECK(port_select_of(data_of(mad)) == request.port_select, "port select lost");

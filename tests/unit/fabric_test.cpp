@@ -208,8 +208,11 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   EXPECT_EQ(f.concurrency, 4);
   EXPECT_EQ(f.discovery_deadline, std::chrono::seconds(30));
   EXPECT_TRUE(f.detail_counters);
+  EXPECT_FALSE(f.extended_speeds_counters);
   EXPECT_FALSE(parse_args({"--collector.fabric", "--no-fabric.detail-counters"}, config));
   EXPECT_FALSE(config.fabric_options.detail_counters);
+  EXPECT_FALSE(parse_args({"--collector.fabric", "--fabric.extended-speeds-counters"}, config));
+  EXPECT_TRUE(config.fabric_options.extended_speeds_counters);
 }
 
 TEST(FabricFlags, RefusesOutOfRangeAndMissingFiles) {

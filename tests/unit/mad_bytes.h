@@ -105,4 +105,34 @@ inline std::vector<MadField> port_vl_xmit_wait_counters() {
   return fields;
 }
 
+// IBA PortExtendedSpeedsCounters (0x001F), bit offsets in the data area as the IBA table gives
+// them (and libibmad's fields.c copies them): after PortSelect (8/8) and CounterSelect (64/64),
+// SyncHeaderErrorCounter 128/16 and UnknownBlockCounter 144/16, then per lane 0..11
+// ErrorDetectionCounterLane 160+16i/16, FECCorrectableBlockCtrLane 352+32i/32 and
+// FECUncorrectableBlockCtrLane 736+32i/32.
+inline std::vector<MadField> port_extended_speeds_counters() {
+  std::vector<MadField> fields = {{"sync_header_errors", 128, 16}, {"unknown_blocks", 144, 16}};
+  for (std::size_t lane = 0; lane < 12; ++lane) {
+    const auto n = std::to_string(lane);
+    fields.push_back({"error_detection_" + n, 160 + 16 * lane, 16});
+    fields.push_back({"corrected_blocks_" + n, 352 + 32 * lane, 32});
+    fields.push_back({"uncorrectable_blocks_" + n, 736 + 32 * lane, 32});
+  }
+  return fields;
+}
+// The same attribute in its RS-FEC layout: the two block counters as before, then
+// FECCorrectableSymbolCtrLane 352+32i/32 and the port's PortFECCorrectableBlockCtr 1120/32,
+// PortFECUncorrectableBlockCtr 1152/32 and PortFECCorrectedSymbolCtr 1184/32.
+inline std::vector<MadField> port_extended_speeds_counters_rs_fec() {
+  std::vector<MadField> fields = {{"sync_header_errors", 128, 16},
+                                  {"unknown_blocks", 144, 16},
+                                  {"corrected_blocks", 1120, 32},
+                                  {"uncorrectable_blocks", 1152, 32},
+                                  {"corrected_symbols", 1184, 32}};
+  for (std::size_t lane = 0; lane < 12; ++lane) {
+    fields.push_back({"corrected_symbols_" + std::to_string(lane), 352 + 32 * lane, 32});
+  }
+  return fields;
+}
+
 }  // namespace ibprobe::testing

@@ -2,7 +2,8 @@
 // printed, checked against what `ethtool -m` printed for the same module (tests/fixtures/
 // module_eeprom/, each file citing its source), and images written here from the specifications'
 // field tables (SFF-8472 Rev 12.x, SFF-8636 Rev 2.10a, CMIS 5.0) for what no public dump shows:
-// external calibration, CMIS, and every way a page can be wrong.
+// external calibration, CMIS monitors, and every way a page can be wrong; a real CMIS module's
+// identity from a dump SONiC's sfputil printed.
 #include "ibprobe/module_eeprom.h"
 
 #include <gtest/gtest.h>
@@ -468,8 +469,33 @@ TEST(ModuleEepromSff8636, HostileImages) {
 
 // ---- CMIS ------------------------------------------------------------------------------------
 
-// No public CMIS dump with what ethtool printed for it was found: this QSFP-DD is written from
-// the CMIS 5.0 tables (lower page, pages 00h, 01h, 02h, 11h banks 0 and 1).
+// A real CMIS module as SONiC's sfputil dumped it, with the identity its source decoded (the
+// fixture cites it). The dump lacks page 01h, so it checks the identity only: no public CMIS dump
+// with pages 01h and 02h and what ethtool printed for it was found.
+TEST(ModuleEepromCmis, RealHisenseQsfpWithCmisIdentityAsItsSourceDecodedIt) {
+  const auto dump = read_hex_dump("cmis_hisense_def8504_2c02_mb3.txt");
+  ASSERT_EQ(dump.size(), 384u);
+  const ModuleMemory memory{
+      {kLower, slice(dump, 0)}, {kPage00, slice(dump, 128)}, {lane_status(0), slice(dump, 256)}};
+  std::set<ModulePage> asked;
+  const auto pages = read_module(memory, &asked);
+  // Paged memory (lower page byte 2 bit 7 clear): pages 00h, 01h, 02h; 11h only once page 01h
+  // says which banks there are.
+  EXPECT_EQ(asked, (std::set<ModulePage>{kLower, kPage00, kPage01, kPage02}));
+  const auto identity = collectors::decode_module_identity(pages);
+  ASSERT_TRUE(identity) << identity.error().message;
+  EXPECT_EQ(identity->family, ModuleFamily::kCmis);
+  EXPECT_EQ(identity->identifier, 0x1e);  // QSFP+ or later with CMIS
+  EXPECT_EQ(identity->vendor, "Hisense");
+  EXPECT_EQ(identity->vendor_oui, (std::array<std::uint8_t, 3>{0xac, 0x4a, 0xfe}));
+  EXPECT_EQ(identity->part_number, "DEF8504-2C02-MB3");
+  EXPECT_EQ(identity->revision, "02");
+  EXPECT_EQ(identity->serial_number, "VEMDBT0200A-A");
+  EXPECT_EQ(error_kind(pages), ModuleErrorKind::kTruncatedPage);  // no page 01h to read
+}
+
+// This QSFP-DD is written from the CMIS 5.0 tables (lower page, pages 00h, 01h, 02h, 11h banks 0
+// and 1): monitors, thresholds and flags no public CMIS dump with its decoded values shows.
 ModuleImage cmis_image() {
   ModuleImage image;
   image.put(kLower, 0, {0x18, 0x50, 0x00});  // QSFP-DD, CMIS 5.0, paged memory

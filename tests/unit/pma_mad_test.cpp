@@ -259,5 +259,156 @@ TEST(PmaMad, DescribesStatusPrecisely) {
   EXPECT_EQ(mad::describe_status(0x0100), "0x0100 (class-specific bits set)");
 }
 
+// PortExtendedSpeedsCounters decoded by the code under test, named as the test's own tables
+// (mad_bytes.h) name the fields, for comparing field by field.
+std::map<std::string, std::uint64_t> extended_speeds_by_name(const Bytes& data,
+                                                             mad::FecLayout layout) {
+  const auto c = mad::decode_extended_speeds_counters(data, layout);
+  EXPECT_EQ(c.layout, layout);
+  std::map<std::string, std::uint64_t> values{{"sync_header_errors", c.sync_header_errors},
+                                              {"unknown_blocks", c.unknown_blocks}};
+  for (std::size_t lane = 0; lane < mad::kFecLanes; ++lane) {
+    const auto n = std::to_string(lane);
+    if (layout == mad::FecLayout::kRsFec) {
+      values["corrected_symbols_" + n] = c.lane_corrected[lane];
+      EXPECT_EQ(c.lane_error_detections[lane], 0) << "no error detection in the RS-FEC layout";
+      EXPECT_EQ(c.lane_uncorrectable_blocks[lane], 0u) << "no lane blocks in the RS-FEC layout";
+    } else {
+      values["error_detection_" + n] = c.lane_error_detections[lane];
+      values["corrected_blocks_" + n] = c.lane_corrected[lane];
+      values["uncorrectable_blocks_" + n] = c.lane_uncorrectable_blocks[lane];
+    }
+  }
+  if (layout == mad::FecLayout::kRsFec) {
+    values["corrected_blocks"] = c.corrected_blocks;
+    values["uncorrectable_blocks"] = c.uncorrectable_blocks;
+    values["corrected_symbols"] = c.corrected_symbols;
+  } else {
+    EXPECT_EQ(c.corrected_blocks + c.uncorrectable_blocks + c.corrected_symbols, 0u)
+        << "no port totals in the block layout";
+  }
+  return values;
+}
+
+// Each field of both layouts alone at all ones, then alone at zero among all ones, against the
+// IBA offsets written in mad_bytes.h (libibmad's tables are what the decoder uses).
+TEST(PmaMad, ExtendedSpeedsCountersEveryFieldInIsolation) {
+  const std::pair<mad::FecLayout, std::vector<MadField>> layouts[] = {
+      {mad::FecLayout::kBlocks, port_extended_speeds_counters()},
+      {mad::FecLayout::kRsFec, port_extended_speeds_counters_rs_fec()},
+  };
+  for (const auto& [layout, table] : layouts) {
+    for (const auto& field : table) {
+      Bytes only = data_area();
+      put_bits(only, field.bit_offset, field.width, all_ones(field.width));
+      put_bits(only, 8, 8, 0xFF);     // PortSelect
+      put_bits(only, 64, 64, ~0ull);  // CounterSelect: neither is a counter
+      Bytes all_but = Bytes(data_area().size(), 0xFF);
+      put_bits(all_but, field.bit_offset, field.width, 0);
+      const auto only_values = extended_speeds_by_name(only, layout);
+      const auto all_but_values = extended_speeds_by_name(all_but, layout);
+      ASSERT_EQ(only_values.size(), table.size());
+      for (const auto& other : table) {
+        const bool same = other.counter == field.counter;
+        ASSERT_TRUE(only_values.contains(other.counter)) << other.counter;
+        EXPECT_EQ(only_values.at(other.counter), same ? all_ones(other.width) : 0)
+            << field.counter << " set, read " << other.counter;
+        EXPECT_EQ(all_but_values.at(other.counter), same ? 0 : all_ones(other.width))
+            << field.counter << " cleared, read " << other.counter;
+      }
+    }
+  }
+}
+
+// An EDR port's answer as perfquery --extended_speeds would print it, with distinct values in
+// every field of both layouts (written at the IBA offsets), decoded in each layout.
+TEST(PmaMad, ExtendedSpeedsCountersDistinctValuesInBothLayouts) {
+  for (const auto& [layout, table] :
+       {std::pair{mad::FecLayout::kBlocks, port_extended_speeds_counters()},
+        std::pair{mad::FecLayout::kRsFec, port_extended_speeds_counters_rs_fec()}}) {
+    Bytes data = data_area();
+    data[1] = 3;  // PortSelect
+    std::map<std::string, std::uint64_t> expected;
+    std::uint64_t seed = 0x2545F4914F6CDD1Dull;
+    for (const auto& field : table) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      const std::uint64_t value = (seed >> 11) & all_ones(field.width);
+      put_bits(data, field.bit_offset, field.width, value);
+      expected[field.counter] = value;
+    }
+    EXPECT_EQ(mad::port_select_of(data), 3);
+    EXPECT_EQ(extended_speeds_by_name(data, layout), expected);
+  }
+}
+
+// Literal bytes: lane 0's and lane 11's counters and the RS-FEC port totals at their byte
+// positions (bit offset / 8), big-endian.
+TEST(PmaMad, ExtendedSpeedsCountersLiteralBytes) {
+  Bytes data = data_area();
+  data[16] = 0x01, data[17] = 0x02;  // SyncHeaderErrorCounter, bit 128
+  data[18] = 0x03, data[19] = 0x04;  // UnknownBlockCounter, bit 144
+  data[20] = 0x05, data[21] = 0x06;  // ErrorDetectionCounterLane0, bit 160
+  data[42] = 0x07, data[43] = 0x08;  // ErrorDetectionCounterLane11, bit 336
+  data[44] = 0x11, data[45] = 0x22, data[46] = 0x33, data[47] = 0x44;      // lane 0 corrected, 352
+  data[88] = 0x55, data[89] = 0x66, data[90] = 0x77, data[91] = 0x88;      // lane 11 corrected, 704
+  data[92] = 0x99, data[93] = 0xAA, data[94] = 0xBB, data[95] = 0xCC;      // lane 0 uncorr., 736
+  data[136] = 0xDD, data[137] = 0xEE, data[138] = 0xFF, data[139] = 0x00;  // lane 11 uncorr.
+  data[140] = 0x00, data[141] = 0x00, data[142] = 0x01, data[143] = 0x00;  // port corr., 1120
+  data[144] = 0x00, data[145] = 0x00, data[146] = 0x00, data[147] = 0x02;  // port uncorr., 1152
+  data[148] = 0x00, data[149] = 0x01, data[150] = 0x00, data[151] = 0x00;  // port symbols, 1184
+  const auto blocks = mad::decode_extended_speeds_counters(data, mad::FecLayout::kBlocks);
+  EXPECT_EQ(blocks.sync_header_errors, 0x0102);
+  EXPECT_EQ(blocks.unknown_blocks, 0x0304);
+  EXPECT_EQ(blocks.lane_error_detections[0], 0x0506);
+  EXPECT_EQ(blocks.lane_error_detections[11], 0x0708);
+  EXPECT_EQ(blocks.lane_corrected[0], 0x11223344u);
+  EXPECT_EQ(blocks.lane_corrected[11], 0x55667788u);
+  EXPECT_EQ(blocks.lane_uncorrectable_blocks[0], 0x99AABBCCu);
+  EXPECT_EQ(blocks.lane_uncorrectable_blocks[11], 0xDDEEFF00u);
+  const auto rs = mad::decode_extended_speeds_counters(data, mad::FecLayout::kRsFec);
+  EXPECT_EQ(rs.sync_header_errors, 0x0102);
+  EXPECT_EQ(rs.lane_corrected[0], 0x11223344u);  // now FECCorrectableSymbolCtrLane0
+  EXPECT_EQ(rs.lane_corrected[11], 0x55667788u);
+  EXPECT_EQ(rs.corrected_blocks, 0x100u);
+  EXPECT_EQ(rs.uncorrectable_blocks, 2u);
+  EXPECT_EQ(rs.corrected_symbols, 0x10000u);
+}
+
+// PortInfoExtended (IBA 14.2.5.21, libibmad fields.c): CapabilityMask 0/32 (bit 0
+// IsFECModeSupported), FECModeActive 32/16 (0 none, 1 Fire-Code, 2 RS-FEC, 3 low-latency RS-FEC,
+// 4 RS-FEC2 as iba_types.h names them). perfquery reads the RS-FEC layout for 2 and 4 only.
+TEST(PmaMad, RsFecActiveAsPerfqueryDecidesIt) {
+  auto port_info_extended = [](std::uint32_t capability_mask, std::uint16_t mode) {
+    Bytes data = data_area();
+    put_bits(data, 0, 32, capability_mask);
+    put_bits(data, 32, 16, mode);
+    put_bits(data, 48, 16, 0xFFFF);  // FDRFECModeSupported: not the active mode
+    return data;
+  };
+  EXPECT_TRUE(mad::rs_fec_active(port_info_extended(1, 2)));
+  EXPECT_TRUE(mad::rs_fec_active(port_info_extended(1, 4)));
+  EXPECT_FALSE(mad::rs_fec_active(port_info_extended(1, 0)));
+  EXPECT_FALSE(mad::rs_fec_active(port_info_extended(1, 1)));
+  EXPECT_FALSE(mad::rs_fec_active(port_info_extended(1, 3)));
+  EXPECT_FALSE(mad::rs_fec_active(port_info_extended(0, 2)));  // FEC mode not supported
+  EXPECT_FALSE(mad::rs_fec_active(port_info_extended(0xFFFFFFFE, 2)));
+}
+
+// PortExtendedSpeedsCounters carries PortSelect; PortInfoExtended names its port in the attribute
+// modifier (bytes 20..23) and has no PortSelect.
+TEST(PmaMad, EncodesExtendedSpeedsAndPortInfoExtendedGets) {
+  const auto pesc = mad::encode_get(
+      {mad::MgmtClass::kPerfMgt, mad::Attribute::kPortExtendedSpeedsCounters, 5, 17});
+  Bytes expected = mad_bytes(0x04, 0x01, 0x001F, 5);
+  expected[kDataStart + 1] = 17;
+  EXPECT_EQ(Bytes(pesc.begin(), pesc.end()), expected);
+  const auto pie = mad::encode_get(
+      {mad::MgmtClass::kSubnLidRouted, mad::Attribute::kPortInfoExtended, 6, 0, 0x12345678});
+  expected = mad_bytes(0x01, 0x01, 0x0033, 6);
+  expected[20] = 0x12, expected[21] = 0x34, expected[22] = 0x56, expected[23] = 0x78;
+  EXPECT_EQ(Bytes(pie.begin(), pie.end()), expected);
+  EXPECT_EQ(mad::kCapRsFecCounters, 0x4000);
+}
+
 }  // namespace
 }  // namespace ibprobe::testing

@@ -28,6 +28,20 @@ TEST(RemotePmaFlags, OffByDefaultWithBoundedDefaults) {
   EXPECT_TRUE(remote.targets.empty());
   EXPECT_EQ(source_and_limits(remote), std::tuple(std::string(""), 0, 300ms, 2, 4000ms, 8));
   EXPECT_FALSE(remote.detail_counters);
+  EXPECT_FALSE(remote.extended_speeds_counters);
+}
+
+TEST(RemotePmaFlags, ExtendedSpeedsCountersOnRequest) {
+  Config config;
+  EXPECT_FALSE(parse_args({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+                           "--collector.remote_pma.extended-speeds-counters"},
+                          config));
+  EXPECT_TRUE(config.remote_pma_options.extended_speeds_counters);
+  EXPECT_FALSE(parse_args({"--collector.remote_pma", "--collector.remote_pma.target=12:3",
+                           "--collector.remote_pma.extended-speeds-counters",
+                           "--no-collector.remote_pma.extended-speeds-counters"},
+                          config));
+  EXPECT_FALSE(config.remote_pma_options.extended_speeds_counters);
 }
 
 TEST(RemotePmaFlags, DetailCountersOnRequest) {

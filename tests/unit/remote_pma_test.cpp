@@ -294,6 +294,202 @@ TEST(RemotePma, APmaWithoutDetailCountersIsAskedOnceAndLosesNothing) {
   }
 }
 
+constexpr std::uint16_t kExtendedSpeeds = 0x001F;
+constexpr std::uint16_t kPortInfoExtended = 0x0033;
+constexpr std::uint16_t kRsFecCounters = 0x4000;  // ClassPortInfo IsRSFECCountersSupported
+
+Bytes extended_speeds_request(int port) {
+  return request(kPerfMgt, kExtendedSpeeds, port);
+}
+Bytes extended_speeds_response(int port, const std::vector<MadField>& table, const Values& values,
+                               std::uint16_t status = 0) {
+  return counters_response(kExtendedSpeeds, table, port, values, status);
+}
+// PortInfoExtended of `port` (attribute modifier), answered with CapabilityMask bit 0 and
+// FECModeActive `mode`.
+Bytes port_info_extended_request(int port) {
+  Bytes mad = request(kSmi, kPortInfoExtended);
+  mad[23] = static_cast<std::uint8_t>(port);
+  return mad;
+}
+Bytes port_info_extended_response(std::uint16_t mode) {
+  Bytes data = data_area();
+  put_bits(data, 0, 32, 1);      // IsFECModeSupported
+  put_bits(data, 32, 16, mode);  // FECModeActive
+  return mad_bytes(kSmi, kGetResp, kPortInfoExtended, 0, 0, data);
+}
+std::size_t mads_of(const ReplayTransport& transport, std::uint16_t attribute) {
+  return static_cast<std::size_t>(std::count_if(
+      transport.sends().begin(), transport.sends().end(),
+      [&](const auto& sent) { return (sent.mad[16] << 8 | sent.mad[17]) == attribute; }));
+}
+LabelMap lane(LabelMap labels, int number) {
+  labels["lane"] = std::to_string(number);
+  return labels;
+}
+
+// A PMA without RS-FEC counters fills the block layout: per-lane corrected and uncorrectable
+// blocks in the link_health families, their totals summed over the lanes, symbol errors per lane;
+// every lane of the attribute, remote_pma knowing no width.
+TEST(RemotePma, ExtendedSpeedsCountersInTheBlockLayout) {
+  ReplayTransport transport;
+  expect_node(transport, 12, kExtendedWidth);
+  transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+  transport.expect(12, extended_request(3), extended_response(3, {}));
+  transport.expect(12, extended_speeds_request(3),
+                   extended_speeds_response(3, port_extended_speeds_counters(),
+                                            {{"sync_header_errors", 5},
+                                             {"unknown_blocks", 0xFFFF},
+                                             {"error_detection_0", 7},
+                                             {"error_detection_11", 8},
+                                             {"corrected_blocks_0", 1000},
+                                             {"corrected_blocks_3", 0xFFFFFFFF},
+                                             {"uncorrectable_blocks_1", 2},
+                                             {"uncorrectable_blocks_11", 3}}));
+  auto options = remote_options({{12, 3}});
+  options.extended_speeds_counters = true;
+  const auto result = scrape(transport, options);
+  EXPECT_TRUE(result.errors.empty());
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(mads_of(transport, kPortInfoExtended), 0u);  // no RS-FEC counters: nothing to ask
+  const auto& f = result.families;
+  EXPECT_EQ(sample(f, "rdma_port_fec_lane_corrected_blocks_total", lane(kPort3, 0)), 1000);
+  EXPECT_EQ(sample(f, "rdma_port_fec_lane_corrected_blocks_total", lane(kPort3, 3)), 0xFFFFFFFFu);
+  EXPECT_EQ(sample(f, "rdma_port_fec_corrected_blocks_total", kPort3), 1000.0 + 0xFFFFFFFFu);
+  EXPECT_EQ(sample(f, "rdma_port_fec_lane_uncorrectable_blocks_total", lane(kPort3, 11)), 3);
+  EXPECT_EQ(sample(f, "rdma_port_fec_uncorrectable_blocks_total", kPort3), 5);
+  EXPECT_EQ(sample(f, "rdma_port_lane_symbol_errors_total", lane(kPort3, 11)), 8);
+  EXPECT_EQ(sample(f, "rdma_port_sync_header_errors_total", kPort3), 5);
+  EXPECT_EQ(sample(f, "rdma_port_unknown_blocks_total", kPort3), 0xFFFF);
+  EXPECT_EQ(series_count(f, "rdma_port_fec_lane_corrected_blocks_total"), 12u);
+  EXPECT_EQ(series_count(f, "rdma_port_fec_corrected_symbols_total"), 0u);
+  EXPECT_EQ(sample(f, "rdma_port_pma_saturated", with_counter(kPort3, "fec_corrected_blocks")), 1);
+  EXPECT_EQ(sample(f, "rdma_port_pma_saturated", with_counter(kPort3, "unknown_blocks")), 1);
+  EXPECT_EQ(sample(f, "rdma_port_pma_saturated", with_counter(kPort3, "fec_uncorrectable_blocks")),
+            0);
+  EXPECT_EQ(sample(f, "rdma_remote_pma_fec_counters_up", {{"lid", "12"}}), 1);
+}
+
+// With RS-FEC counters the port's PortInfoExtended decides the layout, asked once: RS-FEC active
+// gives corrected symbols per lane and the port's own block and symbol totals.
+TEST(RemotePma, ExtendedSpeedsCountersInTheRsFecLayoutAskPortInfoExtendedOnce) {
+  ReplayTransport transport;
+  for (int round = 0; round < 2; ++round) {
+    expect_node(transport, 12, kExtendedWidth | kRsFecCounters);
+    transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+    transport.expect(12, extended_request(3), extended_response(3, {}));
+    transport.expect(12, extended_speeds_request(3),
+                     extended_speeds_response(3, port_extended_speeds_counters_rs_fec(),
+                                              {{"corrected_symbols_0", 40},
+                                               {"corrected_symbols_2", 2},
+                                               {"corrected_blocks", 30},
+                                               {"uncorrectable_blocks", 4},
+                                               {"corrected_symbols", 42}}));
+  }
+  transport.expect(12, port_info_extended_request(3), port_info_extended_response(2));
+  auto options = remote_options({{12, 3}});
+  options.extended_speeds_counters = true;
+  const auto results = scrapes(transport, options, 2);
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(mads_of(transport, kPortInfoExtended), 1u);
+  for (const auto& result : results) {
+    EXPECT_TRUE(result.errors.empty());
+    const auto& f = result.families;
+    EXPECT_EQ(sample(f, "rdma_port_fec_corrected_blocks_total", kPort3), 30);
+    EXPECT_EQ(sample(f, "rdma_port_fec_uncorrectable_blocks_total", kPort3), 4);
+    EXPECT_EQ(sample(f, "rdma_port_fec_corrected_symbols_total", kPort3), 42);
+    EXPECT_EQ(sample(f, "rdma_port_fec_lane_corrected_symbols_total", lane(kPort3, 0)), 40);
+    EXPECT_EQ(sample(f, "rdma_port_fec_lane_corrected_symbols_total", lane(kPort3, 2)), 2);
+    EXPECT_EQ(series_count(f, "rdma_port_fec_lane_corrected_blocks_total"), 0u);
+    EXPECT_EQ(series_count(f, "rdma_port_lane_symbol_errors_total"), 0u);
+  }
+}
+
+// Fire-Code FEC active (FECModeActive 1) on a PMA with RS-FEC counters: the block layout.
+TEST(RemotePma, FireCodeFecReadsTheBlockLayout) {
+  ReplayTransport transport;
+  expect_node(transport, 12, kExtendedWidth | kRsFecCounters);
+  transport.expect(12, port_info_extended_request(3), port_info_extended_response(1));
+  transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+  transport.expect(12, extended_request(3), extended_response(3, {}));
+  transport.expect(
+      12, extended_speeds_request(3),
+      extended_speeds_response(3, port_extended_speeds_counters(), {{"corrected_blocks_1", 9}}));
+  auto options = remote_options({{12, 3}});
+  options.extended_speeds_counters = true;
+  const auto result = scrape(transport, options);
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(sample(result.families, "rdma_port_fec_corrected_blocks_total", kPort3), 9);
+  EXPECT_EQ(series_count(result.families, "rdma_port_fec_corrected_symbols_total"), 0u);
+}
+
+// A PMA that answers "not supported" is asked once: no loss, a reason, and later scrapes cost
+// no PortExtendedSpeedsCounters MAD.
+TEST(RemotePma, APmaWithoutExtendedSpeedsCountersIsAskedOnce) {
+  ReplayTransport transport;
+  for (int round = 0; round < 3; ++round) {
+    expect_node(transport, 12, kExtendedWidth);
+    transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+    transport.expect(12, extended_request(3), extended_response(3, {}));
+  }
+  transport.expect(
+      12, extended_speeds_request(3),
+      extended_speeds_response(3, port_extended_speeds_counters(), {}, kAttributeNotSupported));
+  auto options = remote_options({{12, 3}});
+  options.extended_speeds_counters = true;
+  const auto results = scrapes(transport, options, 3);
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(mads_of(transport, kExtendedSpeeds), 1u);
+  for (const auto& result : results) {
+    EXPECT_TRUE(result.errors.empty());
+    EXPECT_EQ(sample(result.families, "rdma_remote_pma_fec_counters_up",
+                     {{"lid", "12"}, {"reason", "not_supported"}}),
+              0);
+    EXPECT_EQ(series_count(result.families, "rdma_port_fec_corrected_blocks_total"), 0u);
+  }
+}
+
+// A PMA that answers PortCounters but never PortExtendedSpeedsCounters (as ibsim does) costs its
+// attempts once, then nothing.
+TEST(RemotePma, APmaThatDropsExtendedSpeedsCountersIsSwitchedOff) {
+  ReplayTransport transport;
+  for (int round = 0; round < 2; ++round) {
+    expect_node(transport, 12, kExtendedWidth);
+    transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+    transport.expect(12, extended_request(3), extended_response(3, {}));
+  }
+  transport.expect_silence(12, extended_speeds_request(3));
+  transport.expect_silence(12, extended_speeds_request(3));  // the retry
+  auto options = remote_options({{12, 3}});
+  options.extended_speeds_counters = true;
+  const auto results = scrapes(transport, options, 2);
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(mads_of(transport, kExtendedSpeeds), 2u);
+  ASSERT_EQ(results[0].errors.size(), 1u);
+  EXPECT_EQ(results[0].errors[0].reason, ReadError::kTimeout);
+  EXPECT_TRUE(results[1].errors.empty());
+  for (const auto& result : results) {
+    EXPECT_EQ(sample(result.families, "rdma_remote_pma_fec_counters_up",
+                     {{"lid", "12"}, {"reason", "no_answer"}}),
+              0);
+  }
+}
+
+// Without the option, no PortExtendedSpeedsCounters or PortInfoExtended MAD leaves (the replay
+// fails any MAD it was not told to expect) and no FEC series exists.
+TEST(RemotePma, ExtendedSpeedsCountersAreAskedOnlyWhenEnabled) {
+  ReplayTransport transport;
+  expect_node(transport, 12, kExtendedWidth | kRsFecCounters);
+  transport.expect(12, port_counters_request(3), port_counters_response(3, {}));
+  transport.expect(12, extended_request(3), extended_response(3, {}));
+  const auto result = scrape(transport, remote_options({{12, 3}}));
+  EXPECT_TRUE(result.errors.empty());
+  EXPECT_EQ(transport.unused(), 0u);
+  EXPECT_EQ(mads_of(transport, kExtendedSpeeds) + mads_of(transport, kPortInfoExtended), 0u);
+  EXPECT_EQ(series_count(result.families, "rdma_port_fec_corrected_blocks_total"), 0u);
+  EXPECT_EQ(series_count(result.families, "rdma_remote_pma_fec_counters_up"), 0u);
+}
+
 // Without --collector.remote_pma.detail-counters no detail MAD leaves, however the PMA would
 // answer (the replay fails any MAD it was not told to expect).
 TEST(RemotePma, DetailCountersAreAskedOnlyWhenEnabled) {
@@ -394,9 +590,9 @@ TEST(RemotePma, SnapshotGivesRawValuesAndWidthsByCounterName) {
                    port_counters_response(3, {{"link_downed", 3}, {"port_xmit_wait", 5}}));
   transport.expect(12, extended_request(3), extended_response(3, {{"port_xmit_data", 1000}}));
   RecordingSink errors;
-  std::map<std::uint16_t, fabric::DetailSupports> support;
+  fabric::RemotePmaMemory memory;
   const auto snapshot =
-      fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors, support);
+      fabric::query_remote_ports(transport, remote_options({{12, 3}}), errors, memory);
   EXPECT_TRUE(errors.recorded.empty());
   ASSERT_EQ(snapshot.size(), 1u);
   EXPECT_EQ(snapshot[0].target, (RemotePort{12, 3}));

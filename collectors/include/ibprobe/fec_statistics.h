@@ -46,6 +46,24 @@ struct FecStatistics {
   bool operator==(const FecStatistics&) const = default;
 };
 
+// A FEC statistic's families: the port's total and the per-lane one (labelled `lane`, from 0).
+// Shared by the link_health collector (ethtool) and the fabric's PortExtendedSpeedsCounters of
+// InfiniBand ports, so one set of BER rules covers both.
+struct FecFamilies {
+  std::string_view total;
+  std::string_view lane;
+  std::string_view help;
+};
+inline constexpr FecFamilies kFecCorrectedBlocks{
+    "rdma_port_fec_corrected_blocks_total", "rdma_port_fec_lane_corrected_blocks_total",
+    "FEC codewords (blocks) received with errors the FEC corrected."};
+inline constexpr FecFamilies kFecUncorrectableBlocks{
+    "rdma_port_fec_uncorrectable_blocks_total", "rdma_port_fec_lane_uncorrectable_blocks_total",
+    "FEC codewords (blocks) received with more errors than the FEC corrects: frames lost."};
+inline constexpr FecFamilies kFecCorrectedBits{
+    "rdma_port_fec_corrected_bits_total", "rdma_port_fec_lane_corrected_bits_total",
+    "Bits the FEC corrected: the bit errors of the line before FEC."};
+
 // `attributes`: the reply's attributes, after its nlmsghdr and genlmsghdr. Attributes this
 // decoder does not use (the header nest, the configured modes, ones a later kernel adds) are
 // skipped; a malformed one is an error, wherever it is.

@@ -34,6 +34,11 @@ struct FabricOptions {
   // PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters of every switch port
   // whose PMA answers them: up to three more MADs per port per read.
   bool detail_counters = true;
+  // PortExtendedSpeedsCounters (FEC corrected and uncorrectable blocks, corrected symbols, symbol
+  // errors per lane) of every switch port running an extended speed (FDR and faster), from PMAs
+  // that answer it: one more MAD per such port per read, and after each discovery one
+  // PortInfoExtended SMP per such port of a PMA with RS-FEC counters.
+  bool extended_speeds_counters = false;
   // Each discovery runs in a child process of this executable (kDiscoverOnceFlag), which exits
   // after it; one that runs longer than `discovery_deadline` is killed.
   std::filesystem::path discovery_executable = "/proc/self/exe";

@@ -40,6 +40,10 @@ struct RemotePmaOptions {
   // Also PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters of each asked
   // port, from PMAs that answer them: up to three more MADs per port per scrape.
   bool detail_counters = false;
+  // Also PortExtendedSpeedsCounters (FEC counters) of each target with a port number, from PMAs
+  // that answer it: one more MAD per port per scrape, and once per port a PortInfoExtended SMP
+  // when the PMA has RS-FEC counters.
+  bool extended_speeds_counters = false;
 };
 
 struct RemoteCounter {

@@ -129,6 +129,15 @@ void mads(const fs::path& dir) {
   for (std::size_t i = 12; i < 20; ++i)
     node[mad::kDataOffset + i] = static_cast<std::uint8_t>(0xe0 + i);
   put("resp-node-info-switch", node);
+  mad::Mad speeds = response(mad::MgmtClass::kPerfMgt, mad::Attribute::kPortExtendedSpeedsCounters);
+  for (std::size_t i = 16; i < 152; ++i)
+    speeds[mad::kDataOffset + i] = static_cast<std::uint8_t>(i);
+  put("resp-port-extended-speeds-counters", speeds);
+  mad::Mad port_info_extended =
+      response(mad::MgmtClass::kSubnLidRouted, mad::Attribute::kPortInfoExtended);
+  port_info_extended[mad::kDataOffset + 3] = 0x01;  // IsFECModeSupported
+  port_info_extended[mad::kDataOffset + 5] = 0x02;  // FECModeActive: RS-FEC
+  put("resp-port-info-extended-rs-fec", port_info_extended);
   mad::Mad busy = response(mad::MgmtClass::kPerfMgt, mad::Attribute::kPortCounters);
   busy[4] = 0x00;
   busy[5] = 0x0c;  // method/attribute combination not supported
