@@ -106,7 +106,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
                              "is never used",
                          FailureKind::kRejected);
     }
-    destination_lid_ = spec.dlid;
+    destination_lid_ = static_cast<std::uint16_t>(*spec.dlid);
   }
 
   pd_.reset(ibv_alloc_pd(context_.get()));
@@ -267,24 +267,23 @@ void RcResources::learn_peer(const protocol::QpInfo& remote) {
 
 void RcResources::connect(const protocol::QpInfo& remote) {
   learn_peer(remote);
+  const verbs::AddressLane lane{static_cast<std::uint8_t>(spec_.sl),
+                                static_cast<std::uint8_t>(spec_.traffic_class), destination_lid_};
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
-    const auto lid = static_cast<std::uint16_t>(destination_lid_.value_or(peer.lid));
-    const verbs::RcPeer path{peer.qpn, peer.psn, lid, peer.gid, verbs::mtu_enum(path_mtu_)};
-    const auto sl = static_cast<std::uint8_t>(spec_.sl);
-    const auto traffic_class = static_cast<std::uint8_t>(spec_.traffic_class);
+    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
     if (spec_.connection == Connection::kUd) {
       // The QP is in RTS already; its sends reach the peer through this handle.
-      ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, sl, traffic_class);
+      ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, lane);
       verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &attr));
       if (!ah) throw verbs::VerbsError("ibv_create_ah", errno);
       address_handles_.push_back(std::move(ah));
     } else if (spec_.connection == Connection::kUc) {
-      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], sl, traffic_class);
+      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], lane);
     } else {
       verbs::rc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
                           static_cast<std::uint8_t>(max_rd_atomic_),
-                          static_cast<std::uint8_t>(outstanding_reads_), sl, traffic_class);
+                          static_cast<std::uint8_t>(outstanding_reads_), lane);
     }
   }
   finish_connect();

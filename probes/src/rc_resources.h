@@ -193,7 +193,7 @@ class RcResources {
   std::uint32_t path_mtu_ = 0;
   Lane lane_;
   // The initiator's --dlid, which replaces the LID the responder announced.
-  std::optional<std::uint32_t> destination_lid_;
+  std::optional<std::uint16_t> destination_lid_;
   // spec.rdma_cm: the connections stay for the session, and go (with a DREQ to the peer)
   // before the QPs.
   std::optional<cm::Acceptor> acceptor_;
