@@ -80,9 +80,8 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       perftest_default_inline(device_attr.vendor_id, device_attr.vendor_part_id, spec.operation,
                               spec.test, spec.connection));
   const bool atomic = spec.operation == Operation::kAtomic;
-  if (atomic && device_attr.atomic_cap == IBV_ATOMIC_NONE) {
-    throw ProbeFailure(local.device + " does not execute atomic operations (atomic_cap NONE)",
-                       FailureKind::kRejected);
+  if (const auto atomics = verbs::check_atomics(device_attr, local.device); atomic && !atomics) {
+    throw ProbeFailure(atomics.error(), FailureKind::kRejected);
   }
   // The P_Key index against this port's own table, before anything is allocated: the initiator
   // checked it against its sysfs before queueing, the responder learns it from the spec.

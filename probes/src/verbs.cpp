@@ -157,6 +157,12 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size, int extra_access)
   return buffer;
 }
 
+std::expected<void, std::string> check_atomics(const ibv_device_attr& attr,
+                                               const std::string& device) {
+  if (attr.atomic_cap != IBV_ATOMIC_NONE) return {};
+  return std::unexpected(device + " does not execute atomic operations (atomic_cap NONE)");
+}
+
 // Drawn from the system's source for each queue pair: a thread_local std::mt19937 would be 5 KB
 // of static TLS that glibc clears in every thread the exporter starts (about 80).
 std::uint32_t random_psn() {

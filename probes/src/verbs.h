@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <expected>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -78,6 +79,12 @@ std::string_view qp_state_name(ibv_qp_state state);
 
 // ibv_modify_qp, or a VerbsError naming `step` (the state asked for).
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step);
+
+// Nothing when the device executes atomic operations (atomic_cap IBV_ATOMIC_HCA or
+// IBV_ATOMIC_GLOB), else why `device` refuses an atomic run. perftest does not ask: its atomics
+// fail at the post or in a completion.
+std::expected<void, std::string> check_atomics(const ibv_device_attr& attr,
+                                               const std::string& device);
 
 // An RC QP from RESET to INIT on `port_number`, with `access` for the peer's requests, using
 // entry `pkey_index` of the port's P_Key table (perftest's --pkey_index, 0 by default).

@@ -71,7 +71,7 @@ Endpoint::Endpoint(const LocalPort& local, const ProbeSpec& spec, bool initiator
   if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
     throw verbs::VerbsError("ibv_query_device", rc);
   }
-  atomics_supported_ = device_attr.atomic_cap != IBV_ATOMIC_NONE;
+  atomics_supported_ = verbs::check_atomics(device_attr, local_.device).has_value();
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
   buffer_ = verbs::register_buffer(

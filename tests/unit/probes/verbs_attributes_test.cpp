@@ -1,5 +1,5 @@
 // The attributes the probes hand to libibverbs, built without a device: the RTR path and the
-// address vector (where --dlid replaces the LID the peer announced).
+// address vector (where --dlid replaces the LID the peer announced), and the atomics check.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -72,6 +72,22 @@ TEST(AddressVector, RoceRoutesByGidWithTheTrafficClass) {
   EXPECT_EQ(ah.grh.traffic_class, 106);
   EXPECT_EQ(ah.grh.sgid_index, 1);
   EXPECT_EQ(std::memcmp(ah.grh.dgid.raw, peer.gid.data(), peer.gid.size()), 0);
+}
+
+TEST(CheckAtomics, RefusesADeviceWithoutAtomics) {
+  ibv_device_attr attr{};
+  attr.atomic_cap = IBV_ATOMIC_NONE;
+  const auto refused = check_atomics(attr, "siw0");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error(), "siw0 does not execute atomic operations (atomic_cap NONE)");
+}
+
+TEST(CheckAtomics, AcceptsHcaAndGlobalAtomics) {
+  ibv_device_attr attr{};
+  attr.atomic_cap = IBV_ATOMIC_HCA;
+  EXPECT_TRUE(check_atomics(attr, "rxe0").has_value());
+  attr.atomic_cap = IBV_ATOMIC_GLOB;
+  EXPECT_TRUE(check_atomics(attr, "mlx5_0").has_value());
 }
 
 }  // namespace
