@@ -51,11 +51,12 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
   std::printf(
-      "used tx_depth=%u cq_moderation=%u post_list=%u inline_size=%u relaxed_ordering=%d "
+      "used tx_depth=%u rx_depth=%u cq_moderation=%u post_list=%u inline_size=%u "
+      "relaxed_ordering=%d "
       "outstanding_reads=%u peer_gid_index=%d peer_numa_node=%d peer_inline_size=%s "
       "peer_relaxed_ordering=%s post_calls=%llu completions=%llu completion_mode=%s "
       "cq_events=%llu\n",
-      spec.tx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
+      spec.tx_depth, spec.rx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
       outcome.relaxed_ordering ? 1 : 0, outcome.outstanding_reads, outcome.peer_gid_index,
       outcome.peer_numa_node, unless_unset(outcome.peer_inline_size).c_str(),
       unless_unset(outcome.peer_relaxed_ordering).c_str(),

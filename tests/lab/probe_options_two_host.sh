@@ -20,6 +20,10 @@
 #   SEND_ONLY / RDMA_WRITE_ONLY packets that the responder acknowledges with nothing, where RC's
 #   are answered with ACKs; -c UD sends one UD SEND_ONLY datagram per message, its size cut to
 #   the path MTU as perftest cuts it.
+# - the receive depth over UC and UD: a send run of 1000 messages posts 1000 receives before the
+#   first arrives, as ib_send_bw's RX depth says perftest does; the responder, frozen from the
+#   first datagram on, still receives them all (rxe's rdma_recvs), and only 512 + those before the
+#   freeze with --rx-depth 512.
 # - rdma_cm (-R): the connection manager's REQ, REP and RTU, one each per QP, counted by both
 #   ports' CM message counters (and none for a run without -R); its MADs on the link (RoCE v2
 #   packets to QP 1); the traffic class routed by: with --tclass 106 every data packet and ACK
@@ -401,6 +405,82 @@ PY
     rm -rf "$dir"
 }
 
+# The "RX depth" an ib_send_bw server in VM A prints for ARGS (its client in VM B).
+perftest_rx_depth() { # ARGS...
+    local job out
+    job=$(lab spawn --timeout 120 A -- ib_send_bw -d rxe0 -x "$(lab gid A)" "$@") \
+        || fail "cannot start ib_send_bw $* in VM A"
+    lab_wait_listen A 18515
+    out=$(lab exec --timeout 120 B -- ib_send_bw -d rxe0 -x "$(lab gid B)" "$@" "$(lab addr A)" 2>&1) \
+        || { lab kill A "$job" >/dev/null 2>&1; fail "ib_send_bw $* failed: $out"; }
+    out=$(lab wait --timeout 60 A "$job") || fail "ib_send_bw $* server failed: $out"
+    sed -n 's/^ *RX depth *: *\([0-9]*\).*/\1/p' <<<"$out"
+}
+
+# Freezes the responder in VM A (SIGSTOP) at the first RoCE packet VM A's rxe0 receives after
+# this returns, until MESSAGES more have arrived (or 20 s passed); prints, when `lab wait A
+# freezer` returns, "before=N": the packets that arrived before the freeze.
+freeze_responder_at_first_packet() { # MESSAGES
+    # shellcheck disable=SC2016  # expanded in the VM
+    lab spawn --name freezer A -- sh -c '
+        pid=$(pgrep -f -x "[^ ]*/ibprobe_probe serve -d rxe0 --listen :$1")
+        [ -n "$pid" ] || { echo "no responder"; exit 1; }
+        c=/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts
+        base=$(cat $c)
+        echo armed
+        until [ "$(cat $c)" -gt "$base" ]; do sleep 0.005; done
+        kill -STOP $pid
+        before=$(($(cat $c) - base))
+        end=$(($(date +%s) + 20))
+        until [ "$(cat $c)" -ge $((base + $2)) ] || [ "$(date +%s)" -ge $end ]; do sleep 0.05; done
+        kill -CONT $pid
+        echo before=$before' freezer "$RESPONDER_PORT" "$1" >/dev/null || fail "cannot start the freezer in VM A"
+    local deadline=$((SECONDS + 30))
+    until lab output A freezer | grep -q armed; do
+        ((SECONDS < deadline)) || fail "the freezer did not arm: $(lab output A freezer)"
+        sleep 0.2
+    done
+}
+
+# perftest's receive depth over UC and UD (force_dependecies in perftest_parameters.c): in
+# iteration mode a send run's default depth (DEF_RX_SEND, 512) becomes min(iterations,
+# UC_MAX_RX 16000), a receive for every message, posted before the first arrives. The responder
+# is frozen from the first datagram on until all have arrived, so it posts nothing meanwhile:
+# every message that finds a receive (rxe's rdma_recvs, the delivery line) found one posted
+# before the run. 1000 messages at 250/s, so that the freeze comes long before 1000 - 512 have
+# arrived and perftest's 512 could not pass; --rx-depth 512 shows the same freeze costs messages.
+check_unreliable_receive_depth() {
+    local out transport expected received before args source
+    for args in "-c UD" "-c UC" "-c UD --rx-depth 512"; do
+        transport=${args:3:2}
+        if [[ $args == *--rx-depth* ]]; then
+            expected=512 source="asked for"
+        else
+            source="ib_send_bw's RX depth"
+            expected=$(perftest_rx_depth -c "$transport" -n 1000 -s 1024)
+            ((expected == 1000)) || fail "ib_send_bw -c $transport -n 1000 posts $expected receives, not one per message"
+        fi
+        freeze_responder_at_first_packet 1000
+        # shellcheck disable=SC2086  # ARGS are words
+        out=$(run_unreliable -t send_bw $args -n 1000 -s 1024 --rate-limit 250 --rate-units pps) \
+            || { lab kill A freezer >/dev/null 2>&1; fail "send_bw $args failed: $out"; }
+        before=$(lab wait --timeout 60 A freezer | sed -n 's/^before=//p')
+        [[ -n $before ]] || fail "send_bw $args: the freezer did not report"
+        ((before < 1000 - 512)) || fail "send_bw $args: the responder froze only after $before of 1000 messages"
+        expect_field "$out" rx_depth "$expected" "send_bw $args -n 1000"
+        received=$(sed -n 's/^delta side=peer counter=hw_counters\/rdma_recvs status=valid value=\([0-9]*\).*/\1/p' <<<"$out")
+        grep -q "^delivery sent=1000 received=$received " <<<"$out" \
+            || fail "send_bw $args: the delivery line disagrees with rxe's rdma_recvs $received: $out"
+        if ((expected == 1000)); then
+            ((received == 1000)) || fail "send_bw $args: $received of 1000 messages found a receive while the responder was frozen after $before"
+        else
+            ((received <= 512 + before && received < 1000)) \
+                || fail "send_bw $args: $received messages found a receive with 512 posted, frozen after $before"
+        fi
+        note "send_bw $args -n 1000: rx_depth=$expected ($source), responder frozen after $before packets, $received received"
+    done
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -414,6 +494,7 @@ main() {
     check_latency_duration
     check_lane
     check_transport
+    check_unreliable_receive_depth
     check_rdma_cm
 }
 
