@@ -2,6 +2,7 @@
 // against a responder and prints its figures the way perftest does, `verify` runs the two-sided
 // verification suite against a responder and prints its table.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -82,6 +83,14 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
                   d.priority ? (" priority=" + std::to_string(*d.priority)).c_str() : "");
     }
   }
+  // Said even when none: 0 is a netdev that counts nothing by priority (virtio_net, rxe's) or an
+  // InfiniBand port, so a lane's priority cannot be read from this run's deltas.
+  auto by_priority = [](const std::vector<CounterDelta>& deltas) {
+    return std::ranges::count_if(deltas,
+                                 [](const CounterDelta& d) { return d.priority.has_value(); });
+  };
+  std::printf("priority_counters local=%td peer=%td\n", by_priority(outcome.local_deltas),
+              by_priority(outcome.peer_deltas));
   for (const auto& fabric_port : outcome.fabric_deltas) {
     for (const auto& d : fabric_port.deltas) {
       if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;

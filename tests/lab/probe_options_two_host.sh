@@ -233,6 +233,17 @@ check_lane() {
         (($(tos_count "$counts" "$src" != 106) == 0)) || fail "--tclass 106: packets from the $which with another TOS: $counts"
     done
     note "--tclass 106: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
+    # Which priority the lane moved on is not to be read here: virtio_net counts nothing by
+    # priority (its ethtool -S is per queue), and the run says it has no such counter.
+    local host stats
+    for host in A B; do
+        stats=$(lab exec --timeout 60 "$host" -- ethtool -S eth0) || fail "ethtool -S eth0 in VM $host: $stats"
+        grep -qE '^ *[a-z_.]*(prio|pri|priority_)[0-7](_[a-z_.]*)?: ' <<<"$stats" \
+            && fail "VM $host's eth0 counts by priority, which this check assumes it does not: $stats"
+    done
+    grep -q '^priority_counters local=0 peer=0$' <<<"$out" \
+        || fail "--tclass 106 over virtio_net: per-priority counters are not reported as absent: $out"
+    note "--tclass 106: $(grep '^priority_counters' <<<"$out") (virtio_net's ethtool -S has $(grep -c ': ' <<<"$stats") statistics, none per priority)"
     out=$(captured_run "$dir/default.pcap" -t write_bw -n 200) || exit 1
     grep -q '^lane sl=0 traffic_class=0 pkey_index=0$' <<<"$out" || fail "the default lane is not reported: $out"
     counts=$(roce_tos_counts "$dir/default.pcap")
