@@ -168,10 +168,12 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
     // A UD QP needs no peer to be ready: it goes to RTS at once, and its sends name their
-    // destination.
+    // destination. With rdma_cm it waits for the CM's Q_Key.
     if (ud) {
-      verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
-                          kProbeQkey, verbs::random_psn());
+      if (!spec.rdma_cm) {
+        verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
+                            kProbeQkey, verbs::random_psn());
+      }
     } else {
       verbs::rc_qp_to_init(qp.get(), port_number_, remote_access(),
                            static_cast<std::uint16_t>(spec.pkey_index));
@@ -260,7 +262,9 @@ void RcResources::learn_peer(const protocol::QpInfo& remote) {
   }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
-  for (const auto& peer : remote.qps) peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
+  for (const auto& peer : remote.qps) {
+    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn, peer.lid, peer.gid});
+  }
   lane_ = Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
 }
 
@@ -289,8 +293,7 @@ void RcResources::connect(const protocol::QpInfo& remote) {
 }
 
 protocol::CmListener RcResources::listen_for_connections(const sockaddr_storage& local_address) {
-  acceptor_.emplace(local_address, cm::LocalDevice{ibv_get_device_name(context_->device),
-                                                   port_number_, !port_.is_ethernet});
+  acceptor_.emplace(local_address, cm_device());
   return protocol::CmListener{acceptor_->port(), acceptor_->token()};
 }
 
@@ -309,8 +312,7 @@ void RcResources::connect_through_cm(const protocol::QpInfo& remote, const socka
                        FailureKind::kProtocol);
   }
   learn_peer(remote);
-  connector_.emplace(
-      cm::LocalDevice{ibv_get_device_name(context_->device), port_number_, !port_.is_ethernet});
+  connector_.emplace(cm_device());
   connector_->connect(
       peer, remote.cm->port, remote.cm->token, qp_numbers(), cm_parameters(),
       [this](std::size_t q, cm::QpAttributes& resolved) { to_rts_as_resolved(q, resolved); }, wait);
@@ -335,8 +337,17 @@ cm::ConnectParameters RcResources::cm_parameters() const {
   return parameters;
 }
 
+cm::LocalDevice RcResources::cm_device() const {
+  return cm::LocalDevice{ibv_get_device_name(context_->device), port_number_, !port_.is_ethernet,
+                         spec_.connection == Connection::kUd};
+}
+
 void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) {
   ibv_qp* qp = qps_[q].get();
+  if (spec_.connection == Connection::kUd) {
+    datagram_to_rts_as_resolved(q, resolved);
+    return;
+  }
   // INIT again, with the connection manager's P_Key entry and port; the access this side's
   // operations need on top of what the negotiated reads allow.
   resolved.init.qp_access_flags |= remote_access();
@@ -363,6 +374,34 @@ void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) 
   lane_ = Lane{rtr.ah_attr.sl, rtr.ah_attr.is_global ? rtr.ah_attr.grh.traffic_class : 0u,
                resolved.init.pkey_index};
   if (rtr.ah_attr.is_global) port_.gid_index = rtr.ah_attr.grh.sgid_index;
+}
+
+// The CM's Q_Key, port and P_Key entry for the QP, as librdmacm's ucma_init_ud_qp gives its own
+// UD QPs; both sides' ids are RDMA_PS_UDP ones, whose Q_Key is the same. The initiator sends
+// through the address vector the SIDR_REP brought. The responder's replies (send_lat) go to the
+// address the initiator announced on the control channel: a SIDR_REQ carries no QP number and no
+// path back (perftest's client sends its QP number in a first datagram instead).
+void RcResources::datagram_to_rts_as_resolved(std::size_t q, const cm::QpAttributes& resolved) {
+  const ibv_qp_attr& init = resolved.init;
+  verbs::ud_qp_to_rts(qps_[q].get(), init.port_num, init.pkey_index, init.qkey, psns_[q]);
+  remote_qkey_ = resolved.datagram ? resolved.datagram->qkey : init.qkey;
+  ibv_ah_attr address{};
+  if (resolved.datagram) {
+    address = resolved.datagram->address;
+    peers_[q].qpn = resolved.datagram->qp_number;
+  } else {
+    const auto& peer = peers_[q];
+    const verbs::RcPeer path{peer.qpn, 0, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
+    address =
+        verbs::address_vector(port_, port_number_, path,
+                              {.traffic_class = static_cast<std::uint8_t>(spec_.traffic_class)});
+  }
+  verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &address));
+  if (!ah) throw verbs::VerbsError("ibv_create_ah (rdma_cm)", errno);
+  address_handles_.resize(qps_.size());
+  address_handles_[q] = std::move(ah);
+  lane_ = Lane{address.sl, address.is_global ? address.grh.traffic_class : 0u, init.pkey_index};
+  if (address.is_global) port_.gid_index = address.grh.sgid_index;
 }
 
 void RcResources::finish_connect() {
@@ -427,7 +466,7 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
       } else if (spec_.connection == Connection::kUd) {
         wr.wr.ud.ah = address_handles_[qp].get();
         wr.wr.ud.remote_qpn = peers_[qp].qpn;
-        wr.wr.ud.remote_qkey = kProbeQkey;
+        wr.wr.ud.remote_qkey = remote_qkey_;
       }
     }
     const std::uint64_t number = posted_before + i + 1;
