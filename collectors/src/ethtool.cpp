@@ -173,7 +173,8 @@ std::optional<std::uint32_t> ethtool_priority(std::string_view name) {
 }
 
 std::string_view ethtool_priority_class(std::string_view name) {
-  for (std::string_view part : {"pause", "pfc", "xon", "xoff"}) {
+  // mlx5's rx_prio3_marked: packets the port ECN-marked in that priority's queue.
+  for (std::string_view part : {"pause", "pfc", "xon", "xoff", "marked"}) {
     if (contains(name, part)) return "congestion";
   }
   for (std::string_view part : {"discard", "drop"}) {

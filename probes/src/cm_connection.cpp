@@ -43,9 +43,11 @@ EventChannel open_channel() {
   return channel;
 }
 
-Id create_id(rdma_event_channel* channel) {
+// perftest's port spaces (create_rdma_resources): RDMA_PS_UDP for UD, whose ids librdmacm makes
+// IBV_QPT_UD ones, RDMA_PS_TCP otherwise.
+Id create_id(rdma_event_channel* channel, bool datagrams) {
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) != 0) {
+  if (rdma_create_id(channel, &id, nullptr, datagrams ? RDMA_PS_UDP : RDMA_PS_TCP) != 0) {
     throw verbs::VerbsError("rdma_create_id", errno);
   }
   return Id(id);
@@ -154,8 +156,17 @@ Event expect(rdma_event_channel* channel, const rdma_cm_id* id, rdma_cm_event_ty
   return event;
 }
 
-QpAttributes resolved(rdma_cm_id* id, bool infiniband) {
+QpAttributes resolved(rdma_cm_id* id, const LocalDevice& device) {
   QpAttributes attrs;
+  // A UD id answers for INIT alone (cma_ib_init_qp_attr): the rest is the QP's own, RTR and
+  // RTS with nothing but a send PSN.
+  if (device.datagrams) {
+    attrs.init.qp_state = IBV_QPS_INIT;
+    if (rdma_init_qp_attr(id, &attrs.init, &attrs.init_mask) != 0) {
+      throw verbs::VerbsError("rdma_init_qp_attr(INIT)", errno);
+    }
+    return attrs;
+  }
   for (auto [attr, mask, state, name] :
        {std::tuple{&attrs.init, &attrs.init_mask, IBV_QPS_INIT, "INIT"},
         std::tuple{&attrs.rtr, &attrs.rtr_mask, IBV_QPS_RTR, "RTR"},
@@ -167,7 +178,7 @@ QpAttributes resolved(rdma_cm_id* id, bool infiniband) {
   }
   // librdmacm's own workaround (cma.c, ucma_modify_qp_rtr): the kernel may set mask bits 21-23,
   // which mean RoCE-only attributes, for an InfiniBand port.
-  if (infiniband) attrs.rtr_mask &= ~0xe00000;
+  if (device.infiniband) attrs.rtr_mask &= ~0xe00000;
   return attrs;
 }
 
@@ -225,7 +236,9 @@ rdma_conn_param connect_param(const ConnectParameters& ours, std::uint32_t qp_nu
 }  // namespace
 
 Acceptor::Acceptor(const sockaddr_storage& address, LocalDevice device)
-    : device_(std::move(device)), channel_(open_channel()), listener_(create_id(channel_.get())) {
+    : device_(std::move(device)),
+      channel_(open_channel()),
+      listener_(create_id(channel_.get(), device_.datagrams)) {
   auto bind_to = with_port(address, 0);
   const std::string where = address_text(reinterpret_cast<const sockaddr*>(&bind_to));
   if (rdma_bind_addr(listener_.get(), reinterpret_cast<sockaddr*>(&bind_to)) != 0) {
@@ -269,9 +282,12 @@ void Acceptor::accept(const std::vector<std::uint32_t>& qp_numbers, const Connec
     connections_.emplace_back(event->id);
     rdma_cm_id* id = event->id;
     RequestData data{};
-    const auto& conn = event->param.conn;
-    if (conn.private_data && conn.private_data_len >= sizeof(data)) {
-      std::memcpy(&data, conn.private_data, sizeof(data));
+    const void* private_data =
+        device_.datagrams ? event->param.ud.private_data : event->param.conn.private_data;
+    const std::size_t private_data_len =
+        device_.datagrams ? event->param.ud.private_data_len : event->param.conn.private_data_len;
+    if (private_data && private_data_len >= sizeof(data)) {
+      std::memcpy(&data, private_data, sizeof(data));
     }
     const std::uint64_t token = be64toh(data.token);
     const std::uint32_t index = be32toh(data.qp_index);
@@ -288,12 +304,14 @@ void Acceptor::accept(const std::vector<std::uint32_t>& qp_numbers, const Connec
       throw ProbeFailure("rdma_cm: the connection request came in through " + elsewhere,
                          FailureKind::kRejected);
     }
-    auto attributes = resolved(id, device_.infiniband);
+    auto attributes = resolved(id, device_);
     to_rts(index, attributes);
     auto param = connect_param(ours, qp_numbers[index]);
     if (rdma_accept(id, &param) != 0) throw verbs::VerbsError("rdma_accept", errno);
     taken[index] = true;
     accepted.push_back(id);
+    // The SIDR_REP that rdma_accept sent ends a UD exchange: no RTU, no ESTABLISHED here.
+    if (device_.datagrams) ++established;
   }
 }
 
@@ -306,7 +324,7 @@ void Connector::connect(const sockaddr_storage& peer, std::uint16_t port, std::u
   auto* target = reinterpret_cast<sockaddr*>(&destination);
   const std::string where = address_text(target);
   for (std::size_t q = 0; q < qp_numbers.size(); ++q) {
-    connections_.push_back(create_id(channel_.get()));
+    connections_.push_back(create_id(channel_.get(), device_.datagrams));
     rdma_cm_id* id = connections_.back().get();
     if (rdma_resolve_addr(id, nullptr, target, resolve_timeout_ms(wait)) != 0) {
       throw verbs::VerbsError("rdma_resolve_addr(" + where + ")", errno);
@@ -318,16 +336,17 @@ void Connector::connect(const sockaddr_storage& peer, std::uint16_t port, std::u
                              " (the route to the peer's address leaves through another device)",
                          FailureKind::kRejected);
     }
-    // As perftest -R: the TOS only when one is asked for, the ACK timeout always.
+    // As perftest -R: the TOS only when one is asked for, the ACK timeout always (RC).
     if (ours.type_of_service != 0) {
       std::uint8_t tos = ours.type_of_service;
       if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) != 0) {
         throw verbs::VerbsError("rdma_set_option(TOS)", errno);
       }
     }
+    // (A datagram is acknowledged by nothing: the CM refuses an ACK timeout for a UD id.)
     std::uint8_t ack_timeout = ours.ack_timeout;
-    if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
-                        sizeof(ack_timeout)) != 0) {
+    if (!device_.datagrams && rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                                              &ack_timeout, sizeof(ack_timeout)) != 0) {
       throw verbs::VerbsError("rdma_set_option(ACK_TIMEOUT)", errno);
     }
     if (rdma_resolve_route(id, resolve_timeout_ms(wait)) != 0) {
@@ -339,10 +358,22 @@ void Connector::connect(const sockaddr_storage& peer, std::uint16_t port, std::u
     param.private_data = &data;
     param.private_data_len = sizeof(data);
     if (rdma_connect(id, &param) != 0) throw verbs::VerbsError("rdma_connect", errno);
+    const std::string which =
+        "QP " + std::to_string(q + 1) + " of " + std::to_string(qp_numbers.size()) + " at " + where;
+    if (device_.datagrams) {
+      // The SIDR_REP: the responder's QP number and Q_Key, and the address vector the CM
+      // resolved to it (perftest's rdma_cm_establish_ud_connection).
+      auto event = expect(channel_.get(), id, RDMA_CM_EVENT_ESTABLISHED, wait,
+                          "the responder's SIDR_REP for " + which);
+      auto attributes = resolved(id, device_);
+      const rdma_ud_param& ud = event->param.ud;
+      attributes.datagram = DatagramPeer{ud.ah_attr, ud.qp_num, ud.qkey};
+      to_rts(q, attributes);
+      continue;
+    }
     expect(channel_.get(), id, RDMA_CM_EVENT_CONNECT_RESPONSE, wait,
-           "the responder's REP for QP " + std::to_string(q + 1) + " of " +
-               std::to_string(qp_numbers.size()) + " at " + where);
-    auto attributes = resolved(id, device_.infiniband);
+           "the responder's REP for " + which);
+    auto attributes = resolved(id, device_);
     to_rts(q, attributes);
     if (rdma_establish(id) != 0) throw verbs::VerbsError("rdma_establish", errno);
   }

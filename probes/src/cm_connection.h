@@ -2,7 +2,10 @@
 // peer's IP address to a path and carries QP numbers and PSNs in its REQ, REP and RTU; the QPs
 // stay the probe's own (rdma_cm's mode for QPs not created on the rdma_cm_id), so each side moves
 // them to RTS itself, with the attributes the CM resolved (rdma_init_qp_attr) and the spec's
-// knobs over them, as librdmacm does for QPs it owns (cma.c: ucma_modify_qp_rtr/rts).
+// knobs over them, as librdmacm does for QPs it owns (cma.c: ucma_modify_qp_rtr/rts). UD QPs are
+// "connected" as perftest -c UD -R connects them: in RDMA_PS_UDP, where rdma_connect is a SIDR
+// exchange (SIDR_REQ, SIDR_REP) that gives the initiator the responder's QP number, Q_Key and an
+// address vector to it, and each side's QP takes the Q_Key the CM gives (cma.c: ucma_init_ud_qp).
 #pragma once
 
 #include <rdma/rdma_cma.h>
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,10 +28,20 @@ using EventChannel =
 using Id = std::unique_ptr<rdma_cm_id, verbs::ReleasedBy<rdma_destroy_id>>;
 using Event = std::unique_ptr<rdma_cm_event, verbs::ReleasedBy<rdma_ack_cm_event>>;
 
-// What the CM resolved for one connection, as rdma_init_qp_attr gives it for each state.
+// The responder's UD QP as the initiator's SIDR exchange learned it (the ESTABLISHED event's
+// rdma_ud_param).
+struct DatagramPeer {
+  ibv_ah_attr address{};
+  std::uint32_t qp_number = 0;
+  std::uint32_t qkey = 0;
+};
+
+// What the CM resolved for one connection, as rdma_init_qp_attr gives it for each state. A UD
+// QP's are INIT's alone (port, P_Key entry, Q_Key), and on the initiator the peer it reaches.
 struct QpAttributes {
   ibv_qp_attr init{}, rtr{}, rts{};
   int init_mask = 0, rtr_mask = 0, rts_mask = 0;
+  std::optional<DatagramPeer> datagram = std::nullopt;
 };
 
 // Moves the probe's QP number `qp` (an index) to RTS with what the CM resolved for it.
@@ -57,6 +71,7 @@ struct LocalDevice {
   std::string name;
   std::uint8_t port = 1;
   bool infiniband = false;  // the port's link layer; RoCE otherwise
+  bool datagrams = false;   // the QPs are UD: RDMA_PS_UDP and SIDR, not RDMA_PS_TCP's REQ/REP/RTU
 };
 
 // The responder's end: listens at the address the control connection reached, on a port of its
@@ -68,7 +83,7 @@ class Acceptor {
   std::uint64_t token() const { return token_; }
   // Accepts one request for each of `qp_numbers` (the QP index travels in the request with the
   // token), moving each QP to RTS before the REP goes out, then waits until every connection is
-  // established (the initiator's RTU).
+  // established (the initiator's RTU; a SIDR_REP ends a UD exchange).
   void accept(const std::vector<std::uint32_t>& qp_numbers, const ConnectParameters& ours,
               const ToRts& to_rts, const Wait& wait);
 
@@ -87,7 +102,7 @@ class Connector {
   explicit Connector(LocalDevice device);
   // Resolves `peer` (its port replaced by the listener's) to a route through this side's
   // device, connects each of `qp_numbers` in turn, moves each QP to RTS on the REP, and
-  // completes it with the RTU.
+  // completes it with the RTU (UD: on the SIDR_REP, which needs none).
   void connect(const sockaddr_storage& peer, std::uint16_t port, std::uint64_t token,
                const std::vector<std::uint32_t>& qp_numbers, const ConnectParameters& ours,
                const ToRts& to_rts, const Wait& wait);

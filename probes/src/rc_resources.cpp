@@ -82,9 +82,8 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
       perftest_default_inline(device_attr.vendor_id, device_attr.vendor_part_id, spec.operation,
                               spec.test, spec.connection));
   const bool atomic = spec.operation == Operation::kAtomic;
-  if (atomic && device_attr.atomic_cap == IBV_ATOMIC_NONE) {
-    throw ProbeFailure(local.device + " does not execute atomic operations (atomic_cap NONE)",
-                       FailureKind::kRejected);
+  if (const auto atomics = verbs::check_atomics(device_attr, local.device); atomic && !atomics) {
+    throw ProbeFailure(atomics.error(), FailureKind::kRejected);
   }
   // The P_Key index against this port's own table, before anything is allocated: the initiator
   // checked it against its sysfs before queueing, the responder learns it from the spec.
@@ -108,7 +107,7 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
                              "is never used",
                          FailureKind::kRejected);
     }
-    destination_lid_ = spec.dlid;
+    destination_lid_ = static_cast<std::uint16_t>(*spec.dlid);
   }
 
   pd_.reset(ibv_alloc_pd(context_.get()));
@@ -171,10 +170,12 @@ RcResources::RcResources(const LocalPort& local, const ProbeSpec& spec, Side sid
     if (!qp) throw verbs::VerbsError("ibv_create_qp", errno);
 
     // A UD QP needs no peer to be ready: it goes to RTS at once, and its sends name their
-    // destination.
+    // destination. With rdma_cm it waits for the CM's Q_Key.
     if (ud) {
-      verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
-                          kProbeQkey, verbs::random_psn());
+      if (!spec.rdma_cm) {
+        verbs::ud_qp_to_rts(qp.get(), port_number_, static_cast<std::uint16_t>(spec.pkey_index),
+                            kProbeQkey, verbs::random_psn());
+      }
     } else {
       verbs::rc_qp_to_init(qp.get(), port_number_, remote_access(),
                            static_cast<std::uint16_t>(spec.pkey_index));
@@ -271,38 +272,38 @@ void RcResources::learn_peer(const protocol::QpInfo& remote) {
   }
   // Reads in flight: no more than the peer's QP accepts (all its QPs have the same limit).
   outstanding_reads_ = std::min(outstanding_reads_, remote.qps.front().max_rd_atomic);
-  for (const auto& peer : remote.qps) peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn});
+  for (const auto& peer : remote.qps) {
+    peers_.push_back(Peer{peer.addr, peer.rkey, peer.qpn, peer.lid, peer.gid});
+  }
   lane_ = Lane{spec_.sl, spec_.traffic_class, spec_.pkey_index};
 }
 
 void RcResources::connect(const protocol::QpInfo& remote) {
   learn_peer(remote);
+  const verbs::AddressLane lane{static_cast<std::uint8_t>(spec_.sl),
+                                static_cast<std::uint8_t>(spec_.traffic_class), destination_lid_};
   for (std::size_t q = 0; q < qps_.size(); ++q) {
     const auto& peer = remote.qps[q];
-    const auto lid = static_cast<std::uint16_t>(destination_lid_.value_or(peer.lid));
-    const verbs::RcPeer path{peer.qpn, peer.psn, lid, peer.gid, verbs::mtu_enum(path_mtu_)};
-    const auto sl = static_cast<std::uint8_t>(spec_.sl);
-    const auto traffic_class = static_cast<std::uint8_t>(spec_.traffic_class);
+    const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
     if (spec_.connection == Connection::kUd) {
       // The QP is in RTS already; its sends reach the peer through this handle.
-      ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, sl, traffic_class);
+      ibv_ah_attr attr = verbs::address_vector(port_, port_number_, path, lane);
       verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &attr));
       if (!ah) throw verbs::VerbsError("ibv_create_ah", errno);
       address_handles_.push_back(std::move(ah));
     } else if (spec_.connection == Connection::kUc) {
-      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], sl, traffic_class);
+      verbs::uc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], lane);
     } else {
       verbs::rc_qp_to_rts(qps_[q].get(), port_, port_number_, path, psns_[q], spec_.rc,
                           static_cast<std::uint8_t>(max_rd_atomic_),
-                          static_cast<std::uint8_t>(outstanding_reads_), sl, traffic_class);
+                          static_cast<std::uint8_t>(outstanding_reads_), lane);
     }
   }
   finish_connect();
 }
 
 protocol::CmListener RcResources::listen_for_connections(const sockaddr_storage& local_address) {
-  acceptor_.emplace(local_address, cm::LocalDevice{ibv_get_device_name(context_->device),
-                                                   port_number_, !port_.is_ethernet});
+  acceptor_.emplace(local_address, cm_device());
   return protocol::CmListener{acceptor_->port(), acceptor_->token()};
 }
 
@@ -321,8 +322,7 @@ void RcResources::connect_through_cm(const protocol::QpInfo& remote, const socka
                        FailureKind::kProtocol);
   }
   learn_peer(remote);
-  connector_.emplace(
-      cm::LocalDevice{ibv_get_device_name(context_->device), port_number_, !port_.is_ethernet});
+  connector_.emplace(cm_device());
   connector_->connect(
       peer, remote.cm->port, remote.cm->token, qp_numbers(), cm_parameters(),
       [this](std::size_t q, cm::QpAttributes& resolved) { to_rts_as_resolved(q, resolved); }, wait);
@@ -347,8 +347,17 @@ cm::ConnectParameters RcResources::cm_parameters() const {
   return parameters;
 }
 
+cm::LocalDevice RcResources::cm_device() const {
+  return cm::LocalDevice{ibv_get_device_name(context_->device), port_number_, !port_.is_ethernet,
+                         spec_.connection == Connection::kUd};
+}
+
 void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) {
   ibv_qp* qp = qps_[q].get();
+  if (spec_.connection == Connection::kUd) {
+    datagram_to_rts_as_resolved(q, resolved);
+    return;
+  }
   // INIT again, with the connection manager's P_Key entry and port; the access this side's
   // operations need on top of what the negotiated reads allow.
   resolved.init.qp_access_flags |= remote_access();
@@ -375,6 +384,34 @@ void RcResources::to_rts_as_resolved(std::size_t q, cm::QpAttributes& resolved) 
   lane_ = Lane{rtr.ah_attr.sl, rtr.ah_attr.is_global ? rtr.ah_attr.grh.traffic_class : 0u,
                resolved.init.pkey_index};
   if (rtr.ah_attr.is_global) port_.gid_index = rtr.ah_attr.grh.sgid_index;
+}
+
+// The CM's Q_Key, port and P_Key entry for the QP, as librdmacm's ucma_init_ud_qp gives its own
+// UD QPs; both sides' ids are RDMA_PS_UDP ones, whose Q_Key is the same. The initiator sends
+// through the address vector the SIDR_REP brought. The responder's replies (send_lat) go to the
+// address the initiator announced on the control channel: a SIDR_REQ carries no QP number and no
+// path back (perftest's client sends its QP number in a first datagram instead).
+void RcResources::datagram_to_rts_as_resolved(std::size_t q, const cm::QpAttributes& resolved) {
+  const ibv_qp_attr& init = resolved.init;
+  verbs::ud_qp_to_rts(qps_[q].get(), init.port_num, init.pkey_index, init.qkey, psns_[q]);
+  remote_qkey_ = resolved.datagram ? resolved.datagram->qkey : init.qkey;
+  ibv_ah_attr address{};
+  if (resolved.datagram) {
+    address = resolved.datagram->address;
+    peers_[q].qpn = resolved.datagram->qp_number;
+  } else {
+    const auto& peer = peers_[q];
+    const verbs::RcPeer path{peer.qpn, 0, peer.lid, peer.gid, verbs::mtu_enum(path_mtu_)};
+    address =
+        verbs::address_vector(port_, port_number_, path,
+                              {.traffic_class = static_cast<std::uint8_t>(spec_.traffic_class)});
+  }
+  verbs::AddressHandle ah(ibv_create_ah(pd_.get(), &address));
+  if (!ah) throw verbs::VerbsError("ibv_create_ah (rdma_cm)", errno);
+  address_handles_.resize(qps_.size());
+  address_handles_[q] = std::move(ah);
+  lane_ = Lane{address.sl, address.is_global ? address.grh.traffic_class : 0u, init.pkey_index};
+  if (address.is_global) port_.gid_index = address.grh.sgid_index;
 }
 
 void RcResources::finish_connect() {
@@ -439,7 +476,7 @@ void RcResources::post(std::size_t qp, std::uint32_t count, std::uint64_t posted
       } else if (spec_.connection == Connection::kUd) {
         wr.wr.ud.ah = address_handles_[qp].get();
         wr.wr.ud.remote_qpn = peers_[qp].qpn;
-        wr.wr.ud.remote_qkey = kProbeQkey;
+        wr.wr.ud.remote_qkey = remote_qkey_;
       }
     }
     const std::uint64_t number = posted_before + i + 1;

@@ -3,6 +3,7 @@
 // and the posting and polling primitives the data loops (rc_session.h) are built from.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -99,7 +100,10 @@ class RcResources {
   // A QP from INIT to RTS as the connection manager resolved its path, with the spec's knobs
   // (MTU, RC timers and retries, reads in flight) over it.
   void to_rts_as_resolved(std::size_t qp, cm::QpAttributes& resolved);
+  // A UD QP's: the CM's Q_Key, and an address handle to the peer's QP.
+  void datagram_to_rts_as_resolved(std::size_t qp, const cm::QpAttributes& resolved);
   cm::ConnectParameters cm_parameters() const;
+  cm::LocalDevice cm_device() const;
   std::vector<std::uint32_t> qp_numbers() const;
   // What the peer may do to this side's QPs: RC takes reads, atomic probes atomics.
   unsigned remote_access() const;
@@ -114,6 +118,8 @@ class RcResources {
     std::uint64_t addr = 0;
     std::uint32_t rkey = 0;
     std::uint32_t qpn = 0;
+    std::uint16_t lid = 0;
+    std::array<std::uint8_t, 16> gid{};
   };
 
   // Piece k of a receive scattered over n pieces: where it starts in the message and where it is
@@ -190,12 +196,14 @@ class RcResources {
   std::vector<verbs::QueuePair> qps_;
   // UD: one address handle per QP, to its peer QP; destroyed before the PD.
   std::vector<verbs::AddressHandle> address_handles_;
+  // The Q_Key of the peer's UD QPs: perftest's, or with rdma_cm the one the CM gave.
+  std::uint32_t remote_qkey_ = kProbeQkey;
   std::vector<std::uint32_t> psns_;
   std::vector<Peer> peers_;
   std::uint32_t path_mtu_ = 0;
   Lane lane_;
   // The initiator's --dlid, which replaces the LID the responder announced.
-  std::optional<std::uint32_t> destination_lid_;
+  std::optional<std::uint16_t> destination_lid_;
   // spec.rdma_cm: the connections stay for the session, and go (with a DREQ to the peer)
   // before the QPs.
   std::optional<cm::Acceptor> acceptor_;

@@ -259,10 +259,11 @@ void check_transport(const ProbeSpec& spec, Violations& out) {
     out.push_back("rc timeout, retry_count, rnr_retry and min_rnr_timer apply to RC: a " + name +
                   " QP waits for no acknowledgement and retries nothing");
   }
-  if (spec.rdma_cm) {
+  if (spec.rdma_cm && spec.connection == Connection::kUc) {
     out.push_back("rdma_cm over " + name +
-                  ": the connection manager connects RC QPs here; UC and UD exchange their QP "
-                  "numbers over the control channel");
+                  ": the connection manager connects RC QPs and reaches UD ones by SIDR; UC "
+                  "exchanges its QP numbers over the control channel (perftest: UC is not "
+                  "supported in librdmacm)");
   }
 }
 

@@ -157,6 +157,12 @@ RegisteredBuffer register_buffer(ibv_pd* pd, std::size_t size, int extra_access)
   return buffer;
 }
 
+std::expected<void, std::string> check_atomics(const ibv_device_attr& attr,
+                                               const std::string& device) {
+  if (attr.atomic_cap != IBV_ATOMIC_NONE) return {};
+  return std::unexpected(device + " does not execute atomic operations (atomic_cap NONE)");
+}
+
 // Drawn from the system's source for each queue pair: a thread_local std::mt19937 would be 5 KB
 // of static TLS that glibc clears in every thread the exporter starts (about 80).
 std::uint32_t random_psn() {
@@ -203,19 +209,19 @@ void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
 }
 
 ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                           std::uint8_t sl, std::uint8_t traffic_class) {
+                           const AddressLane& lane) {
   ibv_ah_attr ah{};
-  ah.dlid = peer.lid;
+  ah.dlid = lane.dlid.value_or(peer.lid);
   ah.port_num = port_number;
   // rxe ignores the SL (its packets carry no VL, and it maps no priority from it).
-  ah.sl = sl;
+  ah.sl = lane.sl;
   // RoCE always routes by GID; InfiniBand needs the GRH only across subnets.
   if (port.is_ethernet) {
     ah.is_global = 1;
     std::memcpy(ah.grh.dgid.raw, peer.gid.data(), peer.gid.size());
     ah.grh.sgid_index = static_cast<std::uint8_t>(port.gid_index);
     ah.grh.hop_limit = 64;
-    ah.grh.traffic_class = traffic_class;
+    ah.grh.traffic_class = lane.traffic_class;
   }
   return ah;
 }
@@ -246,19 +252,18 @@ void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index
   modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "UD RTS");
 }
 
-namespace {
-
-// RTR's path to the peer, common to RC and UC.
-ibv_qp_attr ready_to_receive(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                             std::uint8_t sl, std::uint8_t traffic_class) {
+ibv_qp_attr rtr_attributes(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                           const AddressLane& lane) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = peer.path_mtu;
   attr.dest_qp_num = peer.qpn;
   attr.rq_psn = peer.psn;
-  attr.ah_attr = address_vector(port, port_number, peer, sl, traffic_class);
+  attr.ah_attr = address_vector(port, port_number, peer, lane);
   return attr;
 }
+
+namespace {
 
 constexpr int kPathMask =
     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -266,8 +271,8 @@ constexpr int kPathMask =
 }  // namespace
 
 void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                  std::uint32_t sq_psn, std::uint8_t sl, std::uint8_t traffic_class) {
-  ibv_qp_attr attr = ready_to_receive(port, port_number, peer, sl, traffic_class);
+                  std::uint32_t sq_psn, const AddressLane& lane) {
+  ibv_qp_attr attr = rtr_attributes(port, port_number, peer, lane);
   modify_qp(qp, attr, kPathMask, "RTR");
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
@@ -277,8 +282,8 @@ void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, c
 
 void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
-                  std::uint8_t max_rd_atomic, std::uint8_t sl, std::uint8_t traffic_class) {
-  ibv_qp_attr attr = ready_to_receive(port, port_number, peer, sl, traffic_class);
+                  std::uint8_t max_rd_atomic, const AddressLane& lane) {
+  ibv_qp_attr attr = rtr_attributes(port, port_number, peer, lane);
   attr.max_dest_rd_atomic = max_dest_rd_atomic;
   attr.min_rnr_timer = static_cast<std::uint8_t>(rc.min_rnr_timer);
   modify_qp(qp, attr, kPathMask | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");

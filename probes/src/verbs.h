@@ -8,7 +8,9 @@
 
 #include <array>
 #include <cstdint>
+#include <expected>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -78,6 +80,12 @@ std::string_view qp_state_name(ibv_qp_state state);
 // ibv_modify_qp, or a VerbsError naming `step` (the state asked for).
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* step);
 
+// Nothing when the device executes atomic operations (atomic_cap IBV_ATOMIC_HCA or
+// IBV_ATOMIC_GLOB), else why `device` refuses an atomic run. perftest does not ask: its atomics
+// fail at the post or in a completion.
+std::expected<void, std::string> check_atomics(const ibv_device_attr& attr,
+                                               const std::string& device);
+
 // An RC QP from RESET to INIT on `port_number`, with `access` for the peer's requests, using
 // entry `pkey_index` of the port's P_Key table (perftest's --pkey_index, 0 by default).
 void rc_qp_to_init(ibv_qp* qp, std::uint8_t port_number, unsigned access,
@@ -92,19 +100,33 @@ struct RcPeer {
   ibv_mtu path_mtu = IBV_MTU_1024;
 };
 
+// The lane of an address vector, as perftest's -S, --tclass and --dlid: `sl` its service level,
+// `traffic_class` the GRH's (on RoCE v2 the IP TOS byte; InfiniBand within a subnet sends no
+// GRH, so no traffic class), `dlid` the LID to send to instead of the peer's own (InfiniBand).
+struct AddressLane {
+  std::uint8_t sl = 0;
+  std::uint8_t traffic_class = 0;
+  std::optional<std::uint16_t> dlid = {};
+};
+
 // An RC QP from INIT through RTR to RTS against `peer`, sending from `sq_psn`: the path over
-// `port` (by GID on RoCE, by LID on InfiniBand), the spec's RC timers, and the RDMA reads in
-// flight each way (`max_dest_rd_atomic` the peer's to us, `max_rd_atomic` ours to it). `sl` is
-// the address vector's service level, `traffic_class` the GRH's (on RoCE v2 the IP TOS byte),
-// as perftest's -S and --tclass; InfiniBand within a subnet sends no GRH, so no traffic class.
+// `port` (rtr_attributes), the spec's RC timers, and the RDMA reads in flight each way
+// (`max_dest_rd_atomic` the peer's to us, `max_rd_atomic` ours to it).
 void rc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
                   std::uint32_t sq_psn, const RcKnobs& rc, std::uint8_t max_dest_rd_atomic,
-                  std::uint8_t max_rd_atomic, std::uint8_t sl = 0, std::uint8_t traffic_class = 0);
+                  std::uint8_t max_rd_atomic, const AddressLane& lane = {});
 
 // The address vector to `peer` over `port`, as an RC or UC QP's path and a UD address handle
-// both use it: by GID on RoCE (with the traffic class in the GRH), by LID on InfiniBand.
+// both use it: by GID on RoCE (with the traffic class in the GRH), by LID on InfiniBand, the
+// lane's dlid when it has one (perftest's ctx_modify_qp_to_rtr: `user_param->dlid ?
+// user_param->dlid : dest->lid`, for its UD address handles too).
 ibv_ah_attr address_vector(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                           std::uint8_t sl, std::uint8_t traffic_class);
+                           const AddressLane& lane);
+
+// RTR's attributes for an RC or UC QP (ibv_modify_qp with IBV_QP_AV, _PATH_MTU, _DEST_QPN and
+// _RQ_PSN): the address vector to `peer`, its QP number and first PSN, the path MTU.
+ibv_qp_attr rtr_attributes(const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
+                           const AddressLane& lane);
 
 // The sender's GID from the 40 bytes ahead of a UD payload (a receive with IBV_WC_GRH). An
 // InfiniBand or RoCE v2/IPv6 GRH (IP version 6) has it at bytes 8..23; for RoCE v2 over IPv4 the
@@ -119,7 +141,7 @@ void ud_qp_to_rts(ibv_qp* qp, std::uint8_t port_number, std::uint16_t pkey_index
 // A UC QP from INIT through RTR to RTS: the same path as rc_qp_to_rts, without what only a
 // reliable connection has (ACK timeout, retries, RNR timer, reads and atomics in flight).
 void uc_qp_to_rts(ibv_qp* qp, const PortFacts& port, std::uint8_t port_number, const RcPeer& peer,
-                  std::uint32_t sq_psn, std::uint8_t sl, std::uint8_t traffic_class);
+                  std::uint32_t sq_psn, const AddressLane& lane);
 
 // Page-aligned, zeroed memory registered for local and remote access.
 struct RegisteredBuffer {

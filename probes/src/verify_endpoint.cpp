@@ -71,7 +71,7 @@ Endpoint::Endpoint(const LocalPort& local, const ProbeSpec& spec, bool initiator
   if (const int rc = ibv_query_device(context_.get(), &device_attr); rc != 0) {
     throw verbs::VerbsError("ibv_query_device", rc);
   }
-  atomics_supported_ = device_attr.atomic_cap != IBV_ATOMIC_NONE;
+  atomics_supported_ = verbs::check_atomics(device_attr, local_.device).has_value();
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) throw verbs::VerbsError("ibv_alloc_pd", errno);
   buffer_ = verbs::register_buffer(
@@ -140,7 +140,7 @@ void Endpoint::connect(std::size_t q, const protocol::QpEndpoint& peer) {
   const verbs::RcPeer path{peer.qpn, peer.psn, peer.lid, peer.gid,
                            verbs::mtu_enum(std::min(peer.mtu, spec_.mtu ? *spec_.mtu : port_mtu))};
   if (datagrams()) {
-    ibv_ah_attr attr = verbs::address_vector(port_, local_.port, path, 0, 0);
+    ibv_ah_attr attr = verbs::address_vector(port_, local_.port, path, {});
     qps_[q].ah.reset(ibv_create_ah(pd_.get(), &attr));
     if (!qps_[q].ah) throw verbs::VerbsError("ibv_create_ah", errno);
     qps_[q].remote_qpn = peer.qpn;

@@ -2,6 +2,7 @@
 // against a responder and prints its figures the way perftest does, `verify` runs the two-sided
 // verification suite against a responder and prints its table.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -51,11 +52,12 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
     return value ? std::to_string(static_cast<long long>(*value)) : std::string("unknown");
   };
   std::printf(
-      "used tx_depth=%u cq_moderation=%u post_list=%u inline_size=%u relaxed_ordering=%d "
+      "used tx_depth=%u rx_depth=%u cq_moderation=%u post_list=%u inline_size=%u "
+      "relaxed_ordering=%d "
       "outstanding_reads=%u peer_gid_index=%d peer_numa_node=%d peer_inline_size=%s "
       "peer_relaxed_ordering=%s post_calls=%llu completions=%llu completion_mode=%s "
       "cq_events=%llu\n",
-      spec.tx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
+      spec.tx_depth, spec.rx_depth, outcome.cq_moderation, spec.post_list, outcome.inline_size,
       outcome.relaxed_ordering ? 1 : 0, outcome.outstanding_reads, outcome.peer_gid_index,
       outcome.peer_numa_node, unless_unset(outcome.peer_inline_size).c_str(),
       unless_unset(outcome.peer_relaxed_ordering).c_str(),
@@ -81,6 +83,14 @@ void print(const ProbeOutcome& outcome, const PrintOptions& options) {
                   d.priority ? (" priority=" + std::to_string(*d.priority)).c_str() : "");
     }
   }
+  // Said even when none: 0 is a netdev that counts nothing by priority (virtio_net, rxe's) or an
+  // InfiniBand port, so a lane's priority cannot be read from this run's deltas.
+  auto by_priority = [](const std::vector<CounterDelta>& deltas) {
+    return std::ranges::count_if(deltas,
+                                 [](const CounterDelta& d) { return d.priority.has_value(); });
+  };
+  std::printf("priority_counters local=%td peer=%td\n", by_priority(outcome.local_deltas),
+              by_priority(outcome.peer_deltas));
   for (const auto& fabric_port : outcome.fabric_deltas) {
     for (const auto& d : fabric_port.deltas) {
       if (d.status == DeltaStatus::kValid && d.delta.value_or(0) == 0) continue;

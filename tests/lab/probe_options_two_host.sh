@@ -20,11 +20,17 @@
 #   SEND_ONLY / RDMA_WRITE_ONLY packets that the responder acknowledges with nothing, where RC's
 #   are answered with ACKs; -c UD sends one UD SEND_ONLY datagram per message, its size cut to
 #   the path MTU as perftest cuts it.
+# - the receive depth over UC and UD: a send run of 1000 messages posts 1000 receives before the
+#   first arrives, as ib_send_bw's RX depth says perftest does; the responder, frozen from the
+#   first datagram on, still receives them all (rxe's rdma_recvs), and only 512 + those before the
+#   freeze with --rx-depth 512.
 # - rdma_cm (-R): the connection manager's REQ, REP and RTU, one each per QP, counted by both
 #   ports' CM message counters (and none for a run without -R); its MADs on the link (RoCE v2
 #   packets to QP 1); the traffic class routed by: with --tclass 106 every data packet and ACK
 #   carries TOS 106; an address that is not on the RDMA device refused with the reason, where
 #   the QP exchange connects through it; the knobs the CM decides (-S) refused.
+# - rdma_cm over UD (-c UD -R), as perftest: one SIDR_REQ and SIDR_REP per QP, by the CM counters
+#   and on the link, datagrams with the TOS routed by, send_lat's round trips; UC refused.
 #
 # Environment: see lab-common.sh; IBPROBE_PROBE is the ibprobe_probe binary.
 
@@ -229,6 +235,17 @@ check_lane() {
         (($(tos_count "$counts" "$src" != 106) == 0)) || fail "--tclass 106: packets from the $which with another TOS: $counts"
     done
     note "--tclass 106: RoCE v2 packets (source TOS count): $(tr '\n' ';' <<<"$counts")"
+    # Which priority the lane moved on is not to be read here: virtio_net counts nothing by
+    # priority (its ethtool -S is per queue), and the run says it has no such counter.
+    local host stats
+    for host in A B; do
+        stats=$(lab exec --timeout 60 "$host" -- ethtool -S eth0) || fail "ethtool -S eth0 in VM $host: $stats"
+        grep -qE '^ *[a-z_.]*(prio|pri|priority_)[0-7](_[a-z_.]*)?: ' <<<"$stats" \
+            && fail "VM $host's eth0 counts by priority, which this check assumes it does not: $stats"
+    done
+    grep -q '^priority_counters local=0 peer=0$' <<<"$out" \
+        || fail "--tclass 106 over virtio_net: per-priority counters are not reported as absent: $out"
+    note "--tclass 106: $(grep '^priority_counters' <<<"$out") (virtio_net's ethtool -S has $(grep -c ': ' <<<"$stats") statistics, none per priority)"
     out=$(captured_run "$dir/default.pcap" -t write_bw -n 200) || exit 1
     grep -q '^lane sl=0 traffic_class=0 pkey_index=0$' <<<"$out" || fail "the default lane is not reported: $out"
     counts=$(roce_tos_counts "$dir/default.pcap")
@@ -269,12 +286,89 @@ cm_messages() { # A|B tx|rx
         echo \$(cat req) \$(cat rep) \$(cat rtu)"
 }
 
-# The difference of two "REQ REP RTU" readings.
+# "SIDR_REQ SIDR_REP REQ" messages a VM's rxe0 port sent (tx) or received (rx).
+sidr_messages() { # A|B tx|rx
+    lab exec --timeout 60 "$1" -- sh -c "cd /sys/class/infiniband/rxe0/ports/1/cm_$2_msgs && \
+        echo \$(cat sidr_req) \$(cat sidr_rep) \$(cat req)"
+}
+
+# The difference of two readings of three counters.
 cm_delta() { # BEFORE AFTER
     local -a before after
     read -ra before <<<"$1"
     read -ra after <<<"$2"
     echo "$((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2]))"
+}
+
+# "SRC ATTRIBUTE COUNT" of the CM MADs (RoCE v2 to QP 1, management class 7) in a pcap file, by
+# MAD attribute ID: 0x10 REQ, 0x13 REP, 0x14 RTU, 0x17 SIDR_REQ, 0x18 SIDR_REP.
+cm_mad_attributes() { # PCAP
+    python3 - "$1" <<'PY'
+import collections, struct, sys
+data = open(sys.argv[1], "rb").read()
+order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+counts = collections.Counter()
+offset = 24
+while offset + 16 <= len(data):
+    caplen = struct.unpack_from(order + "IIII", data, offset)[2]
+    frame = data[offset + 16:offset + 16 + caplen]
+    offset += 16 + caplen
+    if len(frame) < 14 + 20 + 8 + 12 + 8 + 24 or frame[12:14] != b"\x08\x00":
+        continue
+    ip = frame[14:]
+    header = (ip[0] & 0x0F) * 4
+    if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
+        continue
+    bth = ip[header + 8:]
+    if int.from_bytes(bth[5:8], "big") != 1:
+        continue
+    mad = bth[12 + 8:]  # behind the BTH and the DETH
+    if mad[1] == 7:
+        counts[(".".join(map(str, ip[12:16])), "0x%02x" % struct.unpack_from(">H", mad, 16)[0])] += 1
+for (src, attribute), n in sorted(counts.items()):
+    print(src, attribute, n)
+PY
+}
+
+# UD over rdma_cm, as perftest -c UD -R: each QP is reached by a SIDR exchange (a SIDR_REQ from
+# the initiator, a SIDR_REP with the responder's QP number and Q_Key), counted by both ports' CM
+# counters and seen on the link as CM MADs, with no REQ/REP/RTU; the datagrams then go with the
+# TOS the CM routes by. UC with -R stays refused, as perftest refuses it.
+check_rdma_cm_datagrams() {
+    local dir out counts mads a b a_rx a_tx b_rx b_tx rc=0
+    dir=$(mktemp -d)
+    a=$(lab addr A)
+    b=$(lab addr B)
+    a_rx=$(sidr_messages A rx) a_tx=$(sidr_messages A tx) b_rx=$(sidr_messages B rx) b_tx=$(sidr_messages B tx)
+    out=$(captured_unreliable_run "$dir/ud-cm.pcap" -t send_bw -c UD -n 200 -q 2 -R --tclass 106) || exit 1
+    grep -q '^probe send_bw .* connection=UD connected_by=rdma_cm$' <<<"$out" || fail "-c UD -R: not connected by rdma_cm: $out"
+    grep -q '^lane sl=0 traffic_class=106 pkey_index=0$' <<<"$out" || fail "-c UD -R --tclass 106: lane not reported: $out"
+    grep -q '^delivery sent=400 received=400 lost=0$' <<<"$out" || fail "-c UD -R -q 2 -n 200: not every datagram received: $out"
+    # SIDR_REQ SIDR_REP REQ: one SIDR exchange per QP, and no connection of RC's kind.
+    [[ $(cm_delta "$b_tx" "$(sidr_messages B tx)") == "2 0 0" ]] || fail "-c UD -R -q 2: initiator's CM tx (SIDR_REQ SIDR_REP REQ) moved by $(cm_delta "$b_tx" "$(sidr_messages B tx)"), expected 2 0 0"
+    [[ $(cm_delta "$a_rx" "$(sidr_messages A rx)") == "2 0 0" ]] || fail "-c UD -R -q 2: responder's CM rx moved by $(cm_delta "$a_rx" "$(sidr_messages A rx)"), expected 2 0 0"
+    [[ $(cm_delta "$a_tx" "$(sidr_messages A tx)") == "0 2 0" ]] || fail "-c UD -R -q 2: responder's CM tx moved by $(cm_delta "$a_tx" "$(sidr_messages A tx)"), expected 0 2 0"
+    [[ $(cm_delta "$b_rx" "$(sidr_messages B rx)") == "0 2 0" ]] || fail "-c UD -R -q 2: initiator's CM rx moved by $(cm_delta "$b_rx" "$(sidr_messages B rx)"), expected 0 2 0"
+    mads=$(cm_mad_attributes "$dir/ud-cm.pcap")
+    awk -v b="$b" '$1 == b && $2 == "0x17" { n += $3 } END { exit !(n >= 2) }' <<<"$mads" || fail "-c UD -R -q 2: fewer than 2 SIDR_REQ MADs from B on the link: $mads"
+    awk -v a="$a" '$1 == a && $2 == "0x18" { n += $3 } END { exit !(n >= 2) }' <<<"$mads" || fail "-c UD -R -q 2: fewer than 2 SIDR_REP MADs from A on the link: $mads"
+    awk '$2 != "0x17" && $2 != "0x18" { exit 1 }' <<<"$mads" || fail "-c UD -R: CM MADs other than SIDR on the link: $mads"
+    counts=$(roce_packets "$dir/ud-cm.pcap")
+    # UD SEND_ONLY (100) datagrams from B to the probe's QPs (not the CM's QP 1), every one with
+    # TOS 106.
+    awk -v b="$b" '$1 == b && $3 != 1 && $4 == 100 { n += $5; if ($2 != 106) bad += $5 } END { exit !(n == 400 && bad == 0) }' <<<"$counts" \
+        || fail "-c UD -R --tclass 106: not 400 UD datagrams from B, all with TOS 106: $counts"
+    note "send_bw -c UD -R -q 2 --tclass 106: CM MADs (source attribute count) $(tr '\n' ';' <<<"$mads") SIDR_REQ/SIDR_REP 2/2 on both ports; $(grep '^delivery' <<<"$out")"
+    rm -rf "$dir"
+    out=$(run_unreliable -t send_lat -c UD -n 200 -R) || fail "send_lat -c UD -R failed: $out"
+    grep -q '^probe send_lat .* connection=UD connected_by=rdma_cm$' <<<"$out" || fail "send_lat -c UD -R: not connected by rdma_cm: $out"
+    positive_number "$(field "$out" t_typical_usec)" || fail "send_lat -c UD -R measured no round trip: $out"
+    positive_number "$(field "$out" samples)" || fail "send_lat -c UD -R: no samples: $out"
+    note "send_lat -c UD -R: $(grep -o 't_typical_usec=[0-9.]* .*samples=[0-9]*' <<<"$out")"
+    out=$(run_unreliable -t send_bw -c UC -n 200 -R 2>&1) || rc=$?
+    ((rc == 2)) || fail "-c UC -R: exit $rc, expected 2: $out"
+    grep -q 'rdma_cm over UC: .*perftest: UC is not supported in librdmacm' <<<"$out" || fail "-c UC -R refused without the reason: $out"
+    [[ -z $(lab_probe_resources B) ]] || fail "UD over rdma_cm left resources: $(lab_probe_resources B)"
 }
 
 check_rdma_cm() {
@@ -401,6 +495,82 @@ PY
     rm -rf "$dir"
 }
 
+# The "RX depth" an ib_send_bw server in VM A prints for ARGS (its client in VM B).
+perftest_rx_depth() { # ARGS...
+    local job out
+    job=$(lab spawn --timeout 120 A -- ib_send_bw -d rxe0 -x "$(lab gid A)" "$@") \
+        || fail "cannot start ib_send_bw $* in VM A"
+    lab_wait_listen A 18515
+    out=$(lab exec --timeout 120 B -- ib_send_bw -d rxe0 -x "$(lab gid B)" "$@" "$(lab addr A)" 2>&1) \
+        || { lab kill A "$job" >/dev/null 2>&1; fail "ib_send_bw $* failed: $out"; }
+    out=$(lab wait --timeout 60 A "$job") || fail "ib_send_bw $* server failed: $out"
+    sed -n 's/^ *RX depth *: *\([0-9]*\).*/\1/p' <<<"$out"
+}
+
+# Freezes the responder in VM A (SIGSTOP) at the first RoCE packet VM A's rxe0 receives after
+# this returns, until MESSAGES more have arrived (or 20 s passed); prints, when `lab wait A
+# freezer` returns, "before=N": the packets that arrived before the freeze.
+freeze_responder_at_first_packet() { # MESSAGES
+    # shellcheck disable=SC2016  # expanded in the VM
+    lab spawn --name freezer A -- sh -c '
+        pid=$(pgrep -f -x "[^ ]*/ibprobe_probe serve -d rxe0 --listen :$1")
+        [ -n "$pid" ] || { echo "no responder"; exit 1; }
+        c=/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts
+        base=$(cat $c)
+        echo armed
+        until [ "$(cat $c)" -gt "$base" ]; do sleep 0.005; done
+        kill -STOP $pid
+        before=$(($(cat $c) - base))
+        end=$(($(date +%s) + 20))
+        until [ "$(cat $c)" -ge $((base + $2)) ] || [ "$(date +%s)" -ge $end ]; do sleep 0.05; done
+        kill -CONT $pid
+        echo before=$before' freezer "$RESPONDER_PORT" "$1" >/dev/null || fail "cannot start the freezer in VM A"
+    local deadline=$((SECONDS + 30))
+    until lab output A freezer | grep -q armed; do
+        ((SECONDS < deadline)) || fail "the freezer did not arm: $(lab output A freezer)"
+        sleep 0.2
+    done
+}
+
+# perftest's receive depth over UC and UD (force_dependecies in perftest_parameters.c): in
+# iteration mode a send run's default depth (DEF_RX_SEND, 512) becomes min(iterations,
+# UC_MAX_RX 16000), a receive for every message, posted before the first arrives. The responder
+# is frozen from the first datagram on until all have arrived, so it posts nothing meanwhile:
+# every message that finds a receive (rxe's rdma_recvs, the delivery line) found one posted
+# before the run. 1000 messages at 200/s, so that the freeze comes long before 1000 - 512 have
+# arrived and perftest's 512 could not pass; --rx-depth 512 shows the same freeze costs messages.
+check_unreliable_receive_depth() {
+    local out transport expected received before args source
+    for args in "-c UD" "-c UC" "-c UD --rx-depth 512"; do
+        transport=${args:3:2}
+        if [[ $args == *--rx-depth* ]]; then
+            expected=512 source="asked for"
+        else
+            source="ib_send_bw's RX depth"
+            expected=$(perftest_rx_depth -c "$transport" -n 1000 -s 1024)
+            ((expected == 1000)) || fail "ib_send_bw -c $transport -n 1000 posts $expected receives, not one per message"
+        fi
+        freeze_responder_at_first_packet 1000
+        # shellcheck disable=SC2086  # ARGS are words
+        out=$(run_unreliable -t send_bw $args -n 1000 -s 1024 --rate-limit 200 --rate-units pps) \
+            || { lab kill A freezer >/dev/null 2>&1; fail "send_bw $args failed: $out"; }
+        before=$(lab wait --timeout 60 A freezer | sed -n 's/^before=//p')
+        [[ -n $before ]] || fail "send_bw $args: the freezer did not report"
+        ((before < 1000 - 512)) || fail "send_bw $args: the responder froze only after $before of 1000 messages"
+        expect_field "$out" rx_depth "$expected" "send_bw $args -n 1000"
+        received=$(sed -n 's/^delta side=peer counter=hw_counters\/rdma_recvs status=valid value=\([0-9]*\).*/\1/p' <<<"$out")
+        grep -q "^delivery sent=1000 received=$received " <<<"$out" \
+            || fail "send_bw $args: the delivery line disagrees with rxe's rdma_recvs $received: $out"
+        if ((expected == 1000)); then
+            ((received == 1000)) || fail "send_bw $args: $received of 1000 messages found a receive while the responder was frozen after $before"
+        else
+            ((received <= 512 + before && received < 1000)) \
+                || fail "send_bw $args: $received messages found a receive with 512 posted, frozen after $before"
+        fi
+        note "send_bw $args -n 1000: rx_depth=$expected ($source), responder frozen after $before packets, $received received"
+    done
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -414,7 +584,9 @@ main() {
     check_latency_duration
     check_lane
     check_transport
+    check_unreliable_receive_depth
     check_rdma_cm
+    check_rdma_cm_datagrams
 }
 
 main "$@"

@@ -93,6 +93,60 @@ TEST(CounterSnapshot, ARocePortHoldsItsNetdevsPerPriorityStatistics) {
   EXPECT_EQ(collectors::priority_of("hw_counters/tx_prio3_pause"), std::nullopt);
 }
 
+// mlx5's statistics as its ethtool -S names them (drivers/net/ethernet/mellanox/mlx5/core/
+// en_stats.c): per priority 0-7 pport_per_prio_traffic_stats_desc, pport_per_tc_prio_stats_desc
+// and pport_per_tc_congest_prio_stats_desc, pport_per_prio_pfc_stats_desc's "rx_%s_pause"...
+// with "prio%d" (priorities with PFC) or "global" (link pause); and some without a priority:
+// the PFC storm counters, the physical port's, the per-channel ones ("rx%d_", "tx%d_", "ch%d_").
+TEST(CounterSnapshot, Mlx5sPerPriorityStatisticsAsEnStatsNamesThem) {
+  collectors::EthtoolStatistics statistics;
+  std::map<std::string, std::pair<std::uint32_t, std::string>> expected;
+  for (std::uint32_t prio = 0; prio < 8; ++prio) {
+    const std::string p = "prio" + std::to_string(prio);
+    for (const auto& [format, counter_class] :
+         std::initializer_list<std::pair<std::string, std::string>>{
+             {"rx_%_bytes", "informative"},
+             {"rx_%_packets", "informative"},
+             {"rx_%_discards", "error"},
+             {"tx_%_bytes", "informative"},
+             {"tx_%_packets", "informative"},
+             {"rx_%_buf_discard", "error"},
+             {"rx_%_cong_discard", "error"},
+             {"rx_%_marked", "congestion"},
+             {"rx_%_pause", "congestion"},
+             {"rx_%_pause_duration", "congestion"},
+             {"tx_%_pause", "congestion"},
+             {"tx_%_pause_duration", "congestion"},
+             {"rx_%_pause_transition", "congestion"}}) {
+      const std::string name =
+          format.substr(0, format.find('%')) + p + format.substr(format.find('%') + 1);
+      statistics.emplace_back(name, 100 + prio);
+      expected[name] = {prio, counter_class};
+    }
+  }
+  for (const auto* name :
+       {"rx_global_pause", "tx_global_pause_duration", "rx_global_pause_transition",
+        "tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_pause_ctrl_phy",
+        "rx_discards_phy", "rx3_packets", "tx3_bytes", "rx3_xdp_drop", "ch3_events",
+        "rx_vport_rdma_unicast_bytes", "tx_bytes_phy", "rx_prio_bytes"}) {
+    statistics.emplace_back(name, 7);
+  }
+  // The RoCE port's shape does not matter: the selection reads only its netdev's names.
+  SysfsTree tree;
+  tree.add(rxe_device("rxe0", "enp1s0f0", 3));
+  const auto snapshot = collectors::snapshot_port(
+      tree.root(), "rxe0", 1, std::make_shared<OneNetdev>("enp1s0f0", statistics));
+  std::map<std::string, std::pair<std::uint32_t, std::string>> selected;
+  for (const auto& [name, sample] : snapshot.counters) {
+    if (!name.starts_with("ethtool/")) continue;
+    ASSERT_TRUE(sample.priority.has_value()) << name;
+    EXPECT_EQ(sample.value, 100 + *sample.priority) << name;
+    selected[name.substr(std::string_view("ethtool/").size())] = {*sample.priority,
+                                                                  sample.counter_class};
+  }
+  EXPECT_EQ(selected, expected);
+}
+
 TEST(CounterSnapshot, ANetdevWithoutStatisticsCostsNothingElse) {
   SysfsTree tree;
   tree.add(rxe_device("rxe0", "eth0", 3));

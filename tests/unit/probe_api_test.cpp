@@ -569,6 +569,8 @@ TEST_F(ProbeApiTest, AsyncApiStartAndWait) {
   // perftest's MiB/s: 2^20 bytes.
   EXPECT_DOUBLE_EQ(result["bandwidth"]["mebibytes_per_second"].get<double>(), 1250);
   EXPECT_EQ(result["link"]["diagnosis"], "host_side_bottleneck");
+  // The receive depth the run used: a write's is perftest's DEF_RX_RDMA, 1.
+  EXPECT_EQ(result["used"]["rx_depth"], 1);
   EXPECT_TRUE(result["deltas"]["peer"][0]["delta"].is_null());
   EXPECT_EQ(result["deltas"]["peer"][0]["status"], "reset");
   EXPECT_EQ(result["deltas"]["fabric"]["0x1a:3"][0]["counter"], "port_xmit_wait");

@@ -51,7 +51,7 @@ bool is_physical_error_statistic(std::string_view name);
 std::optional<std::uint32_t> ethtool_priority(std::string_view name);
 
 // The class of a per-priority statistic as a probe's counter deltas name it: pause and PFC
-// frames "congestion", discards and drops "error", traffic "informative".
+// frames and ECN marks "congestion", discards and drops "error", traffic "informative".
 std::string_view ethtool_priority_class(std::string_view name);
 
 // One series per statistic of each RoCE port's netdev (ports without one are skipped):

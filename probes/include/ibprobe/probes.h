@@ -157,9 +157,9 @@ struct ProbeSpec {
   // workloads that connect by IP address are (NVMe-oF, iSER, SMB Direct, MPI over rdma_cm): it
   // resolves the peer's address to a path (ARP and the GID table on RoCE, the SA's path record
   // on InfiniBand) and carries QP numbers and PSNs in its own REQ, REP and RTU. The control
-  // channel still carries the spec, the buffers' keys and the results. RC only; the path's SL,
-  // P_Key and GID are then the connection manager's, so sl, pkey_index and the GID indexes are
-  // refused with it.
+  // channel still carries the spec, the buffers' keys and the results. RC, and UD by a SIDR
+  // exchange (no UC, as perftest); the path's SL, P_Key and GID are then the connection
+  // manager's, so sl, pkey_index, dlid and the GID indexes are refused with it.
   bool rdma_cm = false;
   RcKnobs rc;
   bool use_srq = false;

@@ -106,8 +106,9 @@ TEST(ModesOnTheWire, CqEventsTravelOnlyWhenAsked) {
 
 // perftest -R: every RC operation and test connects through the CM; what the CM decides (the
 // path's SL, the P_Key of the address's interface, the GIDs of the addresses) cannot also be
-// asked for, and UC and UD keep the QP exchange.
-TEST(RdmaCmSpec, RcOnlyAndNothingTheConnectionManagerDecides) {
+// asked for; UD is reached by SIDR, and UC keeps the QP exchange (perftest: "UC is not supported
+// in librdmacm").
+TEST(RdmaCmSpec, RcAndUdAndNothingTheConnectionManagerDecides) {
   for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
     for (auto operation :
          {Operation::kWrite, Operation::kRead, Operation::kSend, Operation::kAtomic}) {
@@ -124,9 +125,15 @@ TEST(RdmaCmSpec, RcOnlyAndNothingTheConnectionManagerDecides) {
     return violations_of(validate(spec));
   };
   EXPECT_THAT(refused([](ProbeSpec& s) { s.connection = Connection::kUc; }),
-              Contains(HasSubstr("rdma_cm over UC: the connection manager connects RC QPs")));
-  EXPECT_THAT(refused([](ProbeSpec& s) { s.connection = Connection::kUd; }),
-              Contains(HasSubstr("rdma_cm over UD")));
+              Contains(HasSubstr("rdma_cm over UC: the connection manager connects RC QPs and "
+                                 "reaches UD ones by SIDR; UC exchanges")));
+  for (auto test : {TestKind::kBandwidth, TestKind::kLatency}) {
+    auto datagrams = default_spec(Operation::kSend, test);
+    datagrams.connection = Connection::kUd;
+    datagrams.rdma_cm = true;
+    datagrams.traffic_class = 106;
+    EXPECT_THAT(violations_of(validate(datagrams)), IsEmpty());
+  }
   EXPECT_THAT(refused([](ProbeSpec& s) { s.sl = 3; }),
               Contains(HasSubstr("sl=3 with rdma_cm: the SL is the path's")));
   EXPECT_THAT(refused([](ProbeSpec& s) { s.pkey_index = 1; }),
