@@ -647,6 +647,19 @@ def switch_ports():
               "planned end really goes), downgraded below the plan's width or speed, and cables "
               "the plan lacks (unexpected).",
               'rdma_fabric_cable_status{status!="ok"} == 1', w=24, h=9),
+        # Below the counters (--fabric.extended-speeds-counters and the link-health rules).
+        with_baseline("Pre-FEC BER, worst switch ports",
+                      "Corrected RS-FEC symbols (else FEC-corrected blocks) per bit of the line "
+                      "of the 20 worst switch ports (PortExtendedSpeedsCounters), against the "
+                      "threshold IbprobePreFecBerHigh fires above.",
+                      f"topk(20, ibprobe:port_pre_fec_ber:rate5m{{{sw}}})",
+                      'ibprobe:port_pre_fec_ber_threshold{node_guid!=""} and on (node_guid, port) '
+                      f"topk(20, ibprobe:port_pre_fec_ber:rate5m{{{sw}}})", cable, "sci"),
+        table("Switches without FEC counters",
+              "Switches whose PMA is not asked for PortExtendedSpeedsCounters, and why: "
+              "not_supported (it said so), no_answer (it answers PortCounters but not this), "
+              "no_extended_speed_port (no port runs FDR or faster: nothing to ask).",
+              f"rdma_fabric_fec_counters_up{{{sw}}} == 0", w=12, h=9),
         panel("timeseries", "Switch port traffic",
               "Data octets transmitted per switch port (PortXmitData x 4).",
               [target(f"topk(20, rate(rdma_port_data_transmitted_bytes_total{{{sw}}}"
