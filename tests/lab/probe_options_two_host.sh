@@ -149,9 +149,10 @@ check_latency_duration() {
     note "write_lat -D 5: t_avg $avg us, $tps round trips/s"
 }
 
-# "SRC TOS DEST_QP OPCODE COUNT" for each source address, IPv4 TOS byte, BTH destination QP and
-# BTH opcode of the IPv4 UDP packets to port 4791 (RoCE v2) in a pcap file (Ethernet frames, as
-# QEMU's filter-dump writes them).
+# "SRC TOS DEST_QP OPCODE CM_ATTRIBUTE COUNT" for each source address, IPv4 TOS byte, BTH
+# destination QP, BTH opcode and, for a CM MAD (to QP 1, management class 7), its attribute ID
+# ("-" for any other packet) of the IPv4 UDP packets to port 4791 (RoCE v2) in a pcap file
+# (Ethernet frames, as QEMU's filter-dump writes them).
 roce_packets() { # PCAP
     python3 - "$1" <<'PY'
 import collections, struct, sys
@@ -170,15 +171,18 @@ while offset + 16 <= len(data):
     if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
         continue
     bth = ip[header + 8:]
-    counts[(".".join(map(str, ip[12:16])), ip[1], int.from_bytes(bth[5:8], "big"), bth[0])] += 1
-for (src, tos, dest_qp, opcode), n in sorted(counts.items()):
-    print(src, tos, dest_qp, opcode, n)
+    dest_qp = int.from_bytes(bth[5:8], "big")
+    mad = bth[12 + 8:] if dest_qp == 1 else b""  # behind the BTH and the DETH
+    attribute = "0x%02x" % struct.unpack_from(">H", mad, 16)[0] if len(mad) >= 18 and mad[1] == 7 else "-"
+    counts[(".".join(map(str, ip[12:16])), ip[1], dest_qp, bth[0], attribute)] += 1
+for key, n in sorted(counts.items()):
+    print(*key, n)
 PY
 }
 
 # roce_packets' counts by SRC and one other column (2: TOS, 4: opcode), summed over the rest.
 roce_counts_by() { # PCAP COLUMN
-    roce_packets "$1" | awk -v c="$2" '{ n[$1 " " $c] += $5 } END { for (k in n) print k, n[k] }' | sort
+    roce_packets "$1" | awk -v c="$2" '{ n[$1 " " $c] += $6 } END { for (k in n) print k, n[k] }' | sort
 }
 
 # "SRC TOS COUNT" of the RoCE v2 packets in a pcap file.
@@ -277,7 +281,7 @@ check_lane() {
 # "SRC KIND TOS COUNT" of the RoCE v2 packets in a pcap file: KIND cm for the connection
 # manager's MADs (BTH destination QP 1), data for the rest.
 roce_cm_counts() { # PCAP
-    roce_packets "$1" | awk '{ n[$1 " " ($3 == 1 ? "cm" : "data") " " $2] += $5 } END { for (k in n) print k, n[k] }' | sort
+    roce_packets "$1" | awk '{ n[$1 " " ($3 == 1 ? "cm" : "data") " " $2] += $6 } END { for (k in n) print k, n[k] }' | sort
 }
 
 # "REQ REP RTU" messages a VM's rxe0 port sent (tx) or received (rx), by its CM counters.
@@ -303,31 +307,7 @@ cm_delta() { # BEFORE AFTER
 # "SRC ATTRIBUTE COUNT" of the CM MADs (RoCE v2 to QP 1, management class 7) in a pcap file, by
 # MAD attribute ID: 0x10 REQ, 0x13 REP, 0x14 RTU, 0x17 SIDR_REQ, 0x18 SIDR_REP.
 cm_mad_attributes() { # PCAP
-    python3 - "$1" <<'PY'
-import collections, struct, sys
-data = open(sys.argv[1], "rb").read()
-order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-counts = collections.Counter()
-offset = 24
-while offset + 16 <= len(data):
-    caplen = struct.unpack_from(order + "IIII", data, offset)[2]
-    frame = data[offset + 16:offset + 16 + caplen]
-    offset += 16 + caplen
-    if len(frame) < 14 + 20 + 8 + 12 + 8 + 24 or frame[12:14] != b"\x08\x00":
-        continue
-    ip = frame[14:]
-    header = (ip[0] & 0x0F) * 4
-    if ip[9] != 17 or struct.unpack_from(">H", ip, header + 2)[0] != 4791:
-        continue
-    bth = ip[header + 8:]
-    if int.from_bytes(bth[5:8], "big") != 1:
-        continue
-    mad = bth[12 + 8:]  # behind the BTH and the DETH
-    if mad[1] == 7:
-        counts[(".".join(map(str, ip[12:16])), "0x%02x" % struct.unpack_from(">H", mad, 16)[0])] += 1
-for (src, attribute), n in sorted(counts.items()):
-    print(src, attribute, n)
-PY
+    roce_packets "$1" | awk '$5 != "-" { n[$1 " " $5] += $6 } END { for (k in n) print k, n[k] }' | sort
 }
 
 # UD over rdma_cm, as perftest -c UD -R: each QP is reached by a SIDR exchange (a SIDR_REQ from
@@ -356,7 +336,7 @@ check_rdma_cm_datagrams() {
     counts=$(roce_packets "$dir/ud-cm.pcap")
     # UD SEND_ONLY (100) datagrams from B to the probe's QPs (not the CM's QP 1), every one with
     # TOS 106.
-    awk -v b="$b" '$1 == b && $3 != 1 && $4 == 100 { n += $5; if ($2 != 106) bad += $5 } END { exit !(n == 400 && bad == 0) }' <<<"$counts" \
+    awk -v b="$b" '$1 == b && $3 != 1 && $4 == 100 { n += $6; if ($2 != 106) bad += $6 } END { exit !(n == 400 && bad == 0) }' <<<"$counts" \
         || fail "-c UD -R --tclass 106: not 400 UD datagrams from B, all with TOS 106: $counts"
     note "send_bw -c UD -R -q 2 --tclass 106: CM MADs (source attribute count) $(tr '\n' ';' <<<"$mads") SIDR_REQ/SIDR_REP 2/2 on both ports; $(grep '^delivery' <<<"$out")"
     rm -rf "$dir"
