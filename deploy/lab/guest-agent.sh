@@ -71,6 +71,9 @@ start_job() { # NAME
         kill -KILL -- "-$pid" 2>/dev/null
         write_once "$dir/rc" "$rc"
     ) 2>/dev/null &
+    # A job of the same name killed before may not have been seen to end: its SIGTERM time must
+    # not make this one's SIGKILL due.
+    unset "job_killed[$name]"
     job_deadline[$name]=0
     ((limit > 0)) && job_deadline[$name]=$((EPOCHSECONDS + limit))
     return 0
