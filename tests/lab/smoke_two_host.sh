@@ -3,7 +3,8 @@
 # Lab smoke test, two-host mode: two VMs with an rxe device each, joined by a
 # QEMU socket network. Checks that both ports are ACTIVE, runs perftest's
 # ib_write_bw and ib_write_lat from B (client) to A (server), checks that the
-# rxe hw_counters moved, and records the figures in $IBPROBE_LAB_STATE/reference.txt.
+# rxe hw_counters moved, and records the figures in $IBPROBE_LAB_STATE/reference.txt. Also
+# checks the lab's job control: a job name reused right after `lab kill`.
 #
 # Environment: see lab-common.sh; PERFTEST_BW_ITERS (default 300 messages of
 # 64 KiB) and PERFTEST_LAT_ITERS (default 300) size the runs.
@@ -44,6 +45,18 @@ check_counters_rose() {
     done
 }
 
+# The lab's own job control: a job name used again at once after `lab kill` runs to its end
+# (the agent once kept the killed job's SIGTERM time and SIGKILLed its successor 3 s later).
+check_reused_job_name() {
+    local out rc=0
+    lab spawn --name reused A -- sleep 100 >/dev/null || fail "lab spawn failed"
+    lab kill A reused
+    lab spawn --name reused A -- sh -c 'sleep 5; echo lived' >/dev/null || fail "lab spawn of the reused name failed"
+    out=$(lab wait --timeout 30 A reused) || rc=$?
+    ((rc == 0)) && [[ $out == lived ]] || fail "a job under a name killed just before ended with $rc: $out"
+    note "a job name reused right after lab kill: its job ran to its end"
+}
+
 main() {
     lab_test_begin
     lab_test_up two
@@ -51,6 +64,7 @@ main() {
     local t
     check_port_active A
     check_port_active B
+    check_reused_job_name
     read_counters before
 
     local out bw lat bw_s lat_s
