@@ -1,5 +1,3 @@
-#include <spdlog/spdlog.h>
-
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -90,9 +88,6 @@ HttpResponse Routes::reload() const {
   // What SIGHUP reloads, each file on its own: a refused topology file keeps the plan in use
   // and does not hold back the probe configuration.
   const auto topology = fabric_->reload_topology();
-  if (!topology) {
-    spdlog::error("topology reload refused, the previous plan stays: {}", topology.error().message);
-  }
   auto probes = probe_file ? std::optional(probes_->reload()) : std::nullopt;
   if (topology) {
     return probes ? *probes

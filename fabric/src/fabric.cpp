@@ -769,7 +769,10 @@ std::expected<void, Error> Fabric::reload_topology() {
   auto plan = load_topology(impl.options.topology_file);
   std::lock_guard lock(impl.model_mutex);
   impl.plan_loaded = plan.has_value();
-  if (!plan) return std::unexpected(std::move(plan.error()));
+  if (!plan) {
+    spdlog::error("topology reload refused, the previous plan stays: {}", plan.error().message);
+    return std::unexpected(std::move(plan.error()));
+  }
   spdlog::info("fabric: topology file {} reloaded, {} cables planned",
                impl.options.topology_file.string(), plan->cables.size());
   impl.plan = std::make_shared<const TopologyPlan>(std::move(*plan));

@@ -89,7 +89,8 @@ class Fabric {
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
 
-  // Reads the topology file again; on kTopologyFile the plan read before stays in use.
+  // Reads the topology file again, logging the outcome; on kTopologyFile the plan read before
+  // stays in use.
   std::expected<void, Error> reload_topology();
 
   // Rediscovers now (the background thread does it) and waits for it to finish; returns whether
