@@ -513,21 +513,14 @@ struct Fabric::Impl {
         "FDR and faster); 0 with `reason` when it is not read: not_supported (the PMA said so), "
         "no_answer (the PMA answered PortCounters but not it), no_extended_speed_port (no port "
         "runs FDR or faster). A switched-off PMA is asked again after the next discovery.";
-    MetricSet::Labels labels{{"node_guid", format_guid(node.guid)},
-                             {"node_description", node.description}};
+    constexpr FecCountersSupport kNothingToAsk{FecCountersSupport::State::kUnsupported,
+                                               "no_extended_speed_port"};
     const bool any_extended =
         std::any_of(node.ports.begin(), node.ports.end(), runs_extended_speed);
-    if (!any_extended) {
-      labels.emplace_back("reason", "no_extended_speed_port");
-      out.add("rdma_fabric_fec_counters_up", kHelp, kGauge, labels, 0);
-      return;
-    }
-    if (support.state == FecCountersSupport::State::kUnknown) return;
-    if (support.state == FecCountersSupport::State::kUnsupported) {
-      labels.emplace_back("reason", std::string(support.reason));
-    }
-    out.add("rdma_fabric_fec_counters_up", kHelp, kGauge, labels,
-            support.state == FecCountersSupport::State::kSupported ? 1 : 0);
+    add_fec_support_sample(
+        out, "rdma_fabric_fec_counters_up", kHelp,
+        {{"node_guid", format_guid(node.guid)}, {"node_description", node.description}},
+        any_extended ? support : kNothingToAsk);
   }
 
   // Reads the given switches in one exchange and adds their series.

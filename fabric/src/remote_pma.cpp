@@ -120,15 +120,12 @@ class RemotePmaFabricCollector final : public FabricCollector {
   mutable RemotePmaMemory memory_;  // under mutex_
 
   static void add_fec_status(MetricSet& out, std::uint16_t lid, const FecCountersSupport& support) {
-    if (support.state == FecCountersSupport::State::kUnknown) return;
-    MetricSet::Labels labels{{"lid", std::to_string(lid)}};
-    const bool up = support.state == FecCountersSupport::State::kSupported;
-    if (!up) labels.emplace_back("reason", std::string(support.reason));
-    out.add("rdma_remote_pma_fec_counters_up",
-            "1 when the PMA at `lid` answers PortExtendedSpeedsCounters (FEC counters); 0 with "
-            "`reason` when it is not asked again while the exporter runs: not_supported (the PMA "
-            "said so), no_answer (it answered PortCounters but not it).",
-            prometheus::MetricType::Gauge, labels, up ? 1 : 0);
+    add_fec_support_sample(
+        out, "rdma_remote_pma_fec_counters_up",
+        "1 when the PMA at `lid` answers PortExtendedSpeedsCounters (FEC counters); 0 with "
+        "`reason` when it is not asked again while the exporter runs: not_supported (the PMA "
+        "said so), no_answer (it answered PortCounters but not it).",
+        {{"lid", std::to_string(lid)}}, support);
   }
 };
 
@@ -251,6 +248,14 @@ void take_detail_answers(const DetailPlan& plan, const std::vector<MadExchange::
     });
     if (sums) counters.merge(*sums);
   }
+}
+
+void add_fec_support_sample(MetricSet& out, std::string_view family, std::string_view help,
+                            MetricSet::Labels labels, const FecCountersSupport& support) {
+  if (support.state == FecCountersSupport::State::kUnknown) return;
+  const bool up = support.state == FecCountersSupport::State::kSupported;
+  if (!up) labels.emplace_back("reason", std::string(support.reason));
+  out.add(family, help, prometheus::MetricType::Gauge, labels, up ? 1 : 0);
 }
 
 bool learn_fec_support(const std::vector<FecQuery>& queries,

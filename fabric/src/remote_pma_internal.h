@@ -63,6 +63,12 @@ bool learn_fec_support(const std::vector<FecQuery>& queries,
                        const std::vector<MadExchange::Answer>& answers, const MadExchange& exchange,
                        FecCountersSupport& support);
 
+// Whether a PMA's FEC counters are read, as `family`: 1, or 0 with `reason` when it is switched
+// off; nothing while it has not been asked.
+void add_fec_support_sample(collectors::MetricSet& out, std::string_view family,
+                            std::string_view help, collectors::MetricSet::Labels labels,
+                            const FecCountersSupport& support);
+
 // Queries every target within the options' timeout, retries, budget and concurrency. `memory`
 // keeps what each LID's PMA said of the optional attributes between calls. With
 // `extended_speeds`, the decoded PortExtendedSpeedsCounters by target index (nullopt where not
