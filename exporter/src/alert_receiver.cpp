@@ -225,11 +225,12 @@ nlohmann::json verdict_alert(const ProbeRun& run, std::chrono::system_clock::tim
           {"endsAt", utc_text(now + lasts, kRfc3339)}};
 }
 
-AlertReceiver::AlertReceiver(ProbeService& service, std::string host_name,
+AlertReceiver::AlertReceiver(ProbeService& service, SelfNames::Sources self_names,
                              std::optional<HttpUrl> alertmanager,
                              std::function<Clock::time_point()> now)
     : service_(service),
-      host_name_(std::move(host_name)),
+      host_name_(self_names.host_name()),
+      self_names_(std::move(self_names)),
       now_(std::move(now)),
       alertmanager_(std::move(alertmanager)),
       sender_([this](std::stop_token stop) { send(stop); }) {}
@@ -342,11 +343,11 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertRule* rule,
         Dropped{alertname, alert.fingerprint, std::move(reason), std::move(detail)});
   };
   if (!rule) return drop("no_rule", "no alert rule matches alert '" + alertname + "'");
-  const std::string self = response.instance.empty() ? host_name_ : response.instance;
   const auto now = now_();
-  const auto repeated = [&]() -> std::optional<Dropped> {
-    const auto last = last_started_.find(alert.fingerprint);
-    if (last == last_started_.end() || now - last->second >= response.repeat) return std::nullopt;
+  const auto repeated =
+      [&](const std::map<std::string, Clock::time_point>& answered) -> std::optional<Dropped> {
+    const auto last = answered.find(alert.fingerprint);
+    if (last == answered.end() || now - last->second >= response.repeat) return std::nullopt;
     const auto ago = std::chrono::duration_cast<std::chrono::seconds>(now - last->second);
     return Dropped{alertname, alert.fingerprint, "repeat",
                    "this alert was answered " + std::to_string(ago.count()) +
@@ -370,19 +371,29 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertRule* rule,
                                     "peer list (" + std::to_string(list.peers.size()) +
                                     " hosts from " + list.source + ")");
     }
-    instance = host;
+    // The list's target is that host's exporter, its port included.
+    instance = known->target;
   }
-  if (!instance.empty() && instance_host(instance) != self) {
+  // An alert sent on by another receiver was sent to the address its instance names, which is
+  // where this exporter listens, whatever name it was given: it runs here and goes no further,
+  // so no alert can loop.
+  if (!instance.empty() && !sent_on &&
+      !self_names_.names_this_exporter(instance, response.instance)) {
     const std::string why =
-        "the alert is about instance '" + instance + "', this exporter is '" + self + "'";
-    if (sent_on) return drop("other_instance", why + " (and it was sent on already)");
+        "the alert is about instance '" + instance +
+        "', which names no address, name or port of this exporter (" + host_name_ +
+        (response.instance.empty() ? "" : ", alerts.instance '" + response.instance + "'") + ")";
     if (response.dispatch_port == 0) return drop("other_instance", why);
-    if (auto again = repeated()) return std::unexpected(std::move(*again));
+    const auto address = parse_instance(instance);
+    if (!address) return drop("other_instance", why + ", nor any exporter's address");
+    if (auto again = repeated(last_sent_on_)) return std::unexpected(std::move(*again));
     if (to_dispatch_.size() >= kMaxQueuedDispatches) {
       return drop("dispatch_queue_full",
                   std::to_string(kMaxQueuedDispatches) + " alerts wait to be sent on already");
     }
-    HttpUrl url{instance_host(instance), std::to_string(response.dispatch_port), "/api/v1/alerts",
+    const auto port = address->port && response.dispatch_to_instance_port ? *address->port
+                                                                          : response.dispatch_port;
+    HttpUrl url{address->host, std::to_string(port), "/api/v1/alerts",
                 response.dispatch_tls.has_value()};
     // One alert per message, as Alertmanager would send it: the other exporter's receiver
     // answers it by its own rules, its own repeat window and bounds.
@@ -399,7 +410,7 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertRule* rule,
     to_dispatch_.push_back({std::move(url), message.dump(), response.dispatch_authorization,
                             response.dispatch_tls.value_or(TlsClientOptions{})});
     work_.notify_all();
-    last_started_[alert.fingerprint] = now;
+    last_sent_on_[alert.fingerprint] = now;
     return dispatched;
   }
 
@@ -412,13 +423,19 @@ AlertReceiver::answer(const WebhookAlert& alert, const AlertRule* rule,
   std::string peer = rule->peer.empty() ? label_or_empty(alert, rule->peer_label) : rule->peer;
   if (rule->peer_choice != PeerChoice::kNone) {
     if (!peers->has_value()) return drop("no_peer_list", peers->error());
-    const auto chosen = choose_peer(peers->value(), self, rule->peer_choice, alert.fingerprint);
+    const auto& list = peers->value();
+    std::vector<std::string> targets;
+    for (const auto& candidate : list.peers) targets.push_back(candidate.target);
+    const auto own =
+        list.self.empty() ? self_names_.find_in(targets, response.instance) : list.self;
+    const auto chosen = choose_peer(list, own.empty() ? host_name_ : instance_host(own),
+                                    rule->peer_choice, alert.fingerprint);
     if (!chosen) return drop("no_peer", chosen.error());
     peer = *chosen + ":" + responder_port_;
   } else if (peer.empty()) {
     return drop("no_peer", "the alert has no label '" + rule->peer_label + "' to name a peer");
   }
-  if (auto again = repeated()) return std::unexpected(std::move(*again));
+  if (auto again = repeated(last_started_)) return std::unexpected(std::move(*again));
   if (in_flight_locked() >= response.max_in_flight) {
     return drop("in_flight_limit", std::to_string(response.max_in_flight) +
                                        " alert-started runs are queued or running already");
@@ -443,8 +460,10 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
     std::lock_guard lock(mutex_);
     // Windows that have passed are forgotten, so the map holds only the alerts of one window.
     const auto now = now_();
-    std::erase_if(last_started_,
-                  [&](const auto& entry) { return now - entry.second >= config->alerts.repeat; });
+    for (auto* answered : {&last_started_, &last_sent_on_}) {
+      std::erase_if(*answered,
+                    [&](const auto& entry) { return now - entry.second >= config->alerts.repeat; });
+    }
   }
   Answer answer;
   for (const auto& alert : message.alerts) {
@@ -483,8 +502,15 @@ AlertReceiver::Answer AlertReceiver::receive(const WebhookMessage& message, bool
     const std::string alertname = label_or_empty(alert, "alertname");
     spdlog::info("alert {} fingerprint={} started probe id={}", alertname, alert.fingerprint, id);
     const std::string key = alertname + "/" + alert.fingerprint;
-    std::erase_if(triggered_, [&](const Triggered& t) { return t.key == key; });
-    triggered_.push_back({key, id});
+    Triggered entry{key, {}};
+    if (const auto known = std::ranges::find(triggered_, key, &Triggered::key);
+        known != triggered_.end()) {
+      entry = std::move(*known);
+      triggered_.erase(known);
+    }
+    entry.run_ids.push_back(id);
+    if (entry.run_ids.size() > kRunsPerAlert) entry.run_ids.erase(entry.run_ids.begin());
+    triggered_.push_back(std::move(entry));
     if (triggered_.size() > kMaxTriggered) triggered_.pop_front();
     answer.started.push_back({alertname, alert.fingerprint, id});
   }
@@ -512,7 +538,7 @@ void AlertReceiver::malformed() {
 
 collectors::MetricSet AlertReceiver::metrics() const {
   collectors::MetricSet out;
-  std::vector<std::uint64_t> runs;
+  std::vector<std::vector<std::uint64_t>> runs;
   {
     std::lock_guard lock(mutex_);
     for (const char* status : {"firing", "resolved"}) {
@@ -551,11 +577,20 @@ collectors::MetricSet AlertReceiver::metrics() const {
               "by result: sent, refused (not 2xx), failed (not delivered).",
               MetricType::Counter, {{"result", result}}, static_cast<double>(count));
     }
-    for (const auto& t : triggered_) runs.push_back(t.run_id);
+    for (const auto& t : triggered_) runs.push_back(t.run_ids);
   }
-  for (const auto id : runs) {
-    const auto run = service_.get(id, std::chrono::milliseconds(0));
-    if (run && run->trigger) add_verdict(out, *run);
+  for (const auto& ids : runs) {
+    std::optional<ProbeRun> shown;
+    for (auto id = ids.rbegin(); id != ids.rend(); ++id) {
+      auto run = service_.get(*id, std::chrono::milliseconds(0));
+      if (!run || !run->trigger) continue;
+      if (!shown) shown = run;
+      if (run->done()) {
+        shown = std::move(run);
+        break;
+      }
+    }
+    if (shown) add_verdict(out, *shown);
   }
   return out;
 }

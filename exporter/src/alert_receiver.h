@@ -28,6 +28,7 @@
 #include "ibprobe/collectors.h"
 #include "ibprobe/mesh_plan.h"
 #include "probe_service.h"
+#include "self_names.h"
 
 namespace ibprobe::exporter {
 
@@ -65,10 +66,10 @@ class AlertReceiver {
   // hands header names over (they are case-insensitive).
   static constexpr std::string_view kSentOnHeader = "x-ibprobe-sent-on-by";
 
-  // `host_name`: this exporter's host, the `instance` an alert must name when the configuration
-  // sets none. `alertmanager`: where each verdict is pushed (its v2 API), by a thread of the
-  // receiver's own; unset: the verdicts stay on /metrics and in the run history.
-  AlertReceiver(ProbeService& service, std::string host_name,
+  // `self_names`: where the names this exporter goes by come from (SelfNames). `alertmanager`:
+  // where each verdict is pushed (its v2 API), by a thread of the receiver's own; unset: the
+  // verdicts stay on /metrics and in the run history.
+  AlertReceiver(ProbeService& service, SelfNames::Sources self_names,
                 std::optional<HttpUrl> alertmanager = std::nullopt,
                 std::function<Clock::time_point()> now = Clock::now);
   ~AlertReceiver();
@@ -102,6 +103,10 @@ class AlertReceiver {
   // alerts.peers_file (the running mesh's list), and the port the peers' responders listen on.
   // Set before the first receive().
   void set_peer_directory(PeerDirectory directory, std::string responder_port);
+  // The HTTP server's listen host and bound port (SelfNames::set_listen).
+  void set_listen(std::string host, std::uint16_t port) {
+    self_names_.set_listen(std::move(host), port);
+  }
 
   // `sent_on`: the message came from another exporter's receiver (it is never sent further).
   Answer receive(const WebhookMessage& message, bool sent_on = false);
@@ -113,10 +118,17 @@ class AlertReceiver {
   collectors::MetricSet metrics() const;
 
  private:
+  // The runs one alert started, newest last. /metrics shows the newest that has finished (the
+  // newest while none has): a repeated alert starts its next run while the last verdict still
+  // stands, and a verdict that vanished for the length of every run would leave the page and
+  // its panels blank whenever they are read during one.
   struct Triggered {
     std::string key;  // alertname and fingerprint
-    std::uint64_t run_id = 0;
+    std::vector<std::uint64_t> run_ids;
   };
+  // Runs kept per alert: the receiver's in-flight bound and the repeat window keep fewer
+  // unfinished than this behind a finished one.
+  static constexpr std::size_t kRunsPerAlert = 4;
 
   // A run id, the exporter the alert is sent on to, or why neither. `rule`: the first that
   // matches the alert (null: none); `peers`: read when that rule needs a peer list.
@@ -132,17 +144,22 @@ class AlertReceiver {
   void send(std::stop_token stop);
 
   ProbeService& service_;
+  // Sent with every alert sent on (kSentOnHeader): this exporter's host name.
   std::string host_name_;
+  SelfNames self_names_;
   PeerDirectory peer_directory_;
   std::string responder_port_ = std::to_string(kDefaultResponderPort);
   std::function<Clock::time_point()> now_;
 
   mutable std::mutex mutex_;
-  std::map<std::string, Clock::time_point> last_started_;  // by fingerprint
-  mutable std::vector<std::uint64_t> in_flight_;           // run ids, pruned when done
-  std::deque<Triggered> triggered_;                        // newest last, one per alert
-  std::map<std::string, std::uint64_t> dropped_;           // by reason
-  std::map<std::string, std::uint64_t> notifications_;     // by status
+  // By fingerprint, each its own window: an alert this exporter sent on and that came back to it
+  // (an instance it did not know itself by) still runs here.
+  std::map<std::string, Clock::time_point> last_started_;
+  std::map<std::string, Clock::time_point> last_sent_on_;
+  mutable std::vector<std::uint64_t> in_flight_;        // run ids, pruned when done
+  std::deque<Triggered> triggered_;                     // newest last, one per alert
+  std::map<std::string, std::uint64_t> dropped_;        // by reason
+  std::map<std::string, std::uint64_t> notifications_;  // by status
   std::uint64_t started_ = 0;
   std::uint64_t dispatched_ = 0;
   std::uint64_t malformed_ = 0;

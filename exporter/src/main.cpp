@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
       alertmanager = exporter::parse_http_url(config.alertmanager_url).value();
     }
     exporter::ProbeApi probe_api(probe_service, static_cast<std::size_t>(config.http_max_waiting),
-                                 exporter::ProbeApi::this_host_name(), std::move(alertmanager));
+                                 exporter::SelfNames::system(), std::move(alertmanager));
     const auto mesh_runner = start_mesh(config, local, probe_service.config()->mesh);
     // Every host's responder listens where this one's does, as the mesh assumes too.
     probe_api.set_peer_directory(
@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
     exporter::HttpServer server(config.listen_address,
                                 config.http_threads + config.http_max_waiting, routes,
                                 config.web_config ? *config.web_config : exporter::WebConfig{});
+    // Parsed already by the flags: the server would not have started otherwise.
+    probe_api.set_listen(
+        probes::parse_host_port(config.listen_address, probes::HostPortRules::listen())->host,
+        static_cast<std::uint16_t>(server.port()));
     const auto responder =
         start_probe_responder(config, local, probe_service.config()->limits, gate,
                               mesh_runner ? std::optional(mesh_runner->endpoint()) : std::nullopt);

@@ -416,12 +416,6 @@ collectors::MetricSet ProbeApi::alert_metrics() const {
   return alert_receiver_.metrics();
 }
 
-std::string ProbeApi::this_host_name() {
-  std::array<char, HOST_NAME_MAX + 1> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) return {};
-  return name.data();
-}
-
 HttpResponse ProbeApi::alerts(const HttpRequest& request) const {
   const auto message = parse_alertmanager_webhook(request.body);
   if (!message) {

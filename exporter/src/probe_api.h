@@ -25,17 +25,20 @@ class ProbeApi {
  public:
   static constexpr std::size_t kDefaultMaxWaiting = 64;
 
-  // `host_name`: this exporter's host, as the alerts' `instance` label names it (unless the
-  // configuration's alerts.instance says otherwise).
-  // `alertmanager`: where the alert receiver pushes its verdicts (unset: nowhere).
+  // `self_names`: where the alert receiver learns the names this exporter goes by (the
+  // system's, but in tests). `alertmanager`: where it pushes its verdicts (unset: nowhere).
   explicit ProbeApi(ProbeService& service, std::size_t max_waiting = kDefaultMaxWaiting,
-                    std::string host_name = this_host_name(),
+                    SelfNames::Sources self_names = SelfNames::system(),
                     std::optional<HttpUrl> alertmanager = std::nullopt)
       : service_(service),
         waiting_slots_(static_cast<std::ptrdiff_t>(max_waiting)),
-        alert_receiver_(service, std::move(host_name), std::move(alertmanager)) {}
+        alert_receiver_(service, std::move(self_names), std::move(alertmanager)) {}
 
-  static std::string this_host_name();
+  // The HTTP server's listen host (empty: every address) and bound port: an alert whose
+  // instance names them is this exporter's.
+  void set_listen(std::string host, std::uint16_t port) {
+    alert_receiver_.set_listen(std::move(host), port);
+  }
 
   // Where the alert receiver's peer_choice rules find their peers (AlertReceiver's). Before the
   // server starts.

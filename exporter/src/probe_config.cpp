@@ -13,6 +13,7 @@
 #include "ibprobe/remote_pma.h"
 #include "ibprobe/verify.h"
 #include "ibprobe/yaml_reader.h"
+#include "self_names.h"
 
 namespace ibprobe::exporter {
 namespace {
@@ -484,9 +485,10 @@ AlertRule parse_alert_rule(const YAML::Node& node, const ProbeConfig& config) {
 
 void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
   require_map(node, "alerts");
-  reject_unknown_keys(node, "alerts",
-                      {"rules", "repeat", "max_in_flight", "instance", "dispatch_port",
-                       "dispatch_basic_auth", "dispatch_tls", "peers_file"});
+  reject_unknown_keys(
+      node, "alerts",
+      {"rules", "repeat", "max_in_flight", "instance", "dispatch_port", "dispatch_to_instance_port",
+       "dispatch_basic_auth", "dispatch_tls", "peers_file"});
   if (const auto tls = node["dispatch_tls"]) {
     require_map(tls, "dispatch_tls");
     reject_unknown_keys(tls, "dispatch_tls", {"ca_file", "insecure_skip_verify"});
@@ -506,6 +508,10 @@ void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
   if (node["dispatch_port"]) {
     config.alerts.dispatch_port =
         static_cast<std::uint16_t>(unsigned_value(node["dispatch_port"], "dispatch_port", 65535));
+  }
+  if (node["dispatch_to_instance_port"]) {
+    config.alerts.dispatch_to_instance_port =
+        boolean(node["dispatch_to_instance_port"], "dispatch_to_instance_port");
   }
   if (const auto auth = node["dispatch_basic_auth"]) {
     require_map(auth, "dispatch_basic_auth");
@@ -530,7 +536,13 @@ void parse_alerts(const YAML::Node& node, ProbeConfig& config) {
       fail(node["max_in_flight"], "max_in_flight must be >= 1 (leave out rules to answer none)");
     }
   }
-  if (node["instance"]) config.alerts.instance = scalar(node["instance"], "instance");
+  if (node["instance"]) {
+    config.alerts.instance = scalar(node["instance"], "instance");
+    if (!parse_instance(config.alerts.instance)) {
+      fail(node["instance"], "alerts.instance '" + config.alerts.instance +
+                                 "' is neither HOST nor HOST:PORT (IPv6 as [ADDRESS]:PORT)");
+    }
+  }
   if (const auto rules = node["rules"]) {
     if (!rules.IsSequence()) fail(rules, "alerts.rules must be a list");
     config.alerts.rules.clear();

@@ -73,13 +73,19 @@ struct AlertResponse {
   std::chrono::seconds repeat{std::chrono::hours(1)};
   // Runs the receiver has queued or running at once; more alerts are dropped, counted.
   std::size_t max_in_flight = 2;
-  // The value of the alerts' `instance` label that names this exporter's host: an alert about
-  // another host is not this exporter's to probe from. Empty: the host name.
+  // One more name of this exporter, beside those it knows by itself (SelfNames: its listen
+  // address, interface addresses, host name and FQDN): "HOST" names every port of that host,
+  // "HOST:PORT" this exporter alone. For an `instance` relabelled to a name the host does not
+  // know itself by. An alert about another exporter is not this one's to probe from.
   std::string instance = {};
-  // An alert about another host is sent on to that host's exporter (POST /api/v1/alerts on this
-  // port of the alert's instance host), which answers it by its own rules; 0: dropped instead
-  // (other_instance). An alert that arrived sent on is never sent further.
+  // An alert about another exporter is sent on to it (POST /api/v1/alerts at the alert's
+  // instance), which answers it by its own rules: at the port the instance names, or this port
+  // where it names none; 0: dropped instead (other_instance). An alert that arrived sent on is
+  // answered where it arrived and never sent further.
   std::uint16_t dispatch_port = 9470;
+  // false: always dispatch_port, for sites whose relabelled `instance` carries a port that is
+  // not the exporter's.
+  bool dispatch_to_instance_port = true;
   // The Authorization header value for those requests ("Basic ..." from dispatch_basic_auth),
   // for exporters whose --web.config.file asks for basic auth; empty: none.
   std::string dispatch_authorization = {};

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "collect_helpers.h"
+#include "hold.h"
 #include "http_client.h"
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
@@ -31,9 +32,10 @@ using namespace std::chrono_literals;
 // One exporter: a scheduler with a stand-in run, its API and receiver, its HTTP server.
 class Exporter {
  public:
-  // `web`: the server's TLS and authentication (none by default).
+  // `web`: the server's TLS and authentication (none by default); `listen`: its address. Its
+  // names are the system's (this machine's interface addresses), its host name `name`.
   Exporter(const std::string& name, const std::string& config_text,
-           const exporter::WebConfig& web = {}) {
+           const exporter::WebConfig& web = {}, const std::string& listen = "127.0.0.1") {
     spdlog::default_logger();  // before any thread logs, as in alert_receiver_test
     config_path_ = std::filesystem::temp_directory_path() /
                    ("alert_dispatch_" + name + "_" + std::to_string(::getpid()) + ".yml");
@@ -52,11 +54,14 @@ class Exporter {
           outcome.spec = spec.spec();
           return outcome;
         });
-    api_ = std::make_unique<exporter::ProbeApi>(*service_, 4, name);
+    auto names = exporter::SelfNames::system();
+    names.host_name = [name] { return name; };
+    api_ = std::make_unique<exporter::ProbeApi>(*service_, 4, std::move(names));
     tree_.add(mlx5_ib_device("mlx5_0", 1, 0));
     scraper_ = scraper_over(tree_.root());
     routes_ = std::make_unique<exporter::Routes>(config_, *scraper_, api_.get());
-    server_ = std::make_unique<exporter::HttpServer>("127.0.0.1:0", 4, *routes_, web);
+    server_ = std::make_unique<exporter::HttpServer>(listen + ":0", 4, *routes_, web);
+    api_->set_listen(listen, static_cast<std::uint16_t>(server_->port()));
   }
   ~Exporter() {
     server_.reset();
@@ -111,29 +116,21 @@ json probe_alert(const std::string& instance, const std::string& fingerprint) {
              {"fingerprint", fingerprint}}}}};
 }
 
-template <typename Predicate>
-bool eventually(Predicate done) {
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
 const std::string kModules = "modules:\n  write_bw:\n    kind: write_bw\n";
 
-TEST(AlertDispatch, AnAlertAboutAnotherHostIsProbedByThatHostsExporter) {
-  // B answers alerts about 127.0.0.1; A sends alerts about other hosts to their port B listens on.
-  Exporter b("b", kModules + "alerts:\n  instance: 127.0.0.1\n");
-  Exporter a("a", kModules + "alerts:\n  instance: hosta\n  dispatch_port: " +
-                      std::to_string(b.port()) + "\n");
-  const auto answer = a.post_alerts(probe_alert("127.0.0.1:9470", "f1"));
+TEST(AlertDispatch, AnAlertAboutAnotherExporterGoesToThePortItsInstanceNames) {
+  // Both on 127.0.0.1, each on a port of its own, neither told its instance: an alert about B
+  // (instance 127.0.0.1:B's port, as file_sd of addresses gives it) reaching A is B's, and goes
+  // to B's port, not to dispatch_port (9470 by default).
+  Exporter b("b", kModules);
+  Exporter a("a", kModules);
+  const std::string instance_b = "127.0.0.1:" + std::to_string(b.port());
+  const auto answer = a.post_alerts(probe_alert(instance_b, "f1"));
   ASSERT_EQ(answer.status, 200) << answer.body;
   const auto body = json::parse(answer.body);
   EXPECT_TRUE(body["started"].empty());
-  ASSERT_EQ(body["sent_on"].size(), 1u);
-  EXPECT_EQ(body["sent_on"][0]["exporter"], "127.0.0.1:" + std::to_string(b.port()));
+  ASSERT_EQ(body["sent_on"].size(), 1u) << answer.body;
+  EXPECT_EQ(body["sent_on"][0]["exporter"], instance_b);
   ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
   EXPECT_THAT(b.calls(), ElementsAre("192.0.2.5:9471"));
   EXPECT_TRUE(a.calls().empty());
@@ -142,16 +139,72 @@ TEST(AlertDispatch, AnAlertAboutAnotherHostIsProbedByThatHostsExporter) {
   ASSERT_EQ(runs.size(), 1u);
   ASSERT_TRUE(runs[0].trigger);
   EXPECT_EQ(runs[0].trigger->fingerprint, "f1");
-  EXPECT_EQ(runs[0].trigger->labels.at("instance"), "127.0.0.1:9470");
+  EXPECT_EQ(runs[0].trigger->labels.at("instance"), instance_b);
   ASSERT_TRUE(eventually([&] {
     return http_get(a.port(), "/metrics")
                .body.find("ibprobe_alert_sent_on_requests_total{result=\"sent\"} 1\n") !=
            std::string::npos;
   }));
   // The same alert again within the repeat window is not sent again.
-  const auto again = json::parse(a.post_alerts(probe_alert("127.0.0.1:9470", "f1")).body);
+  const auto again = json::parse(a.post_alerts(probe_alert(instance_b, "f1")).body);
   EXPECT_TRUE(again["sent_on"].empty());
   EXPECT_EQ(again["dropped"][0]["reason"], "repeat");
+}
+
+TEST(AlertDispatch, AnExporterReachedByIpRunsTheProbeOfAnAlertAboutItself) {
+  // No alerts.instance: the exporter knows itself by its address and port, by every interface
+  // address at that port, and by a bare address (a relabelled instance without port).
+  Exporter a("a", kModules);
+  const std::string port = std::to_string(a.port());
+  for (const auto& [instance, fingerprint] : std::vector<std::pair<std::string, std::string>>{
+           {"127.0.0.1:" + port, "f1"}, {"localhost:" + port, "f2"}, {"127.0.0.1", "f3"}}) {
+    SCOPED_TRACE(instance);
+    const auto body = json::parse(a.post_alerts(probe_alert(instance, fingerprint)).body);
+    EXPECT_EQ(body["started"].size(), 1u) << body.dump();
+    EXPECT_TRUE(body["sent_on"].empty()) << body.dump();
+  }
+  ASSERT_TRUE(eventually([&] { return a.calls().size() == 3; }));
+}
+
+TEST(AlertDispatch, AnAlertInstanceNamedInTheConfigurationWithItsPortIsThisExporters) {
+  // A relabelled instance the host cannot know itself by, written as host:port in
+  // alerts.instance: that exporter alone answers it; the same name at another port is another
+  // exporter's.
+  Exporter a("a", kModules + "alerts:\n  instance: ib-node-7.example:9470\n  dispatch_port: 0\n");
+  const auto own = json::parse(a.post_alerts(probe_alert("ib-node-7.example:9470", "f1")).body);
+  EXPECT_EQ(own["started"].size(), 1u) << own.dump();
+  const auto other = json::parse(a.post_alerts(probe_alert("ib-node-7.example:9471", "f2")).body);
+  ASSERT_EQ(other["dropped"].size(), 1u) << other.dump();
+  EXPECT_EQ(other["dropped"][0]["reason"], "other_instance");
+}
+
+TEST(AlertDispatch, AnAlertSentOnToItsOwnSenderRunsThere) {
+  // 127.0.0.2 is this machine (loopback) but no interface's address, so the exporter on every
+  // address does not know itself by it and sends the alert on, to itself: it runs there, once,
+  // and is not sent on again.
+  Exporter a("a", kModules, {}, "");
+  const std::string instance = "127.0.0.2:" + std::to_string(a.port());
+  const auto body = json::parse(a.post_alerts(probe_alert(instance, "f1")).body);
+  ASSERT_EQ(body["sent_on"].size(), 1u) << body.dump();
+  ASSERT_TRUE(eventually([&] { return a.calls().size() == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    const auto page = http_get(a.port(), "/metrics").body;
+    return page.find("ibprobe_alert_probes_started_total 1\n") != std::string::npos &&
+           page.find("ibprobe_alert_probes_sent_on_total 1\n") != std::string::npos;
+  }));
+  EXPECT_THAT(a.calls(), ElementsAre("192.0.2.5:9471"));
+}
+
+TEST(AlertDispatch, DispatchToInstancePortOffSendsToDispatchPort) {
+  // A relabelled instance whose port is not an exporter's (1: nothing listens): with
+  // dispatch_to_instance_port false the alert goes to dispatch_port, where B runs it.
+  Exporter b("b", kModules);
+  Exporter a("a", kModules + "alerts:\n  dispatch_to_instance_port: false\n  dispatch_port: " +
+                      std::to_string(b.port()) + "\n");
+  const auto body = json::parse(a.post_alerts(probe_alert("127.0.0.1:1", "f1")).body);
+  ASSERT_EQ(body["sent_on"].size(), 1u) << body.dump();
+  EXPECT_EQ(body["sent_on"][0]["exporter"], "127.0.0.1:" + std::to_string(b.port()));
+  ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
 }
 
 // B serves TLS with a self-signed certificate for 127.0.0.1. Without dispatch_tls, A's plain
@@ -173,12 +226,12 @@ TEST(AlertDispatch, DispatchTlsSendsAlertsOnOverHttps) {
                                     "  key_file: server.key\n";
   const auto web = exporter::load_web_config(dir / "web.yml");
   ASSERT_TRUE(web.has_value()) << web.error();
-  Exporter b("b", kModules + "alerts:\n  instance: 127.0.0.1\n", *web);
-  const std::string to_b =
-      "alerts:\n  instance: hosta\n  dispatch_port: " + std::to_string(b.port()) + "\n";
+  Exporter b("b", kModules, *web);
+  const std::string to_b = "alerts:\n  instance: hosta\n";
+  const std::string instance_b = "127.0.0.1:" + std::to_string(b.port());
 
   Exporter plain("plain", kModules + to_b);
-  ASSERT_EQ(json::parse(plain.post_alerts(probe_alert("127.0.0.1", "f5")).body)["sent_on"].size(),
+  ASSERT_EQ(json::parse(plain.post_alerts(probe_alert(instance_b, "f5")).body)["sent_on"].size(),
             1u);
   EXPECT_TRUE(eventually([&] {
     return http_get(plain.port(), "/metrics")
@@ -188,7 +241,7 @@ TEST(AlertDispatch, DispatchTlsSendsAlertsOnOverHttps) {
   EXPECT_TRUE(b.calls().empty());
 
   Exporter a("a", kModules + to_b + "  dispatch_tls: {ca_file: " + d + "/server.crt}\n");
-  ASSERT_EQ(json::parse(a.post_alerts(probe_alert("127.0.0.1", "f6")).body)["sent_on"].size(), 1u);
+  ASSERT_EQ(json::parse(a.post_alerts(probe_alert(instance_b, "f6")).body)["sent_on"].size(), 1u);
   ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
   EXPECT_THAT(b.calls(), ElementsAre("192.0.2.5:9471"));
   EXPECT_TRUE(eventually([&] {
@@ -199,22 +252,22 @@ TEST(AlertDispatch, DispatchTlsSendsAlertsOnOverHttps) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(AlertDispatch, AnAlertSentOnIsNeverSentFurther) {
+TEST(AlertDispatch, AnAlertSentOnRunsWhereItArrivesAndIsNeverSentFurther) {
+  // Sent on by another receiver to the address its instance names, so this exporter is that
+  // instance by a name it does not know itself by: it runs here.
   Exporter b("b", kModules + "alerts:\n  instance: hostb\n");
-  const auto answer = b.post_alerts(probe_alert("hostc", "f2"), /*sent_on=*/true);
+  const auto answer = b.post_alerts(probe_alert("hostc:9470", "f2"), /*sent_on=*/true);
   ASSERT_EQ(answer.status, 200) << answer.body;
   const auto body = json::parse(answer.body);
   EXPECT_TRUE(body["sent_on"].empty());
-  ASSERT_EQ(body["dropped"].size(), 1u);
-  EXPECT_EQ(body["dropped"][0]["reason"], "other_instance");
-  EXPECT_THAT(body["dropped"][0]["message"].get<std::string>(),
-              HasSubstr("(and it was sent on already)"));
+  EXPECT_EQ(body["started"].size(), 1u) << answer.body;
+  ASSERT_TRUE(eventually([&] { return b.calls().size() == 1; }));
 }
 
 TEST(AlertDispatch, AnExporterThatCannotBeReachedIsCounted) {
   // Port 1 of the loopback: nothing listens.
-  Exporter a("a", kModules + "alerts:\n  instance: hosta\n  dispatch_port: 1\n");
-  const auto body = json::parse(a.post_alerts(probe_alert("127.0.0.1", "f3")).body);
+  Exporter a("a", kModules + "alerts:\n  instance: hosta\n");
+  const auto body = json::parse(a.post_alerts(probe_alert("127.0.0.1:1", "f3")).body);
   ASSERT_EQ(body["sent_on"].size(), 1u);
   EXPECT_TRUE(eventually([&] {
     return http_get(a.port(), "/metrics")

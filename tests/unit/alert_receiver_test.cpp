@@ -138,8 +138,15 @@ class AlertReceiverTest : public ::testing::Test {
               {"port_xmit_data", probes::DeltaStatus::kValid, 3.2e8, false, "informative"}};
           return outcome;
         });
-    receiver_ =
-        std::make_unique<AlertReceiver>(*service_, "hostA", std::nullopt, [this] { return now_; });
+    // hostA, no interface address, listening on 9470: the names this exporter goes by are the
+    // test's, whatever machine runs it.
+    receiver_ = std::make_unique<AlertReceiver>(
+        *service_,
+        exporter::SelfNames::Sources{[] { return std::vector<std::string>{}; },
+                                     [] { return std::string("hostA"); },
+                                     [](const std::string&) { return std::string(); }},
+        std::nullopt, [this] { return now_; });
+    receiver_->set_listen("", 9470);
   }
 
   void TearDown() override {
@@ -240,6 +247,47 @@ TEST_F(AlertReceiverTest, OneRunPerAlertPerRepeatWindow) {
               HasSubstr("ibprobe_alert_probes_dropped_total{reason=\"repeat\"} 1\n"));
 }
 
+TEST_F(AlertReceiverTest, TheLastVerdictStaysWhileTheNextRunOfTheSameAlertRuns) {
+  start("modules:\n  write_bw:\n    kind: write_bw\nalerts:\n  repeat: 10m\n");
+  const auto first = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  ASSERT_EQ(first.started.size(), 1u);
+  finished(first.started[0].run_id);
+  const std::string first_run = "run_id=\"" + std::to_string(first.started[0].run_id) + "\"";
+  ASSERT_THAT(metrics_text(), HasSubstr(first_run));
+  // The next window's notification starts a run that is held running: the page still shows
+  // the first run's verdict, its error counters included, not a run without one.
+  hold_runs_ = true;
+  now_ += 10min;
+  const auto second = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  ASSERT_EQ(second.started.size(), 1u);
+  ASSERT_TRUE(eventually([&] {
+    const auto run = service_->get(second.started[0].run_id, 0ms);
+    return run && run->state == exporter::RunState::kRunning;
+  }));
+  auto text = metrics_text();
+  EXPECT_THAT(text, HasSubstr(first_run));
+  EXPECT_THAT(text, HasSubstr("side=\"local\",counter=\"symbol_error\"} 120\n"));
+  EXPECT_THAT(text, Not(HasSubstr("state=\"running\"")));
+  // Once it finishes, its own verdict replaces the first.
+  hold_.release();
+  finished(second.started[0].run_id);
+  text = metrics_text();
+  EXPECT_THAT(text, HasSubstr("run_id=\"" + std::to_string(second.started[0].run_id) + "\""));
+  EXPECT_THAT(text, Not(HasSubstr(first_run)));
+}
+
+TEST_F(AlertReceiverTest, ARunningRunIsShownWhileTheAlertHasNoVerdictYet) {
+  start();
+  hold_runs_ = true;
+  const auto answer = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1")});
+  ASSERT_EQ(answer.started.size(), 1u);
+  ASSERT_TRUE(eventually([&] {
+    const auto run = service_->get(answer.started[0].run_id, 0ms);
+    return run && run->state == exporter::RunState::kRunning;
+  }));
+  EXPECT_THAT(metrics_text(), HasSubstr("state=\"running\""));
+}
+
 TEST_F(AlertReceiverTest, AResolvedAlertStartsNothing) {
   start();
   const auto answer = receive({alert("IbprobeProbeFailing", kProbeAlert, "fp1", "resolved")});
@@ -265,7 +313,8 @@ TEST_F(AlertReceiverTest, AnAlertWithoutAUsablePeerIsAnsweredWithTheReason) {
   EXPECT_THAT(reasons(answer), ElementsAre("no_rule", "no_peer", "other_instance"));
   EXPECT_EQ(answer.dropped[1].detail, "the alert has no label 'target' to name a peer");
   EXPECT_EQ(answer.dropped[2].detail,
-            "the alert is about instance 'hostZ:9470', this exporter is 'hostA'");
+            "the alert is about instance 'hostZ:9470', which names no address, name or port of "
+            "this exporter (hostA)");
   EXPECT_TRUE(calls().empty());
 }
 
@@ -488,7 +537,8 @@ TEST_F(AlertReceiverTest, ASwitchPortAlertRunsFromTheHostAtTheCablesFarEnd) {
                                            "hostF:9471 write_bw"));
   EXPECT_THAT(reasons(answer), ElementsAre("other_instance", "not_a_host", "no_host"));
   EXPECT_EQ(answer.dropped[0].detail,
-            "the alert is about instance 'hostB', this exporter is 'hostA'");
+            "the alert is about instance 'hostB:9470', which names no address, name or port of "
+            "this exporter (hostA)");
   EXPECT_EQ(answer.dropped[1].detail,
             "remote_description 'spine-1' names no host of the peer list (6 hosts from "
             "alerts.peers_file " +

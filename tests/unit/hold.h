@@ -2,9 +2,11 @@
 // scheduler and API tests.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <stop_token>
+#include <thread>
 
 namespace ibprobe::testing {
 
@@ -26,5 +28,18 @@ class Hold {
   std::condition_variable_any changed_;
   bool released_ = false;
 };
+
+// Polls `done` until it holds or a generous bound passes (sanitizer builds are slow): what a
+// test waits for is the event it asserts, never a fixed time.
+template <typename Predicate>
+bool eventually(Predicate done,
+                std::chrono::milliseconds bound = std::chrono::milliseconds(20'000)) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 }  // namespace ibprobe::testing

@@ -322,6 +322,18 @@ TEST(ProbeConfigTest, ErrorsNameTheirLine) {
             "the file is empty: it needs a modules section");
 }
 
+TEST(ProbeConfigTest, AlertsInstanceIsAHostOrHostAndPort) {
+  for (const std::string instance :
+       {"node-7", "node-7.example:9470", "10.0.0.7:9470", "[fd00::7]:9470"}) {
+    const auto config = parse_probe_config("alerts:\n  instance: \"" + instance + "\"\n");
+    ASSERT_TRUE(config.has_value()) << instance << ": " << config.error();
+    EXPECT_EQ(config->alerts.instance, instance);
+  }
+  expect_error_at("alerts:\n  instance: \"node-7:port\"\n", 2,
+                  "alerts.instance 'node-7:port' is neither HOST nor HOST:PORT");
+  expect_error_at("alerts:\n  dispatch_to_instance_port: maybe\n", 2, "dispatch_to_instance_port");
+}
+
 TEST(ProbeConfigTest, UnknownKeysAtEveryLevel) {
   expect_error_at("modules:\n  m:\n    kind: write_bw\nmodule:\n  x: 1\n", 4,
                   "unknown field 'module' in the file");

@@ -35,17 +35,6 @@ using probes::ProbeOutcome;
 using probes::RunOptions;
 using ::testing::HasSubstr;
 
-// Polls `done` until it holds or a generous bound passes (sanitizer builds are slow).
-template <typename Predicate>
-bool eventually(Predicate done, std::chrono::milliseconds bound = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
 struct Call {
   probes::LocalPort local;
   std::string host;

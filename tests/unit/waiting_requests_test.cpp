@@ -21,6 +21,7 @@
 
 #include "collect_helpers.h"
 #include "exporter_test_helpers.h"
+#include "hold.h"
 #include "http_client.h"
 #include "ibprobe/exporter.h"
 #include "probe_api.h"
@@ -32,16 +33,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-template <class Predicate>
-bool eventually(Predicate done, std::chrono::milliseconds bound = 20s) {
-  const auto deadline = Clock::now() + bound;
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 // Accepts every connection and never says a word.
 class HangingPeer {
