@@ -693,8 +693,8 @@ ProbeConfig default_probe_config() {
 std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text) {
   try {
     const YAML::Node root = yaml::load(text);
-    if (root.IsNull())
-      return std::unexpected(std::string("the file is empty: it needs a modules section"));
+    // Nothing written changes nothing: every section keeps its defaults.
+    if (root.IsNull()) return default_probe_config();
     require_map(root, "the file");
     reject_unknown_keys(root, "the file",
                         {"modules", "allowed_targets", "scheduler", "limits", "mesh", "alerts"});
@@ -702,15 +702,30 @@ std::expected<ProbeConfig, std::string> parse_probe_config(std::string_view text
     if (root["limits"]) config.limits = parse_limits(root["limits"]);
     if (root["scheduler"]) parse_scheduler(root["scheduler"], config);
     if (root["mesh"]) parse_mesh(root["mesh"], config.mesh);
+    // A file without a modules section keeps the built-in modules (a file of one concern, the
+    // mesh or the alerts, need not copy them), held to the file's limits as its own would be;
+    // `modules: {}` written out means none.
     const auto modules = root["modules"];
-    if (!modules) fail(root, "no modules section: define at least one probe module");
-    require_map(modules, "modules");
-    if (modules.size() == 0) fail(modules, "modules is empty: define at least one probe module");
-    for (const auto& entry : modules) {
-      const auto name = entry.first.as<std::string>();
-      if (config.modules.contains(name)) fail(entry.first, "module " + name + " is defined twice");
-      if (entry.second.IsNull()) fail(entry.first, "module " + name + " has no fields");
-      config.modules.emplace(name, parse_module(name, entry.second, config.limits));
+    if (!modules) {
+      auto built_in = default_probe_config().modules;
+      for (auto& [name, module] : built_in) {
+        if (const auto fits = probes::validate_within(module.spec, config.limits); !fits) {
+          fail(root["limits"] ? root["limits"] : root,
+               "the built-in module " + name + " does not fit the limits: " +
+                   fits.error().message() + " (define the modules, or raise the limits)");
+        }
+        config.modules.emplace(name, std::move(module));
+      }
+    } else {
+      require_map(modules, "modules");
+      for (const auto& entry : modules) {
+        const auto name = entry.first.as<std::string>();
+        if (config.modules.contains(name)) {
+          fail(entry.first, "module " + name + " is defined twice");
+        }
+        if (entry.second.IsNull()) fail(entry.first, "module " + name + " has no fields");
+        config.modules.emplace(name, parse_module(name, entry.second, config.limits));
+      }
     }
     // After the modules: a rule's module must be one of them.
     if (root["alerts"]) parse_alerts(root["alerts"], config);

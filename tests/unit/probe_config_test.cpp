@@ -287,8 +287,7 @@ TEST(ProbeConfigTest, ErrorsNameTheirLine) {
   };
   const std::vector<Case> cases = {
       {"- a\n- b\n", 1, "the file must be a mapping"},
-      {"scheduler:\n  queue_length: 1\n", 1, "no modules section"},
-      {"\n\nmodules: {}\n", 3, "modules is empty"},
+      {"limits:\n  max_depth: 64\n", 2, "the built-in module atomic_bw does not fit the limits"},
       {"modules:\n  - write_bw\n", 2, "modules must be a mapping"},
       {"modules:\n  m: 3\n", 2, "module m must be a mapping"},
       {"modules:\n  m:\n    message_size: 2\n", 3, "module m has no kind"},
@@ -317,9 +316,62 @@ TEST(ProbeConfigTest, ErrorsNameTheirLine) {
     EXPECT_TRUE(error.starts_with("line " + std::to_string(c.line) + ", column ")) << error;
     EXPECT_NE(error.find(c.why), std::string::npos) << error;
   }
-  EXPECT_EQ(probe_config_error(""), "the file is empty: it needs a modules section");
-  EXPECT_EQ(probe_config_error("# only a comment\n"),
-            "the file is empty: it needs a modules section");
+}
+
+// A section the file does not hold keeps its defaults: a file of one concern (the mesh, the
+// alerts) starts with the built-in modules beside it; `modules: {}` written out means none.
+TEST(ProbeConfigTest, ASectionTheFileDoesNotHoldKeepsItsDefaults) {
+  const auto builtin = exporter::default_probe_config();
+  const auto expect_builtin_modules = [&](const exporter::ProbeConfig& config) {
+    ASSERT_EQ(config.modules.size(), builtin.modules.size());
+    for (const auto& [name, module] : builtin.modules) {
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(config.modules.contains(name));
+      EXPECT_EQ(config.modules.at(name).spec, module.spec);
+    }
+  };
+  for (const std::string text : {"", "# only a comment\n"}) {
+    SCOPED_TRACE(text);
+    const auto config = parse_probe_config(text);
+    ASSERT_TRUE(config.has_value()) << config.error();
+    expect_builtin_modules(*config);
+    EXPECT_FALSE(config->mesh.enabled);
+  }
+  const auto mesh_only = parse_probe_config("mesh:\n  enabled: true\n  peers_file: /p.json\n");
+  ASSERT_TRUE(mesh_only.has_value()) << mesh_only.error();
+  expect_builtin_modules(*mesh_only);
+  EXPECT_TRUE(mesh_only->mesh.enabled);
+  EXPECT_EQ(mesh_only->queue_length, builtin.queue_length);
+
+  const auto alerts_only = parse_probe_config(
+      "alerts:\n  repeat: 10m\n  rules:\n    - alertname: A\n      module: send_lat\n"
+      "      peer: h:9471\n");
+  ASSERT_TRUE(alerts_only.has_value()) << alerts_only.error();
+  expect_builtin_modules(*alerts_only);
+  ASSERT_EQ(alerts_only->alerts.rules.size(), 1u);
+  EXPECT_EQ(alerts_only->alerts.rules[0].module, "send_lat");
+  EXPECT_EQ(alerts_only->alerts.repeat, std::chrono::minutes(10));
+  // Without a rules key the alert rules are the shipped ones, as without the section.
+  const auto alerts_window = parse_probe_config("alerts:\n  repeat: 10m\n");
+  ASSERT_TRUE(alerts_window.has_value()) << alerts_window.error();
+  EXPECT_EQ(alerts_window->alerts.rules.size(), builtin.alerts.rules.size());
+
+  // Tighter limits the built-in modules fit keep them; written modules replace them all.
+  const auto limits_only = parse_probe_config("limits:\n  max_qps: 4\n");
+  ASSERT_TRUE(limits_only.has_value()) << limits_only.error();
+  expect_builtin_modules(*limits_only);
+  const auto own = parse_probe_config("modules:\n  mine:\n    kind: write_bw\n");
+  ASSERT_TRUE(own.has_value()) << own.error();
+  EXPECT_EQ(own->modules.size(), 1u);
+
+  const auto none = parse_probe_config("modules: {}\nmesh:\n  enabled: true\n  peers_file: /p\n");
+  ASSERT_TRUE(none.has_value()) << none.error();
+  EXPECT_TRUE(none->modules.empty());
+  // With none, a rule naming a module has nothing to name.
+  expect_error_at(
+      "modules: {}\nalerts:\n  rules:\n    - alertname: A\n      module: write_bw\n"
+      "      peer: h\n",
+      5, "alert rule A: no module named write_bw");
 }
 
 TEST(ProbeConfigTest, AlertsInstanceIsAHostOrHostAndPort) {
