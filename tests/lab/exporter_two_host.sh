@@ -184,7 +184,8 @@ main() {
     t=$(now_ms)
     lab_perftest_pair A B ib_write_bw -F -D 4 >/dev/null
     note "ib_write_bw -D 4 from B to A: $(seconds_since "$t") s"
-    sleep 3 # one more scrape after the run
+    # Every exporter scraped once more after the run: what the queries read includes all of it.
+    prom_await scrape "$(now_ms)"
 
     local window=$((($(now_ms) - LAB_TEST_START_MS) / 1000 + 5))s host counter changes rise
     for host in A B; do

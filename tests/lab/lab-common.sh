@@ -297,6 +297,37 @@ except ValueError:
 print(r[0]["value"][1] if len(r) == 1 else "")'
 }
 
+# Whether the Prometheus at $PROM_API has done, since START_MS (this host's clock, which the
+# Prometheus beside it shares), what a check reads: `scrape` every target of job ibprobe, or
+# `evaluation` every rule group. A test waits for the one it asserts on instead of sleeping for a
+# time that a busy machine may outlast.
+prom_done_since() { # scrape|evaluation START_MS
+    local path=targets
+    [[ $1 == evaluation ]] && path=rules
+    curl -fsS "$PROM_API/$path" 2>/dev/null | python3 -c '
+import datetime, json, sys
+what, since = sys.argv[1], int(sys.argv[2]) / 1000
+data = json.load(sys.stdin)["data"]
+if what == "scrape":
+    stamps = [t["lastScrape"] for t in data["activeTargets"] if t["labels"].get("job") == "ibprobe"]
+else:
+    stamps = [g["lastEvaluation"] for g in data["groups"]]
+def seconds(stamp):
+    # RFC 3339 with nanoseconds: Python reads at most microseconds.
+    day, _, rest = stamp.partition("T")
+    clock = rest.rstrip("Z").split("+")[0]
+    whole, _, fraction = clock.partition(".")
+    at = datetime.datetime.fromisoformat(f"{day}T{whole}+00:00")
+    return at.timestamp() + float("0." + (fraction or "0"))
+sys.exit(0 if stamps and all(seconds(s) > since for s in stamps) else 1)' "$1" "$2"
+}
+
+# Waits until prom_done_since holds (at most SECONDS, default 60).
+prom_await() { # scrape|evaluation START_MS [SECONDS]
+    wait_for "${3:-60}" "a Prometheus $1 after $(($2 - LAB_TEST_START_MS)) ms into the test" \
+        prom_done_since "$1" "$2"
+}
+
 lab_hw_counter() { # HOST COUNTER
     lab exec --timeout 60 "$1" -- cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$2"
 }

@@ -122,10 +122,13 @@ check_cut_and_restore() {
     wait_for 60 "A's pings to B answered again" answered_at_least A B $((before_a + 3))
     wait_for 60 "B's pings to A answered again" answered_at_least B A $((before_b + 3))
     note "link restored: pings answered again $(seconds_since "$t_up") s after"
-    # Once answered again, nothing more is lost: the counters hold still over 10 pings.
+    # Once answered again, nothing more is lost: the counters hold still over 10 pings each way.
     lost_a=$(mesh_sample A B rdma_mesh_pings_lost_total)
     lost_b=$(mesh_sample B A rdma_mesh_pings_lost_total)
-    sleep 10
+    before_a=$(mesh_answered A B)
+    before_b=$(mesh_answered B A)
+    wait_for 60 "10 more of A's pings to B answered" answered_at_least A B $((before_a + 10))
+    wait_for 60 "10 more of B's pings to A answered" answered_at_least B A $((before_b + 10))
     [[ $(mesh_sample A B rdma_mesh_pings_lost_total) == "$lost_a" ]] || fail "A still loses pings to B after the restore"
     [[ $(mesh_sample B A rdma_mesh_pings_lost_total) == "$lost_b" ]] || fail "B still loses pings to A after the restore"
     wait_for 90 "A->B loss ratio back to 0" loss_zero A B

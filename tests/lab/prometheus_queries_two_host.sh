@@ -230,10 +230,18 @@ main() {
     start_fixture_exporter
     start_prometheus
     start_traffic
-    sleep 15 # a baseline before the faults: increase() and the 7-day maxima need one
+    # A baseline before the faults, which increase() and the 7-day maxima need: two scrapes of
+    # every exporter after the traffic started, and the rules evaluated on them.
+    prom_await scrape "$(now_ms)"
+    prom_await scrape "$(now_ms)"
+    prom_await evaluation "$(now_ms)"
     provoke_faults
     wait_for_probes
-    sleep 10 # a few evaluations of the rules after the last change
+    # The last change scraped, then evaluated three times: a recording rule read by another
+    # group's rule is a group behind it.
+    prom_await scrape "$(now_ms)"
+    local round
+    for round in 1 2 3; do prom_await evaluation "$(now_ms)"; done
 
     local a_peer empty_ok=()
     a_peer="$(lab addr A):9"

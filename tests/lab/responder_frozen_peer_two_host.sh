@@ -20,6 +20,10 @@ thaw() {
     [[ -n $FROZEN_PID ]] && kill -CONT "$FROZEN_PID" 2>/dev/null || true
 }
 
+a_received_more_than() { # PACKETS
+    (($(lab_hw_counter A rcvd_pkts) > $1))
+}
+
 responder_qps() {
     lab exec --timeout 30 A -- rdma resource show qp 2>&1 | grep -c 'comm ibprobe_probe' || true
 }
@@ -38,7 +42,10 @@ main() {
         ((SECONDS < deadline)) || fail "the run never reached the responder's QPs"
         sleep 1
     done
-    sleep 3
+    # Frozen in the data phase: A's device has received the run's packets.
+    local received
+    received=$(lab_hw_counter A rcvd_pkts)
+    wait_for 60 "the run's data reaching A" a_received_more_than $((received + 1000))
     FROZEN_PID=$(lab status 2>/dev/null | sed -n 's/.*VM B: up (qemu pid \([0-9]*\)).*/\1/p')
     [[ -n $FROZEN_PID ]] || fail "no QEMU pid for VM B in: $(lab status 2>&1)"
     kill -STOP "$FROZEN_PID"

@@ -217,7 +217,9 @@ check_alert_quiet() {
         ((SECONDS < deadline)) || fail "Prometheus has no hw_counters of lab-b"
         sleep 0.5
     done
-    sleep 6 # longer than the alert's `for`: a pending alert would be firing by now
+    # An alert that went pending at the first evaluation on these series would be firing at the
+    # first evaluation its `for` later: wait for that one.
+    prom_await evaluation $(($(now_ms) + ${HOLD%s} * 1000))
     state=$(curl -fsS "$PROM_API/alerts" | python3 -c '
 import json, sys
 print(" ".join(a["state"] for a in json.load(sys.stdin)["data"]["alerts"]
@@ -346,10 +348,10 @@ for run in json.load(sys.stdin)["probes"]:
 }
 
 # The probes dashboard's alert-verdict tables, their queries as shipped, show the run: a row for
-# the alert on lab-b, and the hw_counters that moved.
-check_verdict_panels() {
-    local rows
-    rows=$(python3 - "$LAB_TEST_ROOT/dashboards/grafana/ibprobe-probes.json" "$PROM_API" <<'PY'
+# the alert on lab-b, and the hw_counters that moved. Prometheus holds the verdict already; the
+# panels are read until both show it (a scrape may fall between the two queries).
+verdict_panel_rows() {
+    python3 - "$LAB_TEST_ROOT/dashboards/grafana/ibprobe-probes.json" "$PROM_API" <<'PY'
 import json, sys, urllib.parse, urllib.request
 board, api = sys.argv[1:3]
 for panel in json.load(open(board))["panels"]:
@@ -363,9 +365,15 @@ for panel in json.load(open(board))["panels"]:
             and m["metric"].get("instance") == "lab-b"]
     print(panel["title"], len(rows), rows[0].get("counter", rows[0].get("diagnosis")) if rows else "-")
 PY
-    ) || fail "cannot run the dashboard's alert-verdict queries"
+}
+
+check_verdict_panels() {
+    local rows deadline=$((SECONDS + 30))
+    until rows=$(verdict_panel_rows) && [[ $(grep -c ' [1-9][0-9]* ' <<<"$rows") == 2 ]]; do
+        ((SECONDS < deadline)) || fail "the alert-verdict panels do not show the run: $(tr '\n' ';' <<<"$rows")"
+        sleep 1
+    done
     note "dashboard panels: $(tr '\n' ';' <<<"$rows")"
-    [[ $(grep -c ' [1-9][0-9]* ' <<<"$rows") == 2 ]] || fail "the alert-verdict panels do not show the run: $rows"
 }
 
 # The alert fired with the loss still on: the receiver's run sees it, and its verdict reaches
