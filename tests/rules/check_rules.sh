@@ -64,9 +64,12 @@ for name in (fires | quiet) - set(names):
 modules = "write_bw|write_lat|read_bw|read_lat|send_bw|send_lat"
 # The one-line command: POST a run, then wait for its result on the same exporter.
 command = re.compile(
-    r"^id=\$\(curl -s -XPOST http://(?P<host>\{\{ \$labels\.instance \}\}|\{\{ \$watcher \}\}|[\w.-]+):9470/api/v1/probes -d "
+    r"^id=\$\(curl -s -XPOST http://(?P<host>"
+    # The alert's exporter: its instance, with :9470 where the instance has no port.
+    r"""\{\{ reReplaceAll "\^\(\[\^:\]\+\)\$" "\$\{1\}:9470" \$labels\.instance \}\}"""
+    r"|\{\{ \$watcher \}\}:9470|[\w.-]+:9470)/api/v1/probes -d "
     r"""'\{"target":"[^"']+","module":"(?P<module>""" + modules + r"""|\{\{ \$labels\.module \}\})"\}' """
-    r"\| jq -r \.id\) && curl -s \"http://(?P=host):9470/api/v1/probes/\$id\?wait=\d+s\"$",
+    r"\| jq -r \.id\) && curl -s \"http://(?P=host)/api/v1/probes/\$id\?wait=\d+s\"$",
     re.M)
 for alert in alerts:
     name, ann = alert["alert"], alert.get("annotations", {})
