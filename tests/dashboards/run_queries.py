@@ -16,6 +16,13 @@
       --empty-ok METRIC=REASON: queries of METRIC (panels and alert expressions) must succeed
       but may return nothing, for a family the test's devices cannot produce (REASON is
       printed).
+      --needs-hardware FILE/TITLE=REASON: that panel (TITLE `*`: every panel of the dashboard
+      FILE; `variable NAME`: a variable) may return nothing, for hardware the test lacks (REASON
+      is printed); one whose every query returns data fails, so that the list stays true.
+      --panel-empty-ok FILE/TITLE=REASON: that panel may return nothing (a fault the test does not
+      cause; REASON is printed).
+      --panels-only: recording rules and alert expressions need not return data (their rules
+      must still load and evaluate).
 """
 import argparse
 import json
@@ -154,10 +161,56 @@ def check(args):
             return
         (ok if result else fail)(f"{what}" + ("" if result else ": no data"))
 
+    needs_hardware = {}
+    for entry in args.needs_hardware:
+        panel, reason = entry.split("=", 1)
+        needs_hardware[tuple(panel.split("/", 1))] = reason
+    panel_empty_ok = {}
+    for entry in args.panel_empty_ok:
+        panel, reason = entry.split("=", 1)
+        panel_empty_ok[tuple(panel.split("/", 1))] = reason
+    listed = set()
+
+    def hardware_reason(name, title):
+        for key in ((name, title), (name, "*")):
+            if key in needs_hardware:
+                listed.add(key)
+                return needs_hardware[key]
+        return None
+
+    panel_results = {}
     for name, title, ref, expr, instant in dash.queries(boards):
         q = dash.substitute(expr, values, intervals)
-        expect_data(f"{name} / {title} / {ref}: {q}", q,
-                    lambda: prom.instant(q) if instant else prom.range(q, args.range_seconds, 2))
+        reason = hardware_reason(name, title)
+        if reason is None and (name, title) in panel_empty_ok:
+            listed.add((name, title))
+            try:
+                got = prom.instant(q) if instant else prom.range(q, args.range_seconds, 2)
+            except RuntimeError as e:
+                fail(f"{name} / {title} / {ref}: {e}")
+                continue
+            if got:
+                ok(f"{name} / {title} / {ref}: {q}")
+            else:
+                print(f"skip {name} / {title} / {ref}: no data, allowed: "
+                      f"{panel_empty_ok[(name, title)]}")
+            continue
+        if reason is None:
+            expect_data(f"{name} / {title} / {ref}: {q}", q,
+                        lambda: prom.instant(q) if instant else prom.range(q, args.range_seconds, 2))
+            continue
+        try:
+            got = prom.instant(q) if instant else prom.range(q, args.range_seconds, 2)
+        except RuntimeError as e:
+            fail(f"{name} / {title} / {ref}: {e}")
+            continue
+        panel_results.setdefault((name, title), []).append((ref, q, got))
+    for (name, title), results in panel_results.items():
+        with_data = [(ref, q) for ref, q, got in results if got]
+        if len(with_data) == len(results):
+            fail(f"{name} / {title}: listed as needing hardware, but returns data: {with_data}")
+        else:
+            print(f"skip {name} / {title}: no data, needs hardware: {hardware_reason(name, title)}")
 
     for name, var, q in dash.variable_queries(boards):
         m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", dash.substitute(q, values, intervals))
@@ -167,13 +220,19 @@ def check(args):
             continue
         series = prom.get("/api/v1/series", **{"match[]": m.group(1), "start": time.time() - 600})
         got = sorted({s[m.group(2)] for s in series if s.get(m.group(2))})
+        if hardware_reason(name, f"variable {var}") is not None:
+            (fail if got else ok)(f"{what}" + (f": listed as needing hardware, but has values {got}"
+                                              if got else ": no values, needs hardware"))
+            continue
         (ok if got else fail)(f"{what}" + (f" -> {got}" if got else ": no values"))
+    for key in (needs_hardware.keys() | panel_empty_ok.keys()) - listed:
+        fail(f"--needs-hardware {'/'.join(key)}: no such panel")
 
     rules = []
     for path in args.rules:
         for group in yaml.safe_load(open(path))["groups"]:
             rules += group["rules"]
-    for r in rules:
+    for r in rules if not args.panels_only else []:
         if "record" in r:
             got = prom.instant(r["record"])
             (ok if got else fail)(f"recording rule {r['record']}" + ("" if got else ": no series"))
@@ -239,6 +298,9 @@ def main():
     c.add_argument("--quiet", action="append", default=[])
     c.add_argument("--vars", action="append", default=[])
     c.add_argument("--empty-ok", action="append", default=[])
+    c.add_argument("--needs-hardware", action="append", default=[])
+    c.add_argument("--panel-empty-ok", action="append", default=[])
+    c.add_argument("--panels-only", action="store_true")
     c.add_argument("--rate-interval", default="10s")
     c.add_argument("--range", default="5m")
     c.add_argument("--range-seconds", type=int, default=300)
