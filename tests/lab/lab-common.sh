@@ -196,7 +196,7 @@ lab_shared_covers() { # SHARED_SPEC MODE [--forward PORT]...
 }
 
 # What a test hands the next one in a shared lab: no job left running, every cable plugged in,
-# no queueing discipline or default route added, rxe0 ACTIVE with a RoCE GID of the lab address
+# no queueing discipline, default route or mount over /etc/hosts added, rxe0 ACTIVE with a RoCE GID of the lab address
 # and no QP of a process. Jobs are ended here (their end used to come with the lab's); anything
 # else a test changed and did not restore fails it. The VMs are asked at once, in parallel.
 lab_shared_release() {
@@ -218,6 +218,7 @@ lab_shared_release() {
             [[ -n $found ]] || echo "rxe0 has no GID of the lab address"
             tc qdisc show | grep -E "^qdisc (netem|tbf|htb|prio|red|sfq) " | sed "s/^/added /"
             ip route show default | sed "s/^/added route: /"
+            ! mountpoint -q /etc/hosts || echo "a file mounted over /etc/hosts"
             rdma resource show qp | grep " pid " | sed "s/^/QP of a process: /"
             true' >"$dir/$host" 2>&1 || echo "does not answer" >>"$dir/$host" &
         asked+=($!)
