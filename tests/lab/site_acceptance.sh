@@ -154,17 +154,19 @@ JSON
 # Each exporter's --config.file: deploy/config/ibprobe.yml with the lab's subnet allowed, its
 # modules made lab-sized, the mesh on over the site's file_sd file, and the alert receiver reading
 # the same file (the shipped alert rules are the receiver's defaults). The mesh pings each peer 5
-# times a second, not once: B's link then loses a ping within seconds, for the mesh panels. write_bw sends 4 KiB
-# messages, four packets at rxe's MTU, so a lost packet costs a short go-back-N and a run stays
-# within its retry budget at a few percent loss. Its ACK timeout is 268 ms (16): a lost last
-# packet of a window waits that long, and at 1 s (the lab's usual 18) 300 messages under 2 %
-# loss took longer than a minute; perftest's 67 ms would let a TCG VM that is only slow count as
-# loss. Its timeout is 20 s: A sees sequence errors at its end of the lossy link, its own alert
-# has it probe B while B probes A, and an initiator holds its port while it retries a busy
-# responder, so the second of the two runs waits until the first one's timeout. `workload` is
-# B's own traffic over the lossy link: about 50 packets lost of 2400, enough for the alert (more
-# than 10). Not a run of seconds: 23,000 packets under loss once stalled B's lab NIC (QEMU took
-# no more frames from its transmit ring; deploy/lab/README.md, Limits).
+# times a second, not once: B's link then loses a ping within seconds, for the mesh panels.
+# write_bw sends 4 KiB messages, four packets at rxe's MTU, so a lost packet costs a short
+# go-back-N and a run stays within its retry budget at a few percent loss; 16 in flight, not
+# perftest's 128: a run with 512 packets in flight under loss once had none of its 300 messages
+# done after 20 s (rxe's overlapping resends: deploy/lab/README.md, Limits). Its ACK timeout is
+# 268 ms (16): a lost last packet of a window waits that long, and at 1 s (the lab's usual 18)
+# 300 messages under 2 % loss took longer than a minute; perftest's 67 ms would let a TCG VM that
+# is only slow count as loss. Its timeout is 20 s: A sees sequence errors at its end of the lossy
+# link, its own alert has it probe B while B probes A, and an initiator holds its port while it
+# retries a busy responder, so the second of the two runs waits for the first one's timeout.
+# `workload` is B's own traffic over the lossy link: about 50 packets lost of 2400, enough for
+# the alert (more than 10). Not a run of seconds: 23,000 packets under loss once stalled B's lab
+# NIC (QEMU took no more frames from its transmit ring; deploy/lab/README.md, Limits).
 write_exporter_configs() { # CASE
     local host
     for host in "${HOSTS[@]}"; do
@@ -175,9 +177,9 @@ shipped, out, file_sd, self, qp_timeout = sys.argv[1:]
 config = yaml.safe_load(open(shipped))
 config["allowed_targets"] = ["10.99.0.0/24"]
 config["modules"]["write_bw"] = {"kind": "write_bw", "message_size": 4096, "iterations": 300,
-                                 "timeout": "20s", "rc": {"timeout": 16}}
+                                 "tx_depth": 16, "timeout": "20s", "rc": {"timeout": 16}}
 config["modules"]["workload"] = {"kind": "write_bw", "message_size": 4096, "iterations": 600,
-                                 "timeout": "30s", "rc": {"timeout": 16}}
+                                 "tx_depth": 16, "timeout": "30s", "rc": {"timeout": 16}}
 config["modules"]["write_lat"] = {"kind": "write_lat", "iterations": 20, "timeout": "30s",
                                   "rc": {"timeout": int(qp_timeout)}}
 config["modules"]["send_lat"] = {"kind": "send_lat", "iterations": 20, "timeout": "30s",
