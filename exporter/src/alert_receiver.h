@@ -62,8 +62,9 @@ class AlertReceiver {
  public:
   using Clock = std::chrono::steady_clock;
   // The header an alert sent on from another exporter's receiver carries (its host name): such
-  // an alert is answered here or dropped, never sent further. Lower case, as the HTTP server
-  // hands header names over (they are case-insensitive).
+  // an alert came to the address its instance names, so it is answered here, never sent
+  // further. Lower case, as the HTTP server hands header names over (they are
+  // case-insensitive).
   static constexpr std::string_view kSentOnHeader = "x-ibprobe-sent-on-by";
 
   // `self_names`: where the names this exporter goes by come from (SelfNames). `alertmanager`:
@@ -108,7 +109,8 @@ class AlertReceiver {
     self_names_.set_listen(std::move(host), port);
   }
 
-  // `sent_on`: the message came from another exporter's receiver (it is never sent further).
+  // `sent_on`: the message came from another exporter's receiver (it runs here, never sent
+  // further).
   Answer receive(const WebhookMessage& message, bool sent_on = false);
   // A message that did not parse, counted.
   void malformed();

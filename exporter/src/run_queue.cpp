@@ -70,9 +70,13 @@ std::expected<ProbeRun, Refusal> RunQueue::run(Job job, std::stop_token stop) {
   std::unique_lock lock(mutex_);
   if (!changed_.wait_until(lock, stop, deadline, finished)) {
     if (stop.stop_requested()) {
-      stop_run(entry, "cancelled", "the client went away before the probe finished", lock);
+      stop_run(entry,
+               {probes::FailureKind::kCancelled, "the client went away before the probe finished"},
+               lock);
     } else {
-      stop_run(entry, "timeout", "the probe did not finish within its timeout", lock);
+      stop_run(entry,
+               {probes::FailureKind::kTimeout, "the probe did not finish within its timeout"},
+               lock);
     }
     changed_.wait_until(lock, std::chrono::steady_clock::now() + kStopGrace, finished);
   }
@@ -104,7 +108,7 @@ void RunQueue::abandon(std::uint64_t id, const std::string& reason) {
   std::unique_lock lock(mutex_);
   const auto found = active_.find(id);
   if (found == active_.end()) return;
-  stop_run(found->second, "timeout", reason, lock);
+  stop_run(found->second, {probes::FailureKind::kTimeout, reason}, lock);
 }
 
 std::vector<ProbeRun> RunQueue::active() const {
@@ -114,16 +118,15 @@ std::vector<ProbeRun> RunQueue::active() const {
   return out;
 }
 
-void RunQueue::stop_run(const std::shared_ptr<Entry>& entry, std::string reason, std::string text,
+void RunQueue::stop_run(const std::shared_ptr<Entry>& entry, probes::Error why,
                         std::unique_lock<std::mutex>& lock) {
   if (entry->run.state == RunState::kQueued) {
     std::erase(waiting_, entry);
-    entry->run.failure_reason = std::move(reason);
-    entry->run.failure = std::move(text);
+    entry->run.failure_reason = to_string(why.kind);
+    entry->run.failure = std::move(why.message);
     finish(entry, lock);
   } else if (entry->run.state == RunState::kRunning && !entry->stop.stop_requested()) {
-    entry->stop_reason = std::move(reason);
-    entry->stop_text = std::move(text);
+    entry->stopped_by = std::move(why);
     entry->stop.request_stop();
   }
 }
@@ -134,13 +137,15 @@ void RunQueue::shutdown() {
     if (stopping_ && !worker_.joinable()) return;
     stopping_ = true;
     if (running_) {
-      stop_run(running_, "cancelled", "the probe was cancelled: this exporter is shutting down",
+      stop_run(running_,
+               {probes::FailureKind::kCancelled,
+                "the probe was cancelled: this exporter is shutting down"},
                lock);
     }
     while (!waiting_.empty()) {
       auto entry = waiting_.front();
       waiting_.pop_front();
-      entry->run.failure_reason = "cancelled";
+      entry->run.failure_reason = to_string(probes::FailureKind::kCancelled);
       entry->run.failure = "the exporter is shutting down; the probe never started";
       finish(entry, lock);
     }
@@ -174,32 +179,31 @@ void RunQueue::work() {
     lock.unlock();
 
     // The run itself goes without the lock: /metrics and the API keep answering meanwhile.
-    std::optional<probes::ProbeOutcome> outcome;
-    std::optional<probes::SweepOutcome> sweep;
-    std::string reason, failure;
+    Result result;
     const auto start = std::chrono::steady_clock::now();
     try {
-      execute(*entry, outcome, sweep, reason, failure);
+      result = execute(*entry);
     } catch (...) {
       // run_probe returns its errors; anything else that escapes a run fails that run, in the
       // same words, rather than ending the worker and with it the exporter.
-      const auto error = probes::current_exception_as_error();
-      reason = to_string(error.kind);
-      failure = error.message;
+      result = {std::nullopt, std::nullopt, probes::current_exception_as_error()};
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     lock.lock();
     run.duration_seconds = seconds;
-    run.outcome = std::move(outcome);
-    run.sweep = std::move(sweep);
+    run.outcome = std::move(result.outcome);
+    run.sweep = std::move(result.sweep);
     if (!run.succeeded()) {
       // A stop asked for by this service (a waiter's deadline passed, its client went away,
       // shutdown) says why in its own words.
-      const bool stopped = !entry->stop_reason.empty() && reason == "cancelled";
-      run.failure_reason = stopped ? entry->stop_reason : reason;
-      run.failure = stopped ? entry->stop_text : failure;
+      const auto& error =
+          entry->stopped_by && result.error && result.error->kind == probes::FailureKind::kCancelled
+              ? *entry->stopped_by
+              : result.error.value_or(probes::Error{});
+      run.failure_reason = to_string(error.kind);
+      run.failure = error.message;
       spdlog::info("probe id={} target={} module={} failed reason={}: {}", run.id, run.target,
                    run.module, run.failure_reason, run.failure);
     } else {
@@ -211,33 +215,27 @@ void RunQueue::work() {
   }
 }
 
-// A run's failure class and text, from the queue's own refusals or the run's error.
-void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcome,
-                       std::optional<probes::SweepOutcome>& sweep, std::string& reason,
-                       std::string& failure) {
+// A run's outcome, or its failure from the queue's own refusals or the run's error.
+RunQueue::Result RunQueue::execute(Entry& entry) {
   const auto& job = entry.job;
   const auto& module = job.resolved;
   const auto deadline = job.deadline(std::chrono::steady_clock::now());
-  const auto fail = [&](probes::FailureKind kind, std::string text) {
-    reason = to_string(kind);
-    failure = std::move(text);
+  const auto fail = [](probes::FailureKind kind, std::string text) {
+    return Result{std::nullopt, std::nullopt, probes::Error{kind, std::move(text)}};
   };
   if (job.sweep ? !*job.sweep : !job.spec) {
-    fail(probes::FailureKind::kRejected, job.sweep
-                                             ? "invalid sweep: " + job.sweep->error().message()
-                                             : "invalid probe: " + job.spec.error().message());
-    return;
+    return fail(probes::FailureKind::kRejected,
+                job.sweep ? "invalid sweep: " + job.sweep->error().message()
+                          : "invalid probe: " + job.spec.error().message());
   }
   // A peer's run on our responder holds the port; ours waits for it rather than failing.
   const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
   if (!held) {
     if (entry.stop.stop_requested()) {
-      fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
-    } else {
-      fail(probes::FailureKind::kTimeout,
-           "timed out: a peer's probe held the port until the deadline");
+      return fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
     }
-    return;
+    return fail(probes::FailureKind::kTimeout,
+                "timed out: a peer's probe held the port until the deadline");
   }
   probes::RunOptions run_options;
   run_options.fabric_ports = module.fabric_ports;
@@ -252,22 +250,24 @@ void RunQueue::execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcom
     const auto& valid_sweep = *job.sweep;
     // The gate stays held from the first step to the last: no other run comes between
     // two steps that should differ in one variable only.
-    sweep = probes::run_sweep(
+    Result result;
+    result.sweep = probes::run_sweep(
         *valid_sweep, run_options,
         [&](const probes::ValidSpec& spec, const probes::RunOptions& step_options) {
           return runner_(local, job.host, job.port, spec, step_options);
         });
-    if (!sweep->complete()) {
-      const auto& last = sweep->steps.back();
-      reason = to_string(last.failure);
-      failure = fmt::format("step {} ({}={}): {}", sweep->steps.size() - 1,
-                            probes::to_string(sweep->sweep.variable), last.value, last.error);
+    if (const auto& sweep = *result.sweep; !sweep.complete()) {
+      const auto& last = sweep.steps.back();
+      result.error =
+          probes::Error{last.failure, fmt::format("step {} ({}={}): {}", sweep.steps.size() - 1,
+                                                  probes::to_string(sweep.sweep.variable),
+                                                  last.value, last.error)};
     }
-  } else if (auto ran = runner_(local, job.host, job.port, *job.spec, run_options)) {
-    outcome = std::move(*ran);
-  } else {
-    fail(ran.error().kind, std::move(ran.error().message));
+    return result;
   }
+  auto ran = runner_(local, job.host, job.port, *job.spec, run_options);
+  if (!ran) return fail(ran.error().kind, std::move(ran.error().message));
+  return Result{std::move(*ran), std::nullopt, std::nullopt};
 }
 
 }  // namespace ibprobe::exporter

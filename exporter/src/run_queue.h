@@ -99,22 +99,26 @@ class RunQueue {
     ProbeRun run;
     Job job;
     std::stop_source stop;
-    // Why stop was requested, as the run's failure shows it: reason (timeout, cancelled), text.
-    std::string stop_reason;
-    std::string stop_text;
+    // Why stop was requested, as the run's failure shows it (timeout or cancelled, and the
+    // words); unset: it was not.
+    std::optional<probes::Error> stopped_by;
+  };
+  // What a run came to: its outcome or sweep (a sweep may be incomplete), else its error.
+  struct Result {
+    std::optional<probes::ProbeOutcome> outcome;
+    std::optional<probes::SweepOutcome> sweep;
+    std::optional<probes::Error> error;
   };
 
   std::expected<std::shared_ptr<Entry>, Refusal> queue(Job job);
   // Called with the lock held: ends a queued run now, asks a running one to stop.
-  void stop_run(const std::shared_ptr<Entry>& entry, std::string reason, std::string text,
+  void stop_run(const std::shared_ptr<Entry>& entry, probes::Error why,
                 std::unique_lock<std::mutex>& lock);
   // Called with the lock held: the run has its failure or outcome; it moves to the history.
   void finish(const std::shared_ptr<Entry>& entry, std::unique_lock<std::mutex>& lock);
   void work();
-  // The run itself, without the lock: its outcome or sweep, else its failure class and text.
-  void execute(Entry& entry, std::optional<probes::ProbeOutcome>& outcome,
-               std::optional<probes::SweepOutcome>& sweep, std::string& reason,
-               std::string& failure);
+  // The run itself, without the lock.
+  Result execute(Entry& entry);
 
   Options options_;
   Runner runner_;

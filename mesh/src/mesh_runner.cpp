@@ -155,32 +155,33 @@ struct MeshRunner::State {
   }
 
   void learn(const std::string& target) {
-    try {
-      auto endpoint =
-          probes::fetch_mesh_endpoint(host_of(target), options.responder_port,
-                                      options.shared_secret, Clock::now() + kAddressDeadline);
-      const auto& own = pinger->endpoint();
-      if (endpoint.gid_family != own.gid_family) {
-        spdlog::warn("mesh: {} pings over {} GIDs, this host over {}: not paired", target,
-                     endpoint.gid_family, own.gid_family);
-        return;
-      }
-      if (endpoint.gid == own.gid) {
-        spdlog::warn("mesh: {} answers with this host's own GID: not pinging itself", target);
-        return;
-      }
-      {
-        const std::lock_guard lock(mutex);
-        const auto it = endpoints.find(target);
-        if (it != endpoints.end() && it->second == endpoint) return;
-        endpoints[target] = endpoint;
-      }
-      spdlog::info("mesh: {} answers pings on QPN {}", target, endpoint.qpn);
-      ++generation;
-      wake_pinger();
-    } catch (const std::exception& e) {
-      spdlog::debug("mesh: address of {}: {}", target, e.what());
+    const auto fetched =
+        probes::fetch_mesh_endpoint(host_of(target), options.responder_port, options.shared_secret,
+                                    Clock::now() + kAddressDeadline);
+    if (!fetched) {
+      spdlog::debug("mesh: address of {}: {}", target, fetched.error().message);
+      return;
     }
+    const auto& endpoint = *fetched;
+    const auto& own = pinger->endpoint();
+    if (endpoint.gid_family != own.gid_family) {
+      spdlog::warn("mesh: {} pings over {} GIDs, this host over {}: not paired", target,
+                   endpoint.gid_family, own.gid_family);
+      return;
+    }
+    if (endpoint.gid == own.gid) {
+      spdlog::warn("mesh: {} answers with this host's own GID: not pinging itself", target);
+      return;
+    }
+    {
+      const std::lock_guard lock(mutex);
+      const auto it = endpoints.find(target);
+      if (it != endpoints.end() && it->second == endpoint) return;
+      endpoints[target] = endpoint;
+    }
+    spdlog::info("mesh: {} answers pings on QPN {}", target, endpoint.qpn);
+    ++generation;
+    wake_pinger();
   }
 
   void control_loop() {

@@ -188,13 +188,6 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   // References, not a structured binding: lambdas below capture the channel.
   auto& channel = greeting.channel;
   const auto& hello = greeting.hello;
-  if (hello.protocol_version != protocol::kProtocolVersion) {
-    throw ProbeFailure(channel.peer() + " speaks control protocol version " +
-                           std::to_string(hello.protocol_version) + ", this side " +
-                           std::to_string(protocol::kProtocolVersion),
-                       FailureKind::kProtocol);
-  }
-  auth.verify(hello, channel.peer());
   channel.send(protocol::ProbeRequest{spec, auth.authenticator(hello, spec)}, deadline);
   channel.expect<protocol::ProbeAccept>(deadline, "the responder's answer to the request");
   // Nothing is allocated here until the peer has accepted and offered endpoints that fit the spec.

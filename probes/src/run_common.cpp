@@ -44,6 +44,7 @@ Greeting greet(const std::string& host, const std::string& port,
                  deadline);
     auto message = channel.receive(deadline);
     if (auto* hello = std::get_if<protocol::Hello>(&message)) {
+      auth.verify(*hello, channel.peer());
       return Greeting{std::move(channel), std::move(*hello)};
     }
     const auto* error = std::get_if<protocol::Error>(&message);

@@ -32,9 +32,12 @@ struct Greeting {
   protocol::Hello hello;
 };
 
-// Connects and exchanges Hellos. A responder busy with another run says so at once; that run
-// often ends within moments (its side may still be releasing its resources after our previous
-// run), so ask again, backing off, until the deadline.
+// Connects and exchanges Hellos, and returns once the responder has proved the shared secret
+// (when `auth` has one): the one handshake of a probe run, a verification case and a mesh
+// address request. A responder of another protocol version is refused by the codec, which reads
+// no frame of another version. A responder busy with another run says so
+// at once; that run often ends within moments (its side may still be releasing its resources
+// after our previous run), so ask again, backing off, until the deadline.
 Greeting greet(const std::string& host, const std::string& port,
                const std::vector<IpAddress>& addresses,
                std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,

@@ -27,13 +27,6 @@ CaseResult run_one(Case id, const LocalPort& local, const std::string& host,
   const peer_auth::InitiatorAuth auth(run_options.shared_secret);
   auto greeting = greet(host, port, addresses, setup_deadline, auth, stop);
   auto& channel = greeting.channel;
-  if (greeting.hello.protocol_version != protocol::kProtocolVersion) {
-    throw ProbeFailure(
-        fmt::format("{} speaks control protocol version {}, this side {}", channel.peer(),
-                    greeting.hello.protocol_version, protocol::kProtocolVersion),
-        FailureKind::kProtocol);
-  }
-  auth.verify(greeting.hello, channel.peer());
   request.authenticator = auth.authenticator(greeting.hello, request);
   channel.send(request, setup_deadline);
   channel.expect<protocol::ProbeAccept>(setup_deadline, "the responder's answer to the case");

@@ -151,13 +151,14 @@ echo "concurrent duplicates: $accepted queued, $refused refused with 429 and Ret
 
 # Slow clients: connections that dribble their headers hold a few worker threads; /metrics and
 # the health endpoint must still answer from the others.
-python3 - "$port" <<'PY' &
+python3 - "$port" "$work/slow_connected" <<'PY' &
 import socket, sys, time
 conns = []
 for _ in range(5):
     c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
     c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
     conns.append(c)
+open(sys.argv[2], "w").write("connected")
 for _ in range(10):
     time.sleep(1)
     for c in conns:
@@ -168,7 +169,7 @@ for _ in range(10):
 PY
 slow=$!
 pids+=("$slow")
-sleep 1
+wait_for 30 test -s "$work/slow_connected" || fail "the slow clients did not connect"
 for i in 1 2 3; do
   expect 200 "metrics while slow clients hold connections ($i)" "$url/metrics"
   expect 200 "health while slow clients hold connections ($i)" "$url/-/healthy"

@@ -134,10 +134,15 @@ def main(exporter):
         for v in shards.values():
             per_exporter[v[0][2]] = per_exporter.get(v[0][2], 0) + 1
         check(len(per_exporter) == 2, f"both exporters read switches: {per_exporter}")
-        # And in the data: each switch's series come from one job only.
-        time.sleep(5)
-        counted = api(prom, "query", query="count by (node_guid) (count by (node_guid, job) "
-                                           "(rdma_fabric_port_state))")["result"]
+        # And in the data: each switch's series come from one job only, once every switch's
+        # first scrape is in.
+        deadline = time.monotonic() + 60
+        while True:
+            counted = api(prom, "query", query="count by (node_guid) (count by (node_guid, job) "
+                                               "(rdma_fabric_port_state))")["result"]
+            if len(counted) >= len(want) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         check(sorted(r["metric"]["node_guid"] for r in counted) == sorted(want)
               and all(r["value"][1] == "1" for r in counted),
               "every switch's series come from exactly one job")

@@ -316,7 +316,15 @@ def restart_under_prometheus(sim, exporter, workdir):
     stop(process)
     process, base = sf.start_exporter(sim, exporter, *flags, port=port)
     print(f"exporter restarted in {time.time() - stopped:.2f} s")
-    time.sleep(6 * interval)
+    # Every switch scraped four times since the restart, by Prometheus' own count.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        since = int(time.time() - stopped) + 1
+        counts = prometheus_query(
+            prometheus, f"count_over_time(up{{job='ibprobe_fabric_shard0'}}[{since}s])")
+        if counts and len(counts) == switches and min(float(r["value"][1]) for r in counts) >= 4:
+            break
+        time.sleep(0.5)
     window = int(time.time() - stopped) + 4 * interval
     series = prometheus_query(prometheus, f"rdma_fabric_port_state[{window}s]")
     gaps = []

@@ -299,7 +299,7 @@ print(r[0]["value"][1] if len(r) == 1 else "")'
 }
 
 # Whether the Prometheus at $PROM_API has done, since START_MS (this host's clock, which the
-# Prometheus beside it shares), what a check reads: `scrape` every target of job ibprobe, or
+# Prometheus beside it shares), what a check reads: `scrape` every active target, or
 # `evaluation` every rule group. A test waits for the one it asserts on instead of sleeping for a
 # time that a busy machine may outlast.
 prom_done_since() { # scrape|evaluation START_MS
@@ -310,7 +310,7 @@ import datetime, json, sys
 what, since = sys.argv[1], int(sys.argv[2]) / 1000
 data = json.load(sys.stdin)["data"]
 if what == "scrape":
-    stamps = [t["lastScrape"] for t in data["activeTargets"] if t["labels"].get("job") == "ibprobe"]
+    stamps = [t["lastScrape"] for t in data["activeTargets"]]
 else:
     stamps = [g["lastEvaluation"] for g in data["groups"]]
 def seconds(stamp):

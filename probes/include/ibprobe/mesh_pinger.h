@@ -12,12 +12,14 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <expected>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ibprobe/mesh_endpoint.h"
+#include "ibprobe/probe_failure.h"
 #include "ibprobe/verbs_probe.h"
 
 namespace ibprobe::probes {
@@ -46,10 +48,10 @@ struct FollowUpReceived {
 };
 
 // Learns a peer's endpoint from its exporter's responder at HOST:PORT, authenticated with
-// `shared_secret` when it is not empty. Throws ProbeFailure saying why it could not.
-MeshEndpoint fetch_mesh_endpoint(const std::string& host, const std::string& port,
-                                 const std::string& shared_secret,
-                                 std::chrono::steady_clock::time_point deadline);
+// `shared_secret` when it is not empty; or why it could not (unreachable, unauthorized, ...).
+std::expected<MeshEndpoint, Error> fetch_mesh_endpoint(
+    const std::string& host, const std::string& port, const std::string& shared_secret,
+    std::chrono::steady_clock::time_point deadline);
 
 class UdPinger {
  public:

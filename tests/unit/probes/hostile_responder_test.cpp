@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "ibprobe/mesh_pinger.h"
 #include "ibprobe/verbs_probe.h"
 #include "protocol.h"
 #include "raw_peer.h"
@@ -72,6 +73,33 @@ TEST(HostileResponder, GarbageIsNotAFrame) {
   const auto failure = probe_failure(responder);
   EXPECT_NE(failure.what.find("bad frame"), std::string::npos) << failure.what;
   EXPECT_EQ(failure.kind, "protocol");
+}
+
+// A responder of another protocol version is refused by every exchange, before anything else is
+// said: a probe run and a mesh address request alike.
+TEST(HostileResponder, AnotherProtocolVersionIsRefusedByEveryExchange) {
+  const auto next = static_cast<std::uint16_t>(protocol::kProtocolVersion + 1);
+  const auto other_version = [next](int fd) {
+    EXPECT_TRUE(std::holds_alternative<protocol::Hello>(read_frame(fd)));
+    // Its Hello as such a responder frames it: the version in the frame header and the body.
+    Bytes hello = protocol::encode(protocol::Hello{next, "fake", {}, {}});
+    hello[4] = static_cast<std::uint8_t>(next >> 8);
+    hello[5] = static_cast<std::uint8_t>(next & 0xff);
+    write_all(fd, hello);
+  };
+  const std::string said = "peer speaks protocol version " + std::to_string(next) +
+                           ", this build speaks " + std::to_string(protocol::kProtocolVersion);
+  FakeResponder for_probe(other_version);
+  const auto failure = probe_failure(for_probe);
+  EXPECT_THAT(failure.what, ::testing::HasSubstr(said));
+  EXPECT_EQ(failure.kind, "protocol");
+  FakeResponder for_mesh(other_version);
+  const auto fetched = fetch_mesh_endpoint(
+      "127.0.0.1", for_mesh.port(), "", std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_FALSE(fetched.has_value())
+      << "the mesh address was taken from a responder of another version";
+  EXPECT_THAT(fetched.error().message, ::testing::HasSubstr(said));
+  EXPECT_EQ(fetched.error().kind, FailureKind::kProtocol);
 }
 
 // The initiator's probe request answered with frames it must refuse, after a sound handshake.

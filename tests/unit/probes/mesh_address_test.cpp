@@ -30,18 +30,15 @@ std::unique_ptr<Responder> responder(const std::string& secret,
       ResponderOptions{Limits{}, secret, nullptr, std::move(endpoint)});
 }
 
-MeshEndpoint fetch(const Responder& from, const std::string& secret) {
+std::expected<MeshEndpoint, Error> fetch(const Responder& from, const std::string& secret) {
   return fetch_mesh_endpoint("127.0.0.1", std::to_string(from.port()), secret,
                              std::chrono::steady_clock::now() + std::chrono::seconds(5));
 }
 
 // The failure kind and text of a fetch that must fail.
 std::pair<FailureKind, std::string> refusal(const Responder& from, const std::string& secret) {
-  try {
-    fetch(from, secret);
-  } catch (const ProbeFailure& e) {
-    return {e.kind(), e.what()};
-  }
+  const auto fetched = fetch(from, secret);
+  if (!fetched) return {fetched.error().kind, fetched.error().message};
   ADD_FAILURE() << "the fetch succeeded";
   return {FailureKind::kInternal, ""};
 }
