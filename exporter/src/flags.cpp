@@ -212,8 +212,15 @@ void add_fabric_options(CLI::App& app, Config& config, StagedFlags& staged) {
                256);
   app.add_flag("--fabric.detail-counters,!--no-fabric.detail-counters", fabric.detail_counters,
                "Also read PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters "
-               "of every switch port whose PMA answers them: up to three more MADs per port per "
-               "read (default: on)");
+               "of every switch port whose PMA answers them; each is read again only when the "
+               "base counter it splits (PortRcvErrors, PortXmitDiscards, PortXmitWait) moved, "
+               "and served from its last read otherwise: no MAD more per port while nothing "
+               "moves, up to three (default: on)");
+  app.add_flag("--fabric.detail-counters-every-read,!--no-fabric.detail-counters-every-read",
+               fabric.detail_counters_every_read,
+               "Read the three detail attributes of every switch port on every read, whether or "
+               "not a base counter moved: three more MADs per port per read, for a site that "
+               "does not trust its PMAs' base counters (default: off)");
   app.add_flag("--fabric.extended-speeds-counters,!--no-fabric.extended-speeds-counters",
                fabric.extended_speeds_counters,
                "Also read PortExtendedSpeedsCounters (FEC counters) of every switch port at FDR "

@@ -1,8 +1,9 @@
 // The fabric: a discovery thread keeps the model (the last good one when a discovery fails), and
 // reads of switch ports go through one umad port: per switch, ClassPortInfo once (cached), then
-// PortCounters and PortCountersExtended of every port, two MADs per port per read, and the three
-// detail attributes of every port of a switch whose PMA has not answered "not supported" (what a
-// PMA supports is learned again after each discovery).
+// PortCounters and PortCountersExtended of every port, two MADs per port per read, and then each
+// of the three detail attributes whose base counter moved since it was last read (detail_memory.h),
+// of switches whose PMA has not answered "not supported" (what a PMA supports is learned again
+// after each discovery).
 #include "ibprobe/fabric.h"
 
 #include <spdlog/spdlog.h>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "detail_memory.h"
 #include "fabric_state.h"
 #include "ibprobe/fabric_discovery.h"
 #include "ibprobe/fabric_topology.h"
@@ -324,6 +326,10 @@ struct Fabric::Impl {
   // One umad agent answers one read at a time.
   mutable std::mutex exchange_mutex;
   mutable std::unordered_map<std::uint64_t, PmaFacts> pma_facts;  // by node GUID
+  // Held with the exchange's lock from deciding which details to ask to keeping their answers,
+  // so of two reads of one switch at once (two Prometheus servers, a slow scrape overlapping the
+  // next) the second decides from what the first kept.
+  mutable DetailMemory kept_details;
   mutable std::array<std::atomic<std::uint64_t>, 16> lost_by_reason{};
   mutable std::atomic<std::uint64_t> mads_sent{0};
 
@@ -367,6 +373,9 @@ struct Fabric::Impl {
         if (!options.state_file.empty()) state = fabric_state_to_json(*model, history);
       }
       if (!state.empty()) save_state(state);
+      const auto served = current();
+      std::lock_guard lock(exchange_mutex);
+      keep_model_ports(kept_details, *served);
     } else {
       std::lock_guard lock(model_mutex);
       last_success = false;
@@ -432,8 +441,11 @@ struct Fabric::Impl {
   struct PortPlan {
     std::size_t basic = 0;
     std::size_t extended = SIZE_MAX;
-    DetailPlan details = {};
     std::size_t fec = SIZE_MAX;
+    // Decoded PortCounters (and PortCountersExtended) once both answered.
+    std::optional<CounterMap> counters = {};
+    DetailChoice details_wanted = {};
+    DetailPlan details = {};  // indexes into the second exchange's queries
     mad::FecLayout fec_layout = mad::FecLayout::kBlocks;
   };
   struct SwitchPlan {
@@ -523,6 +535,93 @@ struct Fabric::Impl {
         any_extended ? support : kNothingToAsk);
   }
 
+  // A port's counters from both tables, or nothing unless both answered: half a port would read
+  // as counters going down.
+  static std::optional<CounterMap> decode_port(const mad::ClassPortInfo& info,
+                                               const PortPlan& port_plan,
+                                               const std::vector<MadExchange::Answer>& answers) {
+    const auto basic = port_plan.basic;
+    const auto ext = port_plan.extended;
+    if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) return std::nullopt;
+    CounterMap counters;
+    for (const auto& [name, value, width] :
+         mad::decode_counters(mad::data_of(*answers[basic]), mad::port_counters_fields())) {
+      counters.try_emplace(std::string(name), RemoteCounter{value, width});
+    }
+    drop_unsupported_basic(info, counters);
+    if (ext != SIZE_MAX) {
+      CounterMap extended;
+      for (const auto& [name, value, width] : mad::decode_counters(
+               mad::data_of(*answers[ext]), mad::port_counters_extended_fields())) {
+        extended.try_emplace(std::string(name), RemoteCounter{value, width});
+      }
+      drop_unsupported_extended(info, extended);
+      counters.merge(extended);
+    }
+    return counters;
+  }
+
+  // The detail attributes of the answered ports, in a second exchange after the base counters:
+  // each asked where details_to_read says so (every one with
+  // --fabric.detail-counters-every-read), the others served from what was kept. Kept values go
+  // with a lost or "not supported" answer, so that attribute is asked again by the next read.
+  // Called with exchange_mutex held.
+  void read_details(std::vector<SwitchPlan>& plans, MadExchange& exchange,
+                    std::map<std::pair<std::uint64_t, std::size_t>, CounterMap>& served) const {
+    std::vector<MadQuery> queries;
+    for (auto& plan : plans) {
+      const auto& support = pma_facts[plan.node->guid].details;
+      for (std::size_t i = 0; i < plan.ports.size(); ++i) {
+        auto& port_plan = plan.ports[i];
+        if (!port_plan.counters) continue;
+        const int number = plan.node->ports[i].number;
+        port_plan.details_wanted =
+            options.detail_counters_every_read
+                ? DetailChoice{true, true, true}
+                : details_to_read(kept_details[{plan.node->guid, number}], *port_plan.counters);
+        for (std::size_t a = 0; a < mad::kDetailAttributes.size(); ++a) {
+          if (!port_plan.details_wanted[a] || support[a] == DetailSupport::kUnsupported) continue;
+          port_plan.details[a].push_back(queries.size());
+          queries.push_back({plan.node->lid, mad::MgmtClass::kPerfMgt, mad::kDetailAttributes[a],
+                             static_cast<std::uint8_t>(number), true});
+        }
+      }
+    }
+    const auto answers =
+        queries.empty() ? std::vector<MadExchange::Answer>{} : exchange.run(queries);
+    for (const auto& plan : plans) {
+      auto& support = pma_facts[plan.node->guid].details;
+      for (std::size_t i = 0; i < plan.ports.size(); ++i) {
+        const auto& port_plan = plan.ports[i];
+        if (!port_plan.counters) continue;
+        auto& kept = kept_details[{plan.node->guid, plan.node->ports[i].number}];
+        for (std::size_t a = 0; a < mad::kDetailAttributes.size(); ++a) {
+          if (!port_plan.details_wanted[a]) continue;
+          kept[a].reset();
+          if (port_plan.details[a].empty()) continue;
+          DetailPlan one{};
+          one[a] = port_plan.details[a];
+          CounterMap fresh;
+          take_detail_answers(one, answers, exchange, support, fresh);
+          if (!answers[one[a].front()] || support[a] != DetailSupport::kSupported) continue;
+          const auto base = port_plan.counters->find(kDetailBases[a]);
+          kept[a] = KeptDetail{base == port_plan.counters->end()
+                                   ? std::nullopt
+                                   : std::optional<std::uint64_t>(base->second.value),
+                               std::move(fresh)};
+        }
+        for (std::size_t a = 0; a < mad::kDetailAttributes.size(); ++a) {
+          if (!kept[a]) continue;
+          if (support[a] == DetailSupport::kUnsupported) {
+            kept[a].reset();
+            continue;
+          }
+          served[{plan.node->guid, i}].insert(kept[a]->counters.begin(), kept[a]->counters.end());
+        }
+      }
+    }
+  }
+
   // Reads the given switches in one exchange and adds their series.
   void read(const std::vector<const FabricNode*>& switches, milliseconds budget, MetricSet& out,
             ErrorSink& sink) const {
@@ -535,9 +634,7 @@ struct Fabric::Impl {
     std::vector<SwitchPlan> plans;
     std::vector<MadExchange::Answer> answers;
     // Decoded while the exchange is at hand: its "not supported" answers teach the PMA's facts.
-    std::map<std::pair<std::uint64_t, std::size_t>,
-             std::map<std::string, RemoteCounter, std::less<>>>
-        detail_counters;
+    std::map<std::pair<std::uint64_t, std::size_t>, CounterMap> detail_counters;
     std::map<std::uint64_t, FecCountersSupport> fec_supports;  // by switch GUID
     {
       // Only the exchange needs the port; the series are built after it, beside the next read.
@@ -582,10 +679,6 @@ struct Fabric::Impl {
             queries.push_back({node->lid, mad::MgmtClass::kPerfMgt,
                                mad::Attribute::kPortCountersExtended, number});
           }
-          if (options.detail_counters) {
-            add_detail_queries(node->lid, number, facts->second.details, port_plan.details,
-                               queries);
-          }
           if (options.extended_speeds_counters && runs_extended_speed(p) &&
               facts->second.fec.state != FecCountersSupport::State::kUnsupported) {
             port_plan.fec = queries.size();
@@ -599,16 +692,15 @@ struct Fabric::Impl {
         plans.push_back(std::move(plan));
       }
       answers = exchange.run(queries);
-      mads = exchange.mads_sent();
-      for (const auto& plan : plans) {
+      for (auto& plan : plans) {
         auto& facts = pma_facts[plan.node->guid];
-        for (std::size_t i = 0; i < plan.ports.size(); ++i) {
-          take_detail_answers(plan.ports[i].details, answers, exchange, facts.details,
-                              detail_counters[{plan.node->guid, i}]);
-        }
         learn_fec_support(plan, answers, exchange, facts.fec);
         if (options.extended_speeds_counters) fec_supports.emplace(plan.node->guid, facts.fec);
+        for (auto& port_plan : plan.ports)
+          port_plan.counters = decode_port(plan.info, port_plan, answers);
       }
+      if (options.detail_counters) read_details(plans, exchange, detail_counters);
+      mads = exchange.mads_sent();
     }
     // Every port's state comes from the model, so it is shown whether or not its PMA answered.
     const auto remotes = remembered_remotes(switches);
@@ -627,28 +719,10 @@ struct Fabric::Impl {
       }
     }
     for (const auto& plan : plans) {
-      const auto& info = plan.info;
       for (std::size_t i = 0; i < plan.ports.size(); ++i) {
         const auto& identity = identities.at({plan.node->guid, i});
-        const auto basic = plan.ports[i].basic;
-        const auto ext = plan.ports[i].extended;
-        // Both tables or neither: half a port would read as counters going down.
-        if (!answers[basic] || (ext != SIZE_MAX && !answers[ext])) continue;
-        std::map<std::string, RemoteCounter, std::less<>> counters;
-        for (const auto& [name, value, width] :
-             mad::decode_counters(mad::data_of(*answers[basic]), mad::port_counters_fields())) {
-          counters.try_emplace(std::string(name), RemoteCounter{value, width});
-        }
-        drop_unsupported_basic(info, counters);
-        if (ext != SIZE_MAX) {
-          std::map<std::string, RemoteCounter, std::less<>> extended;
-          for (const auto& [name, value, width] : mad::decode_counters(
-                   mad::data_of(*answers[ext]), mad::port_counters_extended_fields())) {
-            extended.try_emplace(std::string(name), RemoteCounter{value, width});
-          }
-          drop_unsupported_extended(info, extended);
-          counters.merge(extended);
-        }
+        if (!plan.ports[i].counters) continue;
+        auto counters = *plan.ports[i].counters;
         // Wait counters of VLs the port does not use never move: no series for them.
         const int vls = plan.node->ports[i].operational_vls;
         std::erase_if(detail_counters[{plan.node->guid, i}], [&](const auto& entry) {

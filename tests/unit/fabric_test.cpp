@@ -209,8 +209,14 @@ TEST(FabricFlags, CollectorImpliesDiscoveryAndOptionsApply) {
   EXPECT_EQ(f.discovery_deadline, std::chrono::seconds(30));
   EXPECT_TRUE(f.detail_counters);
   EXPECT_FALSE(f.extended_speeds_counters);
+  EXPECT_FALSE(f.detail_counters_every_read);
   EXPECT_FALSE(parse_args({"--collector.fabric", "--no-fabric.detail-counters"}, config));
   EXPECT_FALSE(config.fabric_options.detail_counters);
+  Config every_read;
+  EXPECT_FALSE(
+      parse_args({"--collector.fabric", "--fabric.detail-counters-every-read"}, every_read));
+  EXPECT_TRUE(every_read.fabric_options.detail_counters);
+  EXPECT_TRUE(every_read.fabric_options.detail_counters_every_read);
   EXPECT_FALSE(parse_args({"--collector.fabric", "--fabric.extended-speeds-counters"}, config));
   EXPECT_TRUE(config.fabric_options.extended_speeds_counters);
 }

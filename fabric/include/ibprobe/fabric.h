@@ -32,8 +32,13 @@ struct FabricOptions {
   std::chrono::milliseconds budget{8000};  // one switch's or the whole fabric's read
   int concurrency = 16;                    // PerfMgt MADs in flight at once
   // PortRcvErrorDetails, PortXmitDiscardDetails and PortVLXmitWaitCounters of every switch port
-  // whose PMA answers them: up to three more MADs per port per read.
+  // whose PMA answers them. Each is read the first time and then only when the base counter it
+  // splits (PortRcvErrors, PortXmitDiscards, PortXmitWait) moved, and served from the last read
+  // otherwise: no more MADs per port while nothing moves, up to three when all three move.
   bool detail_counters = true;
+  // Reads all three every time, as before that (three more MADs per port per read), for a site
+  // that does not want to rely on the base counters.
+  bool detail_counters_every_read = false;
   // PortExtendedSpeedsCounters (FEC corrected and uncorrectable blocks, corrected symbols, symbol
   // errors per lane) of every switch port running an extended speed (FDR and faster), from PMAs
   // that answer it: one more MAD per such port per read, and after each discovery one
