@@ -91,6 +91,16 @@ amtool check-config "$stage$prefix/share/ibprobe/examples/alertmanager.yml" >"$w
   fail "amtool check-config on the example alertmanager.yml: $(cat "$work/amtool.log")"
 grep -q '/api/v1/alerts' "$stage$prefix/share/ibprobe/examples/alertmanager.yml" ||
   fail "the example alertmanager.yml sends nothing to the alert receiver"
+# An alert goes to the receiver and to people; a verdict the receiver pushed back goes to people
+# only (to the receiver it would be dropped as no_rule, once per verdict).
+route_of() { # ALERTNAME
+  amtool config routes test --config.file="$stage$prefix/share/ibprobe/examples/alertmanager.yml" \
+    "alertname=$1" 2>/dev/null
+}
+[[ $(route_of IbprobeRetransmissions) == "ibprobe-probes,oncall" ]] ||
+  fail "IbprobeRetransmissions routes to '$(route_of IbprobeRetransmissions)', not the receiver and people"
+[[ $(route_of IbprobeProbeVerdict) == "oncall" ]] ||
+  fail "IbprobeProbeVerdict routes to '$(route_of IbprobeProbeVerdict)': a verdict goes to people only"
 
 # The example prometheus.yml: valid with the rules beside it, and the shipped jobs verbatim.
 cp "$root_dir"/dashboards/prometheus/*.rules.yml "$root_dir/deploy/config/prometheus.yml" "$work/"
