@@ -229,7 +229,7 @@ RunQueue::Result RunQueue::execute(Entry& entry) {
                           : "invalid probe: " + job.spec.error().message());
   }
   // A peer's run on our responder holds the port; ours waits for it rather than failing.
-  const auto held = options_.gate->enter(entry.stop.get_token(), deadline);
+  auto held = options_.gate->enter(entry.stop.get_token(), deadline);
   if (!held) {
     if (entry.stop.stop_requested()) {
       return fail(probes::FailureKind::kCancelled, "cancelled while a peer's probe held the port");
@@ -241,6 +241,7 @@ RunQueue::Result RunQueue::execute(Entry& entry) {
   run_options.fabric_ports = module.fabric_ports;
   run_options.shared_secret = options_.shared_secret;
   run_options.deadline = deadline;
+  run_options.gate = &*held;
   run_options.stop = entry.stop.get_token();
   run_options.resolved = job.addresses;
   run_options.verify_cases = module.verify_cases;
@@ -249,7 +250,8 @@ RunQueue::Result RunQueue::execute(Entry& entry) {
   if (job.sweep) {
     const auto& valid_sweep = *job.sweep;
     // The gate stays held from the first step to the last: no other run comes between
-    // two steps that should differ in one variable only.
+    // two steps that should differ in one variable only (but a peer's, served while a step's
+    // responder answers busy: RunOptions::gate).
     Result result;
     result.sweep = probes::run_sweep(
         *valid_sweep, run_options,

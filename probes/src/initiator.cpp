@@ -184,7 +184,7 @@ ProbeOutcome run_probe_or_throw(const LocalPort& local, const std::string& host,
   throw_if_cancelled(stop);
   const auto addresses = addresses_to_connect(host, port, options);
   const peer_auth::InitiatorAuth auth(options.shared_secret);
-  auto greeting = greet(host, port, addresses, deadline, auth, stop);
+  auto greeting = greet(host, port, addresses, deadline, auth, stop, options.gate);
   // References, not a structured binding: lambdas below capture the channel.
   auto& channel = greeting.channel;
   const auto& hello = greeting.hello;

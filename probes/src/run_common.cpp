@@ -1,6 +1,7 @@
 #include "run_common.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 #include "ibprobe/counter_snapshot.h"
@@ -35,7 +36,7 @@ std::vector<IpAddress> addresses_to_connect(const std::string& host, const std::
 Greeting greet(const std::string& host, const std::string& port,
                const std::vector<IpAddress>& addresses,
                std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,
-               const StopSignal& stop) {
+               const StopSignal& stop, ProbeGate::Held* gate) {
   auto backoff = std::chrono::milliseconds(50);
   while (true) {
     auto channel = ControlChannel::connect(host, port, addresses, deadline, &stop);
@@ -52,7 +53,26 @@ Greeting greet(const std::string& host, const std::string& port,
         std::chrono::steady_clock::now() + backoff > deadline) {
       channel.fail_unexpected(message, "the responder's hello");
     }
-    if (stop.wait_for(backoff)) throw_if_cancelled(stop);
+    if (gate) {
+      // Two initiators probing each other step aside together; a pause of its own length for
+      // each (backoff to twice that) lets the one that is back first be served by the other,
+      // which is still away.
+      thread_local std::minstd_rand jitter{std::random_device{}()};
+      const auto pause =
+          backoff + std::chrono::milliseconds(
+                        std::uniform_int_distribution<std::int64_t>(0, backoff.count())(jitter));
+      if (!gate->step_aside(pause, stop.token(), deadline)) {
+        throw_if_cancelled(stop);
+        throw ProbeFailure(
+            "this side's port stayed busy with a peer's probe until the deadline, "
+            "after " +
+                channel.peer() + " answered busy",
+            FailureKind::kTimeout);
+      }
+      throw_if_cancelled(stop);
+    } else if (stop.wait_for(backoff)) {
+      throw_if_cancelled(stop);
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }

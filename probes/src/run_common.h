@@ -38,9 +38,11 @@ struct Greeting {
 // no frame of another version. A responder busy with another run says so
 // at once; that run often ends within moments (its side may still be releasing its resources
 // after our previous run), so ask again, backing off, until the deadline.
+// `gate`: this side's port gate as held for the run (RunOptions::gate), let go between the tries
+// so that a busy responder waiting for this side's responder is served meanwhile; null: none.
 Greeting greet(const std::string& host, const std::string& port,
                const std::vector<IpAddress>& addresses,
                std::chrono::steady_clock::time_point deadline, const peer_auth::InitiatorAuth& auth,
-               const StopSignal& stop);
+               const StopSignal& stop, ProbeGate::Held* gate = nullptr);
 
 }  // namespace ibprobe::probes

@@ -25,7 +25,7 @@ CaseResult run_one(Case id, const LocalPort& local, const std::string& host,
                                                std::chrono::seconds(request.spec.timeout_seconds));
   if (run_options.deadline) setup_deadline = std::min(setup_deadline, *run_options.deadline);
   const peer_auth::InitiatorAuth auth(run_options.shared_secret);
-  auto greeting = greet(host, port, addresses, setup_deadline, auth, stop);
+  auto greeting = greet(host, port, addresses, setup_deadline, auth, stop, run_options.gate);
   auto& channel = greeting.channel;
   request.authenticator = auth.authenticator(greeting.hello, request);
   channel.send(request, setup_deadline);

@@ -20,6 +20,7 @@ class StopSignal {
   // Readable (POLLIN) once stop was requested; never read from, so it stays readable.
   int fd() const { return fd_.get(); }
   bool stop_requested() const { return token_.stop_requested(); }
+  const std::stop_token& token() const { return token_; }
   // Sleeps for `duration` unless stop is requested first; true when it was.
   bool wait_for(std::chrono::milliseconds duration) const;
 

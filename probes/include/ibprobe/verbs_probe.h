@@ -107,6 +107,48 @@ struct ProbeOutcome {
   std::vector<verify::CaseResult> verify_results;
 };
 
+// One probe at a time on a port, whichever side started it: an exporter's own probes and the runs
+// its responder serves share one gate, since concurrent runs disturb each other's figures. A
+// semaphore of one: enter() waits for it without polling, and what it returns holds the gate.
+class ProbeGate {
+ public:
+  // Holds the gate for as long as it lives.
+  class Held {
+   public:
+    explicit Held(ProbeGate& gate) : gate_(&gate) {}
+    Held(Held&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+    Held& operator=(Held&&) = delete;
+    ~Held() {
+      if (gate_) gate_->leave();
+    }
+    // Lets the gate go for `pause`, then waits for it again until `deadline`, for an initiator
+    // told "busy" by a peer that may be waiting for this side's responder: both ends of a link
+    // probing each other at once (both alerting) would otherwise each wait for the other until
+    // a timeout. False: not held again (stopped, or past the deadline); this holds nothing then.
+    bool step_aside(std::chrono::milliseconds pause, std::stop_token stop,
+                    std::chrono::steady_clock::time_point deadline);
+
+   private:
+    ProbeGate* gate_;
+  };
+
+  ProbeGate();
+  ~ProbeGate();
+  ProbeGate(const ProbeGate&) = delete;
+  ProbeGate& operator=(const ProbeGate&) = delete;
+
+  // Waits until the gate is free, `deadline` passes or `stop` is requested; holds it in the
+  // first case only.
+  std::optional<Held> enter(std::stop_token stop, std::chrono::steady_clock::time_point deadline);
+  // Takes the gate when it is free at once.
+  bool try_enter();
+  void leave();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 struct RunOptions {
   // "LID:PORT" fabric ports (e.g. the switch ports on the path), read over PerfMgt MADs before
   // and after the run; when they cannot be (no InfiniBand port with a umad device here), the run
@@ -132,42 +174,9 @@ struct RunOptions {
   // each case bounded by the spec's timeout.
   std::vector<verify::Case> verify_cases = {};
   verify::Options verify_options = {};
-};
-
-// One probe at a time on a port, whichever side started it: an exporter's own probes and the runs
-// its responder serves share one gate, since concurrent runs disturb each other's figures. A
-// semaphore of one: enter() waits for it without polling, and what it returns holds the gate.
-class ProbeGate {
- public:
-  // Holds the gate for as long as it lives.
-  class Held {
-   public:
-    explicit Held(ProbeGate& gate) : gate_(&gate) {}
-    Held(Held&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
-    Held& operator=(Held&&) = delete;
-    ~Held() {
-      if (gate_) gate_->leave();
-    }
-
-   private:
-    ProbeGate* gate_;
-  };
-
-  ProbeGate();
-  ~ProbeGate();
-  ProbeGate(const ProbeGate&) = delete;
-  ProbeGate& operator=(const ProbeGate&) = delete;
-
-  // Waits until the gate is free, `deadline` passes or `stop` is requested; holds it in the
-  // first case only.
-  std::optional<Held> enter(std::stop_token stop, std::chrono::steady_clock::time_point deadline);
-  // Takes the gate when it is free at once.
-  bool try_enter();
-  void leave();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
+  // The port's gate as the caller holds it for the run: while the responder answers "busy", the
+  // handshake lets it go between its tries (Held::step_aside). Null: held by nobody here.
+  ProbeGate::Held* gate = nullptr;
 };
 
 struct ResponderOptions {
