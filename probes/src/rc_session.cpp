@@ -181,7 +181,7 @@ BandwidthStats RcSession::run_bandwidth_duration(const RunGuard& guard) {
         std::uint32_t count = 0;
         std::uint64_t last = 0;
         if (posting && s.in_flight + spec_.post_list <= spec_.tx_depth &&
-            (!pacer.limited() || pacer.may_post(steady_now_ns()))) {
+            (!pacer.limited() || pacer.may_post(steady_now_ns())) && window.before_stop()) {
           count = spec_.post_list;
         } else if (!posting && s.unsignaled > 0 && s.in_flight < spec_.tx_depth) {
           count = 1;

@@ -39,6 +39,10 @@ class DurationWindow {
   // Called on every pass of a loop with the completions so far: notes the window's edges as they
   // pass, and says whether the run is still in its posting time.
   bool posting(std::uint64_t total_done);
+  // Whether the posting time has not ended yet, asked before each post: a pass of the loop that
+  // began in it may end after it (a descheduled thread, a slow post), and what it posts then
+  // would go past the duration and a rate limit's count for it.
+  bool before_stop() const { return std::chrono::steady_clock::now() < stop_; }
   BandwidthStats stats(std::uint64_t message_size) const;
 
  private:
