@@ -19,8 +19,8 @@
       --needs-hardware FILE/TITLE=REASON: that panel (TITLE `*`: every panel of the dashboard
       FILE; `variable NAME`: a variable) may return nothing, for hardware the test lacks (REASON
       is printed); one whose every query returns data fails, so that the list stays true.
-      --panel-empty-ok FILE/TITLE=REASON: that panel may return nothing (a fault the test does not
-      cause; REASON is printed).
+      --panel-empty-ok FILE/TITLE[/REF]=REASON: that panel (or its query REF alone) may return
+      nothing (a fault the test does not cause; REASON is printed).
       --panels-only: recording rules and alert expressions need not return data (their rules
       must still load and evaluate).
 """
@@ -168,7 +168,12 @@ def check(args):
     panel_empty_ok = {}
     for entry in args.panel_empty_ok:
         panel, reason = entry.split("=", 1)
-        panel_empty_ok[tuple(panel.split("/", 1))] = reason
+        name, title = panel.split("/", 1)
+        ref = None
+        # A query's refId is a capital letter or two; a title may hold "/" itself ("ticks/s").
+        if re.fullmatch(r".+/[A-Z]{1,2}", title):
+            title, ref = title.rsplit("/", 1)
+        panel_empty_ok[(name, title, ref)] = reason
     listed = set()
 
     def hardware_reason(name, title):
@@ -182,8 +187,10 @@ def check(args):
     for name, title, ref, expr, instant in dash.queries(boards):
         q = dash.substitute(expr, values, intervals)
         reason = hardware_reason(name, title)
-        if reason is None and (name, title) in panel_empty_ok:
-            listed.add((name, title))
+        empty_key = next((key for key in ((name, title, ref), (name, title, None))
+                          if key in panel_empty_ok), None)
+        if reason is None and empty_key:
+            listed.add(empty_key)
             try:
                 got = prom.instant(q) if instant else prom.range(q, args.range_seconds, 2)
             except RuntimeError as e:
@@ -193,7 +200,7 @@ def check(args):
                 ok(f"{name} / {title} / {ref}: {q}")
             else:
                 print(f"skip {name} / {title} / {ref}: no data, allowed: "
-                      f"{panel_empty_ok[(name, title)]}")
+                      f"{panel_empty_ok[empty_key]}")
             continue
         if reason is None:
             expect_data(f"{name} / {title} / {ref}: {q}", q,
@@ -226,7 +233,7 @@ def check(args):
             continue
         (ok if got else fail)(f"{what}" + (f" -> {got}" if got else ": no values"))
     for key in (needs_hardware.keys() | panel_empty_ok.keys()) - listed:
-        fail(f"--needs-hardware {'/'.join(key)}: no such panel")
+        fail(f"--needs-hardware or --panel-empty-ok {'/'.join(k for k in key if k)}: no such panel")
 
     rules = []
     for path in args.rules:
