@@ -117,12 +117,6 @@ def perfquery_fields(sim, lid, port, *option):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+):\.*(\d+)$", out, re.M)}
 
 
-def switch_lids(sim):
-    out = sim.run(["ibswitches"]).stdout
-    return {int(m.group(1), 16): int(m.group(2))
-            for m in re.finditer(r"^Switch\s+:\s+0x([0-9a-f]+).*\blid (\d+)", out, re.M)}
-
-
 def main(exporter):
     seed = int(os.environ.get("IBPROBE_FABRIC_SEED", time.time_ns() % 100000))
     print(f"seed {seed} (IBPROBE_FABRIC_SEED reproduces it)")
@@ -136,7 +130,7 @@ def main(exporter):
         _, ibnd_descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
         guid_of = {desc: guid for guid, desc in ibnd_descriptions.items()}
         switch_guids = {name: guid_of[s.description] for name, s in by_name.items()}
-        lids = switch_lids(sim)
+        lids = sf.switch_lids(sim)
 
         def where(name, port):
             return f'PerformanceSet "{name}"[{port}]'

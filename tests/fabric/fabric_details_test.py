@@ -76,13 +76,6 @@ def operational_vls(sim, lid, port):
     return int(m.group(1) or 0) + 1
 
 
-def switch_lids(sim):
-    """{switch GUID: LID} as ibswitches prints them."""
-    out = sim.run(["ibswitches"]).stdout
-    return {int(m.group(1), 16): int(m.group(2))
-            for m in re.finditer(r"^Switch\s+:\s+0x([0-9a-f]+).*\blid (\d+)", out, re.M)}
-
-
 def main(exporter):
     seed = int(os.environ.get("IBPROBE_FABRIC_SEED", time.time_ns() % 100000))
     print(f"seed {seed} (IBPROBE_FABRIC_SEED reproduces it)")
@@ -94,7 +87,7 @@ def main(exporter):
         _, ibnd_descriptions = sf.parse_ibnetdiscover(sim.run(["ibnetdiscover"]).stdout)
         guid_of = {desc: guid for guid, desc in ibnd_descriptions.items()}
         switch_guids = {name: guid_of[s.description] for name, s in by_name.items()}
-        lids = switch_lids(sim)
+        lids = sf.switch_lids(sim)
         check(set(lids) == set(switch_guids.values()), f"ibswitches lists every switch: {lids}")
 
         # Every detail field of every switch port, at random; one port has every field at the

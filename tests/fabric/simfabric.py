@@ -380,3 +380,10 @@ def parse_ibnetdiscover(text):
     for switch, m in switch_port_lines(text, header, port_line, switch_of):
         links[(switch, int(m.group(1)))] = (int(m.group(2), 16), int(m.group(3)))
     return links, descriptions
+
+
+def switch_lids(sim):
+    """{switch GUID: LID} as ibswitches prints them."""
+    out = sim.run(["ibswitches"]).stdout
+    return {int(m.group(1), 16): int(m.group(2))
+            for m in re.finditer(r"^Switch\s+:\s+0x([0-9a-f]+).*\blid (\d+)", out, re.M)}
