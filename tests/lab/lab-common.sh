@@ -440,6 +440,34 @@ perftest_field() { # OUTPUT HEADER_REGEX FIELD
     awk -v re="$2" -v f="$3" '$0 ~ re { getline; print $f; exit }' <<<"$1"
 }
 
+# Writes OUT: the shipped deploy/config/alertmanager.yml with its probe receiver's webhook at
+# RECEIVER_URL (plain HTTP: the shipped basic auth and TLS are for an exporter's
+# --web.config.file) and the people's at ONCALL_URL; with MATCHER, the probe route also needs it
+# (beside the shipped ones), with INTERVALS ("GROUP REPEAT") its group and repeat intervals.
+# Checked with amtool.
+lab_alertmanager_config() { # OUT RECEIVER_URL ONCALL_URL [MATCHER [INTERVALS]]
+    python3 - "$LAB_TEST_ROOT/deploy/config/alertmanager.yml" "$@" <<'PY' || fail "cannot adapt alertmanager.yml"
+import sys, yaml
+shipped, out, receiver_url, oncall_url, *extra = sys.argv[1:]
+config = yaml.safe_load(open(shipped))
+(probes,) = [r for r in config["route"]["routes"] if r["receiver"] == "ibprobe-probes"]
+if extra and extra[0]:
+    probes["matchers"].append(extra[0])
+if len(extra) > 1:
+    probes["group_interval"], probes["repeat_interval"] = extra[1].split()
+for receiver in config["receivers"]:
+    for hook in receiver["webhook_configs"]:
+        if receiver["name"] == probes["receiver"]:
+            hook["url"] = receiver_url
+            del hook["http_config"]
+        else:
+            hook["url"] = oncall_url
+yaml.safe_dump(config, open(out, "w"), sort_keys=False)
+PY
+    amtool check-config "$1" >"$1.amtool.log" 2>&1 \
+        || fail "amtool check-config: $(cat "$1.amtool.log")"
+}
+
 # Prometheus on the rules in WORK/rules, scraping the exporter on port 9470 of each VM HOST every
 # 2 s with INSTANCE as its instance label; returns once it scrapes them all (lab_start_prometheus).
 # With LAB_ALERTMANAGER (HOST:PORT) set, Prometheus sends its alerts there.

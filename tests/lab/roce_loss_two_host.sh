@@ -105,25 +105,9 @@ start_alertmanager() {
     local port dead
     port=$(free_port)
     dead=$(free_port)
-    python3 - "$LAB_TEST_ROOT/deploy/config/alertmanager.yml" "$work/alertmanager.yml" \
-        "http://127.0.0.1:$(lab port B 9470)/api/v1/alerts" "http://127.0.0.1:$dead/" <<'PY'
-import sys, yaml
-shipped, out, receiver_url, oncall_url = sys.argv[1:]
-config = yaml.safe_load(open(shipped))
-(probes,) = [r for r in config["route"]["routes"] if r["receiver"].startswith("ibprobe-probes")]
-probes["matchers"] = ['alertname=~"Ibprobe.+"', 'instance="lab-b"']
-probes.update(group_interval="5s", repeat_interval="10s")
-for receiver in config["receivers"]:
-    for hook in receiver["webhook_configs"]:
-        if receiver["name"] == probes["receiver"]:
-            hook["url"] = receiver_url
-            del hook["http_config"]
-        else:
-            hook["url"] = oncall_url
-yaml.safe_dump(config, open(out, "w"), sort_keys=False)
-PY
-    amtool check-config "$work/alertmanager.yml" >"$work/amtool.log" 2>&1 \
-        || fail "amtool check-config: $(cat "$work/amtool.log")"
+    lab_alertmanager_config "$work/alertmanager.yml" \
+        "http://127.0.0.1:$(lab port B 9470)/api/v1/alerts" "http://127.0.0.1:$dead/" \
+        'instance="lab-b"' "5s 10s"
     prometheus-alertmanager --config.file="$work/alertmanager.yml" \
         --storage.path="$work/alertmanager" --web.listen-address="127.0.0.1:$port" \
         --cluster.listen-address= >"$work/alertmanager.log" 2>&1 &

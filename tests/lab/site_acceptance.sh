@@ -203,22 +203,8 @@ start_exporter() { # CASE HOST
 # HTTP in the lab: the shipped basic auth and TLS are for the exporter's --web.config.file),
 # people's pages to a port where nothing listens.
 start_alertmanager() {
-    python3 - "$LAB_TEST_ROOT/deploy/config/alertmanager.yml" "$work/alertmanager.yml" \
-        "http://$(lab addr A):9470/api/v1/alerts" "http://127.0.0.1:9/alerts" <<'PY'
-import sys, yaml
-shipped, out, receiver_url, oncall_url = sys.argv[1:]
-config = yaml.safe_load(open(shipped))
-for receiver in config["receivers"]:
-    for hook in receiver["webhook_configs"]:
-        if receiver["name"] == "ibprobe-probes":
-            hook["url"] = receiver_url
-            del hook["http_config"]
-        else:
-            hook["url"] = oncall_url
-yaml.safe_dump(config, open(out, "w"), sort_keys=False)
-PY
-    amtool check-config "$work/alertmanager.yml" >"$work/amtool.log" 2>&1 \
-        || fail "amtool check-config: $(cat "$work/amtool.log")"
+    lab_alertmanager_config "$work/alertmanager.yml" "http://$(lab addr A):9470/api/v1/alerts" \
+        "http://127.0.0.1:9/alerts"
     lab spawn --name alertmanager "$MONITOR" -- prometheus-alertmanager \
         --config.file="$work/alertmanager.yml" --storage.path=/run/tmp/site-alertmanager \
         --web.listen-address=":$AM_PORT" --cluster.listen-address= >/dev/null \
