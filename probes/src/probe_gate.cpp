@@ -11,17 +11,13 @@ struct ProbeGate::State {
   bool busy = false;
 };
 
-bool ProbeGate::Held::step_aside(std::chrono::milliseconds pause, std::stop_token stop,
+bool ProbeGate::Held::step_aside(std::chrono::milliseconds pause, const StopSignal& stop,
                                  std::chrono::steady_clock::time_point deadline) {
   if (!gate_) return false;
   ProbeGate& gate = *std::exchange(gate_, nullptr);
   gate.leave();
-  {
-    std::mutex paused;
-    std::unique_lock lock(paused);
-    std::condition_variable_any().wait_for(lock, stop, pause, [] { return false; });
-  }
-  auto again = gate.enter(stop, deadline);
+  if (stop.wait_for(pause)) return false;
+  auto again = gate.enter(stop.token(), deadline);
   if (!again) return false;
   gate_ = std::exchange(again->gate_, nullptr);
   return true;

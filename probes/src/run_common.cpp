@@ -61,7 +61,7 @@ Greeting greet(const std::string& host, const std::string& port,
       const auto pause =
           backoff + std::chrono::milliseconds(
                         std::uniform_int_distribution<std::int64_t>(0, backoff.count())(jitter));
-      if (!gate->step_aside(pause, stop.token(), deadline)) {
+      if (!gate->step_aside(pause, stop, deadline)) {
         throw_if_cancelled(stop);
         throw ProbeFailure(
             "this side's port stayed busy with a peer's probe until the deadline, "

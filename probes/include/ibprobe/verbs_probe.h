@@ -125,7 +125,7 @@ class ProbeGate {
     // told "busy" by a peer that may be waiting for this side's responder: both ends of a link
     // probing each other at once (both alerting) would otherwise each wait for the other until
     // a timeout. False: not held again (stopped, or past the deadline); this holds nothing then.
-    bool step_aside(std::chrono::milliseconds pause, std::stop_token stop,
+    bool step_aside(std::chrono::milliseconds pause, const StopSignal& stop,
                     std::chrono::steady_clock::time_point deadline);
 
    private:
